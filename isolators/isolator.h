@@ -1,0 +1,74 @@
+// Isolator: one kind of per-executor isolation (a cgroup controller, a
+// network namespace, a seccomp filter). The agent runs the enabled
+// isolators (chosen by --isolation, see isolator_table.h) in a fixed order
+// for every executor ("container"), and cleanup in reverse order:
+//
+//   recover(known)                         once at agent start
+//   prepare(id, limits, &spec)             before the process starts
+//   <launcher starts the process>
+//   isolate(id, pid)                       right after it starts
+//   watch(id, onLimitation)                a limit hit ends the container
+//   update(id, limits)                     whenever its tasks change
+//   usage(id)                              on demand
+//   cleanup(id)                            after it ended (or on failure)
+//
+// Contract: every method is idempotent per container id and safe to call on
+// a container whose process already exited or whose files vanished;
+// cleanup() must leave nothing behind (cgroup directories, namespaces) even
+// after a failed prepare(). Errors name the file, value and errno that
+// failed. Thread: the agent's io_context thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "launcher/launcher.h"
+#include "proto/allot.pb.h"
+#include "proto/resources.h"
+
+namespace allot {
+
+// Names one container (one executor) on this agent. name() is its cgroup
+// directory name, unique and stable across agent restarts.
+struct ContainerId {
+  std::string frameworkId;
+  std::string executorId;
+  std::string name() const;  // sanitized "<framework>.<executor>"
+  bool operator==(const ContainerId&) const = default;
+};
+
+// Why a container must end: a limit it hit.
+struct Limitation {
+  wire::Reason reason = wire::REASON_NONE;  // REASON_MEMORY_LIMIT, REASON_PIDS_LIMIT
+  std::string message;                      // "memory limit 64 MiB exceeded (OOM kill)"
+  wire::ResourceUsage usage;                // at the time, when known
+};
+
+class Isolator {
+ public:
+  virtual ~Isolator() = default;
+
+  virtual std::string_view name() const = 0;
+
+  // Adopts the containers the agent still knows (from its checkpoint) and
+  // destroys any other container this isolator finds under its root.
+  virtual Status recover(const std::vector<ContainerId>& known) = 0;
+  // `limits` are the executor's resources plus all its tasks' resources.
+  virtual Status prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) = 0;
+  virtual Status isolate(const ContainerId& id, pid_t pid) = 0;
+  // Arms limit notifications; onLimitation fires at most once per container.
+  virtual Status watch(const ContainerId& id, std::function<void(const Limitation&)> onLimitation) = 0;
+  virtual Status update(const ContainerId& id, const Resources& limits) = 0;
+  // Adds what this isolator measures to *usage (leaves other fields alone).
+  virtual Status usage(const ContainerId& id, wire::ResourceUsage* usage) = 0;
+  // Kills whatever is left in the container and removes its kernel objects.
+  virtual Status cleanup(const ContainerId& id) = 0;
+};
+
+}  // namespace allot

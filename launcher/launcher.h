@@ -1,0 +1,89 @@
+// Launcher: starts executor processes and tells the agent when they end.
+//
+// Processes start with clone3(CLONE_PIDFD) (fork + pidfd_open as fallback);
+// exits are observed by a poll on each pidfd through UringPoller (io_uring),
+// then reaped with waitid(P_PIDFD). No SIGCHLD handler, no waitpid loops, no
+// zombies. The agent is made a child subreaper so orphaned grandchildren
+// come back to it and are reaped too.
+//
+// Thread: everything on the daemon's io_context thread; callbacks too.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/asio.h"
+#include "base/result.h"
+#include "base/uring_poller.h"
+
+namespace allot {
+
+// What the child does between fork and exec, in this order. Filled in by the
+// agent and by isolators' prepare(); everything here is async-signal-safe
+// in the child (no allocation after fork).
+struct ChildSetup {
+  // v2: a cgroup directory fd for CLONE_INTO_CGROUP (the child is born in it).
+  int cgroupDirFd = -1;
+  // v1 (or fallback): "cgroup.procs" files the child writes its pid into.
+  std::vector<std::string> cgroupProcsFiles;
+  // A network namespace to setns() into (-1: stay in the agent's).
+  int netnsFd = -1;
+  // A seccomp BPF program (struct sock_filter array) installed last, after
+  // no_new_privs. Empty: none.
+  std::vector<char> seccompBpf;
+  bool noNewPrivs = false;
+  // Run as this user and group (-1: stay root).
+  int uid = -1;
+  int gid = -1;
+};
+
+struct LaunchSpec {
+  std::vector<std::string> argv;  // argv[0] is an absolute path or found in PATH
+  std::vector<std::string> env;   // "NAME=value"; the child gets exactly these
+  std::string workDir;            // chdir before exec
+  std::string stdoutPath;         // created/appended; empty: /dev/null
+  std::string stderrPath;
+  ChildSetup setup;
+};
+
+struct ExitInfo {
+  pid_t pid = 0;
+  bool statusKnown = false;  // false for processes adopted by watch()
+  bool exited = false;       // exited normally with exitCode
+  int exitCode = 0;
+  int signal = 0;            // killed by this signal
+  bool coreDumped = false;
+  // Set when the child could not exec or failed a setup step: what failed.
+  std::string setupError;
+};
+
+class Launcher {
+ public:
+  using ExitCallback = std::function<void(const ExitInfo&)>;
+
+  virtual ~Launcher() = default;
+
+  // The real launcher. The poller must outlive it.
+  static Result<std::unique_ptr<Launcher>> create(asio::io_context& io, UringPoller& poller);
+
+  // Starts a process. Returns its pid once it runs (or an Error if fork,
+  // setup or exec failed: the child's own failure is reported back through
+  // a close-on-exec pipe, so "no such executable" is an error here, not a
+  // mysterious exit 127). onExit fires exactly once.
+  virtual Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) = 0;
+
+  // Supervises a process this launcher did not start (e.g. an executor
+  // recovered after an agent restart). Its exit status is unknown.
+  virtual Status watch(pid_t pid, ExitCallback onExit) = 0;
+
+  // Sends a signal through the process's pidfd (no pid-reuse race).
+  virtual Status signal(pid_t pid, int sig) = 0;
+
+  virtual size_t supervisedCount() const = 0;
+};
+
+}  // namespace allot

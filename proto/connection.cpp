@@ -1,0 +1,216 @@
+#include "proto/connection.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+
+namespace allot {
+
+namespace {
+constexpr size_t kReadChunkBytes = 64 * 1024;
+
+std::string describeEndpoint(const StreamSocket& socket) {
+  boost::system::error_code ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  if (ec) return "unknown peer";
+  if (endpoint.protocol().family() == AF_INET || endpoint.protocol().family() == AF_INET6) {
+    asio::ip::tcp::endpoint tcp;
+    tcp.resize(endpoint.size());
+    std::memcpy(tcp.data(), endpoint.data(), endpoint.size());
+    return tcp.address().to_string() + ":" + std::to_string(tcp.port());
+  }
+  return "local socket";
+}
+}  // namespace
+
+wire::Envelope helloEnvelope(wire::Role role, const std::string& name) {
+  wire::Envelope envelope;
+  wire::Hello* hello = envelope.mutable_hello();
+  hello->set_protocol_version(kProtocolVersion);
+  hello->set_role(role);
+  hello->set_name(name);
+  return envelope;
+}
+
+std::shared_ptr<Connection> Connection::create(StreamSocket socket, Options options) {
+  return std::shared_ptr<Connection>(new Connection(std::move(socket), std::move(options)));
+}
+
+std::shared_ptr<Connection> Connection::create(asio::ip::tcp::socket socket, Options options) {
+  boost::system::error_code ignored;
+  socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  return create(StreamSocket(std::move(socket)), std::move(options));
+}
+
+Connection::Connection(StreamSocket socket, Options options)
+    : socket_(std::move(socket)),
+      options_(std::move(options)),
+      decoder_(options_.maxFrameBytes),
+      readBuffer_(kReadChunkBytes) {
+  peerAddress_ = describeEndpoint(socket_);
+  // Our Hello is always the first frame on the wire.
+  Status st = appendFrame(helloEnvelope(options_.localRole, options_.localName), &pending_);
+  CHECK(st.ok());
+}
+
+void Connection::start(Handlers handlers) {
+  handlers_ = std::move(handlers);
+  flush();
+  readMore();
+}
+
+Status Connection::send(const wire::Envelope& envelope) {
+  if (closed_) return Error{"connection to " + peerAddress_ + " is closed"};
+  if (Status st = appendFrame(envelope, &pending_, options_.maxFrameBytes); !st) {
+    LOG_ERROR("not sending to " << peerAddress_ << ": " << st.error().describe());
+    return st;
+  }
+  if (queuedBytes() > options_.maxQueuedBytes) {
+    close("peer is not reading: " + std::to_string(queuedBytes()) + " bytes queued");
+    return Error{"send queue to " + peerAddress_ + " overflowed"};
+  }
+  flush();
+  return okStatus();
+}
+
+void Connection::flush() {
+  if (writeInFlight_ || closed_ || pending_.empty()) return;
+  writing_.swap(pending_);
+  pending_.clear();
+  writeInFlight_ = true;
+  auto self = shared_from_this();
+  asio::async_write(socket_, asio::buffer(writing_),
+                    [self](const boost::system::error_code& ec, size_t) {
+                      self->writeInFlight_ = false;
+                      self->writing_.clear();
+                      if (ec) {
+                        self->close("write failed: " + ec.message());
+                        return;
+                      }
+                      self->flush();
+                    });
+}
+
+void Connection::close(const std::string& reason) {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ignored;
+  socket_.shutdown(asio::socket_base::shutdown_both, ignored);
+  socket_.close(ignored);
+  auto onClose = std::move(handlers_.onClose);
+  handlers_ = Handlers{};
+  if (onClose) onClose(reason);
+}
+
+void Connection::readMore() {
+  if (closed_) return;
+  auto self = shared_from_this();
+  socket_.async_read_some(asio::buffer(readBuffer_),
+                          [self](const boost::system::error_code& ec, size_t bytes) {
+                            self->onRead(ec, bytes);
+                          });
+}
+
+void Connection::onRead(const boost::system::error_code& ec, size_t bytes) {
+  if (closed_) return;
+  if (ec) {
+    std::string reason = ec == asio::error::eof ? "peer closed" : "read failed: " + ec.message();
+    if (decoder_.midFrame()) {
+      reason += " mid-frame (truncated frame of " + std::to_string(decoder_.bufferedBytes()) +
+                " buffered bytes)";
+      LOG_WARNING("connection from " << peerAddress_ << ": " << reason);
+    }
+    close(reason);
+    return;
+  }
+  decoder_.append(readBuffer_.data(), bytes);
+  while (!closed_) {
+    Result<bool> got = decoder_.next(&scratch_);
+    if (!got) {
+      LOG_WARNING("closing connection from " << peerAddress_ << ": " << got.error().describe());
+      close(got.error().describe());
+      return;
+    }
+    if (!*got) break;
+    if (!handleEnvelope(scratch_)) return;
+  }
+  readMore();
+}
+
+bool Connection::handleEnvelope(wire::Envelope& envelope) {
+  if (!handshaken_) {
+    if (envelope.body_case() != wire::Envelope::kHello) {
+      LOG_WARNING("closing connection from " << peerAddress_ << ": first frame is not a Hello");
+      close("first frame is not a Hello");
+      return false;
+    }
+    return acceptHello(envelope.hello());
+  }
+  if (envelope.body_case() == wire::Envelope::kHelloRejected) {
+    std::string reason = "peer rejected us: " + envelope.hello_rejected().reason();
+    LOG_ERROR(reason);
+    close(reason);
+    return false;
+  }
+  if (handlers_.onMessage) handlers_.onMessage(envelope);
+  return !closed_;
+}
+
+bool Connection::acceptHello(const wire::Hello& hello) {
+  std::string refusal;
+  if (hello.protocol_version() != kProtocolVersion) {
+    refusal = "protocol version " + std::to_string(hello.protocol_version()) +
+              " is not supported (this side speaks " + std::to_string(kProtocolVersion) + ")";
+  } else if (!options_.acceptRoles.empty() &&
+             std::find(options_.acceptRoles.begin(), options_.acceptRoles.end(), hello.role()) ==
+                 options_.acceptRoles.end()) {
+    refusal = "role " + wire::Role_Name(hello.role()) + " is not accepted on this port";
+  }
+  if (!refusal.empty()) {
+    LOG_WARNING("rejecting " << peerAddress_ << " (" << hello.name() << "): " << refusal);
+    wire::Envelope rejected;
+    rejected.mutable_hello_rejected()->set_reason(refusal);
+    // Best effort: write the rejection synchronously before closing.
+    std::string bytes;
+    if (appendFrame(rejected, &bytes)) {
+      boost::system::error_code ignored;
+      asio::write(socket_, asio::buffer(bytes), ignored);
+    }
+    close("handshake refused: " + refusal);
+    return false;
+  }
+  handshaken_ = true;
+  peerHello_ = hello;
+  if (handlers_.onHello) handlers_.onHello(peerHello_);
+  return !closed_;
+}
+
+void asyncConnect(asio::io_context& io, const std::string& host, uint16_t port,
+                  std::function<void(Result<asio::ip::tcp::socket>)> done) {
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io);
+  auto socket = std::make_shared<asio::ip::tcp::socket>(io);
+  std::string where = host + ":" + std::to_string(port);
+  resolver->async_resolve(
+      host, std::to_string(port),
+      [resolver, socket, where, done = std::move(done)](
+          const boost::system::error_code& ec, asio::ip::tcp::resolver::results_type results) {
+        if (ec) {
+          done(Error{"cannot resolve " + where + ": " + ec.message()});
+          return;
+        }
+        asio::async_connect(*socket, results,
+                            [socket, where, done](const boost::system::error_code& ec2,
+                                                  const asio::ip::tcp::endpoint&) {
+                              if (ec2) {
+                                done(Error{"cannot connect to " + where + ": " + ec2.message()});
+                                return;
+                              }
+                              boost::system::error_code ignored;
+                              socket->set_option(asio::ip::tcp::no_delay(true), ignored);
+                              done(std::move(*socket));
+                            });
+      });
+}
+
+}  // namespace allot

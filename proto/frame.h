@@ -1,0 +1,53 @@
+// Frame codec (proto/FORMAT.md): a 4-byte big-endian payload length, then
+// that many bytes of a serialized wire::Envelope.
+//
+// FrameDecoder is a pure byte-stream parser with no I/O, so the fuzz target
+// and the unit tests drive exactly the code the daemons run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/result.h"
+#include "proto/allot.pb.h"
+
+namespace allot {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr size_t kFrameHeaderBytes = 4;
+// Hard cap on one frame's payload. Large offer batches are split by the
+// sender well below it.
+inline constexpr size_t kMaxFrameBytes = 16u << 20;
+
+// Appends one frame holding `envelope` to `out`. Fails (appending nothing)
+// if the envelope has no body or would exceed maxFrameBytes.
+Status appendFrame(const wire::Envelope& envelope, std::string* out,
+                   size_t maxFrameBytes = kMaxFrameBytes);
+
+class FrameDecoder {
+ public:
+  explicit FrameDecoder(size_t maxFrameBytes = kMaxFrameBytes) : maxFrameBytes_(maxFrameBytes) {}
+
+  // Adds bytes received from the peer.
+  void append(const char* data, size_t size);
+
+  // Decodes the next complete frame into *out. Returns true when one was
+  // decoded, false when more bytes are needed, and an Error (after which
+  // the stream is unusable) for an oversized frame, an undecodable payload
+  // or an envelope with no body.
+  Result<bool> next(wire::Envelope* out);
+
+  // True when bytes of an incomplete frame are buffered: at end of stream
+  // that means the peer sent a truncated frame.
+  bool midFrame() const { return buffer_.size() > consumed_; }
+
+  size_t bufferedBytes() const { return buffer_.size() - consumed_; }
+
+ private:
+  std::string buffer_;
+  size_t consumed_ = 0;
+  size_t maxFrameBytes_;
+};
+
+}  // namespace allot

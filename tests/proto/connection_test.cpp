@@ -1,0 +1,142 @@
+#include "proto/connection.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace allot {
+namespace {
+
+using asio::ip::tcp;
+
+// A loopback listener and a connected client, both on one io_context.
+class ConnectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    acceptor_.open(tcp::v4());
+    acceptor_.bind(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    acceptor_.listen();
+  }
+
+  // Accepts one peer and wraps it in a Connection with `options`.
+  void acceptOne(Connection::Options options, Connection::Handlers handlers) {
+    acceptor_.async_accept([this, options, handlers](const boost::system::error_code& ec,
+                                                     tcp::socket socket) {
+      ASSERT_FALSE(ec);
+      server_ = Connection::create(std::move(socket), options);
+      server_->start(handlers);
+    });
+  }
+
+  tcp::socket rawClient() {
+    tcp::socket socket(io_);
+    socket.connect(acceptor_.local_endpoint());
+    return socket;
+  }
+
+  void runFor(std::chrono::milliseconds limit) {
+    io_.restart();
+    io_.run_for(limit);
+  }
+
+  asio::io_context io_;
+  tcp::acceptor acceptor_{io_};
+  std::shared_ptr<Connection> server_;
+};
+
+TEST_F(ConnectionTest, HandshakeThenMessagesFlowBothWays) {
+  std::vector<uint64_t> got;
+  acceptOne({wire::ROLE_MASTER, "master", {wire::ROLE_AGENT}},
+            {nullptr, [&](wire::Envelope& e) {
+               got.push_back(e.heartbeat().sequence());
+               wire::Envelope ack;
+               ack.mutable_heartbeat_ack()->set_sequence(e.heartbeat().sequence());
+               (void)server_->send(ack);
+             },
+             nullptr});
+  auto client = Connection::create(rawClient(), {wire::ROLE_AGENT, "agent", {}});
+  std::vector<uint64_t> acks;
+  client->start({nullptr, [&](wire::Envelope& e) { acks.push_back(e.heartbeat_ack().sequence()); },
+                 nullptr});
+  for (uint64_t i = 0; i < 3; ++i) {
+    wire::Envelope hb;
+    hb.mutable_heartbeat()->set_sequence(i);
+    ASSERT_TRUE(client->send(hb).ok());
+  }
+  runFor(std::chrono::milliseconds(300));
+  EXPECT_EQ(got, (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ(acks, (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ(server_->peerHello().name(), "agent");
+}
+
+TEST_F(ConnectionTest, WrongVersionIsRejectedWithReason) {
+  std::string serverReason;
+  acceptOne({wire::ROLE_MASTER, "master", {}},
+            {nullptr, nullptr, [&](const std::string& r) { serverReason = r; }});
+  tcp::socket raw = rawClient();
+  wire::Envelope hello = helloEnvelope(wire::ROLE_AGENT, "old");
+  hello.mutable_hello()->set_protocol_version(99);
+  std::string bytes;
+  ASSERT_TRUE(appendFrame(hello, &bytes).ok());
+  asio::write(raw, asio::buffer(bytes));
+  runFor(std::chrono::milliseconds(200));
+  EXPECT_NE(serverReason.find("protocol version 99"), std::string::npos);
+  // The peer received our Hello and then the rejection.
+  std::string received(4096, '\0');
+  boost::system::error_code ec;
+  size_t n = asio::read(raw, asio::buffer(received), ec);
+  FrameDecoder decoder;
+  decoder.append(received.data(), n);
+  wire::Envelope e;
+  ASSERT_TRUE(*decoder.next(&e));
+  EXPECT_TRUE(e.has_hello());
+  ASSERT_TRUE(*decoder.next(&e));
+  EXPECT_TRUE(e.has_hello_rejected());
+}
+
+TEST_F(ConnectionTest, OversizedFrameClosesOnlyThatConnection) {
+  std::string reason;
+  acceptOne({wire::ROLE_MASTER, "master", {}, 1024},
+            {nullptr, nullptr, [&](const std::string& r) { reason = r; }});
+  tcp::socket raw = rawClient();
+  std::string bytes;
+  ASSERT_TRUE(appendFrame(helloEnvelope(wire::ROLE_AGENT, "a"), &bytes).ok());
+  bytes += std::string("\x00\x10\x00\x00", 4);  // 1 MiB announced
+  asio::write(raw, asio::buffer(bytes));
+  runFor(std::chrono::milliseconds(200));
+  EXPECT_NE(reason.find("exceeds"), std::string::npos);
+  EXPECT_FALSE(server_->open());
+}
+
+TEST_F(ConnectionTest, FirstFrameMustBeHello) {
+  std::string reason;
+  acceptOne({wire::ROLE_MASTER, "master", {}},
+            {nullptr, nullptr, [&](const std::string& r) { reason = r; }});
+  tcp::socket raw = rawClient();
+  wire::Envelope hb;
+  hb.mutable_heartbeat()->set_sequence(1);
+  std::string bytes;
+  ASSERT_TRUE(appendFrame(hb, &bytes).ok());
+  asio::write(raw, asio::buffer(bytes));
+  runFor(std::chrono::milliseconds(200));
+  EXPECT_NE(reason.find("not a Hello"), std::string::npos);
+}
+
+TEST_F(ConnectionTest, TruncatedFrameAtCloseIsNamed) {
+  std::string reason;
+  acceptOne({wire::ROLE_MASTER, "master", {}},
+            {nullptr, nullptr, [&](const std::string& r) { reason = r; }});
+  {
+    tcp::socket raw = rawClient();
+    std::string bytes;
+    ASSERT_TRUE(appendFrame(helloEnvelope(wire::ROLE_AGENT, "a"), &bytes).ok());
+    bytes += std::string("\x00\x00\x00\x10\x01", 5);
+    asio::write(raw, asio::buffer(bytes));
+    runFor(std::chrono::milliseconds(100));
+  }
+  runFor(std::chrono::milliseconds(200));
+  EXPECT_NE(reason.find("truncated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace allot
