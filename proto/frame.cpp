@@ -1,8 +1,32 @@
 #include "proto/frame.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <string>
 
+#include "base/log.h"
+
 namespace allot {
+namespace {
+
+// libprotobuf logs every parse failure (e.g. invalid UTF-8 in a string
+// field) on its own. A peer's bad frame is already logged once by whoever
+// closes the connection, so demote protobuf's lines to debug.
+void protobufLog(google::protobuf::LogLevel level, const char* file, int line,
+                 const std::string& message) {
+  if (level >= google::protobuf::LOGLEVEL_FATAL) {
+    LOG_ERROR("protobuf " << file << ":" << line << ": " << message);
+  } else {
+    LOG_DEBUG("protobuf: " << message);
+  }
+}
+
+}  // namespace
+
+FrameDecoder::FrameDecoder(size_t maxFrameBytes) : maxFrameBytes_(maxFrameBytes) {
+  static const bool routed = (google::protobuf::SetLogHandler(&protobufLog), true);
+  (void)routed;
+}
 
 Status appendFrame(const wire::Envelope& envelope, std::string* out, size_t maxFrameBytes) {
   if (envelope.body_case() == wire::Envelope::BODY_NOT_SET) {

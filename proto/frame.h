@@ -27,7 +27,7 @@ Status appendFrame(const wire::Envelope& envelope, std::string* out,
 
 class FrameDecoder {
  public:
-  explicit FrameDecoder(size_t maxFrameBytes = kMaxFrameBytes) : maxFrameBytes_(maxFrameBytes) {}
+  explicit FrameDecoder(size_t maxFrameBytes = kMaxFrameBytes);
 
   // Adds bytes received from the peer.
   void append(const char* data, size_t size);
