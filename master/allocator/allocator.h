@@ -1,0 +1,110 @@
+// Allocator: the master's pluggable allocation module. It owns the
+// accounting of who holds what (offered or in use) on every agent and decides
+// which framework receives each agent's free resources.
+//
+// The master drives it with events and asks for offers:
+//   auto a = createAllocator("drf", options);        // table in allocator_table.cpp
+//   AgentHandle ag = a->addAgent(total);
+//   FrameworkHandle fw = a->addFramework(params);
+//   a->setActive(fw, true);                           // connected and wants offers
+//   a->allocate(now, /*fullCycle=*/true, &grants);    // grants count as allocated
+//   a->recover(fw, ag, unused, refuse, now);          // declined / finished / rescinded
+//
+// Resources granted stay allocated to the framework (they count toward its
+// share) until recover() returns them. Event-driven allocation: every change
+// that frees resources marks the agent dirty, and allocate(now, false)
+// considers dirty agents only; allocate(now, true) considers every agent and
+// also expires refusal filters.
+//
+// Handles are dense small integers, reused after removal; the master must
+// not use a handle after removing it. Thread: single-threaded (the master's
+// io_context thread). Limits: kMaxAgents agents, kMaxFrameworks frameworks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "proto/resources.h"
+
+namespace allot {
+
+using AgentHandle = uint32_t;
+using FrameworkHandle = uint32_t;
+
+constexpr size_t kMaxAgents = 1u << 20;
+constexpr size_t kMaxFrameworks = 1u << 16;
+
+struct FrameworkParams {
+  double weight = 1.0;      // DRF weight and lottery tickets; > 0
+  int32_t priority = 0;     // --allocator=priority: higher goes first
+  Resources guaranteed;     // never revoked below this (informational here)
+};
+
+struct AllocatorOptions {
+  // An agent's free resources are offered only when they reach at least one
+  // of these scalars (OR, like Mesos): avoids offers too small to use.
+  Resources minOffer;
+  uint64_t seed = 1;  // for lottery draws
+};
+
+struct Grant {
+  FrameworkHandle framework = 0;
+  AgentHandle agent = 0;
+  Resources resources;
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+
+  virtual AgentHandle addAgent(const Resources& total) = 0;
+  // Forgets the agent and everything allocated on it.
+  virtual void removeAgent(AgentHandle agent) = 0;
+  // Inactive agents (disconnected, awaiting re-registration) are not offered.
+  virtual void setAgentActive(AgentHandle agent, bool active) = 0;
+
+  virtual FrameworkHandle addFramework(const FrameworkParams& params) = 0;
+  // Forgets the framework; its allocations return to the agents' free pools.
+  virtual void removeFramework(FrameworkHandle framework) = 0;
+  virtual void updateFramework(FrameworkHandle framework, const FrameworkParams& params) = 0;
+  // Inactive frameworks (disconnected, or suppressed with
+  // setNeedsOffers(false)) receive no grants but keep their allocations.
+  virtual void setActive(FrameworkHandle framework, bool active) = 0;
+  // Standing filters: `agents` non-empty means only those agents; minFree
+  // non-empty means only agents whose free resources contain it.
+  virtual void setStandingFilters(FrameworkHandle framework, const std::vector<AgentHandle>& agents,
+                                  const Resources& minFree) = 0;
+
+  // Records resources already in use (tasks reported by a re-registering
+  // agent). Allocation may exceed free resources; the excess is clamped.
+  virtual void allocateUsed(FrameworkHandle framework, AgentHandle agent,
+                            const Resources& resources) = 0;
+  // Returns resources to the agent's free pool. With `refuse`, the framework
+  // is not offered this agent again for that long unless its free resources
+  // grow beyond what was refused.
+  virtual void recover(FrameworkHandle framework, AgentHandle agent, const Resources& resources,
+                       std::optional<Duration> refuse, TimePoint now) = 0;
+
+  // Appends this round's grants to *grants.
+  virtual void allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) = 0;
+
+  // Weighted dominant share over all scalar resources (0 when none).
+  virtual double dominantShare(FrameworkHandle framework) const = 0;
+  virtual Resources allocation(FrameworkHandle framework) const = 0;
+  virtual Resources freeResources(AgentHandle agent) const = 0;
+  virtual Resources totalResources() const = 0;
+  virtual size_t activeFilterCount() const = 0;
+};
+
+// The table of allocators selectable by --allocator.
+std::vector<std::string> knownAllocators();
+Result<std::unique_ptr<Allocator>> createAllocator(std::string_view name,
+                                                   const AllocatorOptions& options);
+
+}  // namespace allot

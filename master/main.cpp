@@ -1,0 +1,150 @@
+// allot-master: holds the cluster's soft state and makes resource offers.
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "base/asio.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "master/allocator/allocator.h"
+#include "master/server.h"
+
+namespace {
+
+using namespace allot;
+
+struct Settings {
+  std::string listen = "127.0.0.1:5050";
+  std::string portFile;
+  std::string workDir;
+  std::string zk;
+  std::string allocator = "drf";
+  std::string minOffer = "cpus:0.01;mem:32";
+  double offerTimeoutS = 30;
+  double allocationIntervalS = 1;
+  double agentTimeoutS = 15;
+  double heartbeatIntervalS = 0;
+  double refuseSeconds = 5;
+  double failoverTimeoutS = 60;
+  int64_t maxFrameBytes = static_cast<int64_t>(kMaxFrameBytes);
+};
+
+void addFlags(Flags& flags, Settings* s) {
+  flags.addString("listen", &s->listen, "HOST:PORT to listen on (port 0: any free port)");
+  flags.addString("port-file", &s->portFile, "write the bound port to this file once listening");
+  flags.addString("work-dir", &s->workDir, "directory for the master's files (state is soft; unused)");
+  flags.addString("zk", &s->zk, "zk://host:port,.../path for leader election (not built yet)");
+  flags.addString("allocator", &s->allocator, "allocation module: drf, priority or lottery");
+  flags.addString("min-offer", &s->minOffer,
+                  "offer an agent only when its free resources reach one of these");
+  flags.addDouble("offer-timeout", &s->offerTimeoutS, "seconds before an unanswered offer is rescinded");
+  flags.addDouble("allocation-interval", &s->allocationIntervalS, "seconds between full allocation cycles");
+  flags.addDouble("agent-timeout", &s->agentTimeoutS, "seconds of silence before an agent is removed");
+  flags.addDouble("heartbeat-interval", &s->heartbeatIntervalS,
+                  "seconds between agent heartbeats (0: a third of --agent-timeout, at most 5)");
+  flags.addDouble("refuse-seconds", &s->refuseSeconds, "default refusal time of a declined offer");
+  flags.addDouble("failover-timeout", &s->failoverTimeoutS,
+                  "seconds a disconnected framework keeps its tasks when it set none");
+  flags.addInt("max-frame-bytes", &s->maxFrameBytes, "largest protocol frame accepted");
+}
+
+Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
+  ServerOptions server;
+  MasterOptions master;
+  auto listen = parseHostPort(s.listen);
+  if (!listen) return Error{"--listen: " + listen.error().describe()};
+  server.listen = *listen;
+  if (s.maxFrameBytes < 1024 || s.maxFrameBytes > static_cast<int64_t>(kMaxFrameBytes)) {
+    return Error{"--max-frame-bytes must be between 1024 and " + std::to_string(kMaxFrameBytes)};
+  }
+  server.maxFrameBytes = static_cast<size_t>(s.maxFrameBytes);
+  auto positive = [](double v) { return v > 0 && v < 1e7; };
+  if (!positive(s.offerTimeoutS)) return Error{"--offer-timeout must be positive"};
+  if (!positive(s.allocationIntervalS)) return Error{"--allocation-interval must be positive"};
+  if (!positive(s.agentTimeoutS)) return Error{"--agent-timeout must be positive"};
+  if (!(s.refuseSeconds >= 0 && s.refuseSeconds < 1e7)) return Error{"--refuse-seconds must be >= 0"};
+  if (!positive(s.failoverTimeoutS)) return Error{"--failover-timeout must be positive"};
+  if (!(s.heartbeatIntervalS >= 0 && s.heartbeatIntervalS < s.agentTimeoutS)) {
+    return Error{"--heartbeat-interval must be below --agent-timeout"};
+  }
+  auto minOffer = Resources::parse(s.minOffer);
+  if (!minOffer) return Error{"--min-offer: " + minOffer.error().describe()};
+  master.minOffer = *minOffer;
+  master.allocator = s.allocator;
+  master.offerTimeout = secondsToDuration(s.offerTimeoutS);
+  master.allocationInterval = secondsToDuration(s.allocationIntervalS);
+  master.agentTimeout = secondsToDuration(s.agentTimeoutS);
+  double heartbeat = s.heartbeatIntervalS > 0 ? s.heartbeatIntervalS
+                                              : std::min(5.0, s.agentTimeoutS / 3);
+  master.heartbeatInterval = secondsToDuration(heartbeat);
+  master.refuseDefault = secondsToDuration(s.refuseSeconds);
+  master.failoverTimeoutDefault = secondsToDuration(s.failoverTimeoutS);
+  return std::make_pair(server, master);
+}
+
+// Every agent and scheduler holds a socket: raise the soft fd limit to the
+// hard one so tens of thousands of agents fit.
+void raiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+Status writePortFile(const std::string& path, uint16_t port) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    if (!out) return Error::fromErrno("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Error::fromErrno("cannot rename " + tmp);
+  return okStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setLogProgram("allot-master");
+  Settings settings;
+  Flags flags("allot-master", "Runs the allot master: soft state and resource offers.");
+  addFlags(flags, &settings);
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  if (!settings.zk.empty()) {
+    std::cerr << "allot-master: --zk: ZooKeeper leader election is not built yet; "
+                 "run without --zk (standalone)\n";
+    return 2;
+  }
+  auto options = toOptions(settings);
+  if (!options) {
+    std::cerr << "allot-master: " << options.error().describe() << "\n";
+    return 2;
+  }
+  raiseFileLimit();
+  signal(SIGPIPE, SIG_IGN);
+  asio::io_context io(1);
+  auto server = MasterServer::create(io, options->first, options->second);
+  if (!server) {
+    LOG_ERROR(server.error().describe());
+    return 1;
+  }
+  (*server)->start();
+  if (!settings.portFile.empty()) {
+    if (auto st = writePortFile(settings.portFile, (*server)->port()); !st) {
+      LOG_ERROR(st.error().describe());
+      return 1;
+    }
+  }
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int sig) {
+    LOG_INFO("signal " << sig << ": shutting down");
+    (*server)->stop();
+    io.stop();
+  });
+  io.run();
+  return 0;
+}

@@ -1,0 +1,465 @@
+#include "master/master.h"
+
+#include <random>
+#include <sstream>
+
+#include "base/check.h"
+#include "base/log.h"
+
+namespace allot {
+namespace {
+
+std::string randomMasterId() {
+  std::random_device rd;
+  std::ostringstream out;
+  out << std::hex << (static_cast<uint64_t>(rd()) << 32 | rd());
+  return out.str().substr(0, 12);
+}
+
+double toSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+bool isTerminal(wire::TaskState state) {
+  return state == wire::TASK_FINISHED || state == wire::TASK_FAILED ||
+         state == wire::TASK_KILLED || state == wire::TASK_LOST || state == wire::TASK_ERROR;
+}
+
+Result<std::unique_ptr<Master>> Master::create(MasterOptions options, const Clock& clock,
+                                               Outbox& outbox) {
+  if (options.masterId.empty()) options.masterId = randomMasterId();
+  AllocatorOptions allocatorOptions{options.minOffer, std::random_device{}()};
+  auto allocator = createAllocator(options.allocator, allocatorOptions);
+  if (!allocator) return allocator.error();
+  return std::unique_ptr<Master>(
+      new Master(std::move(options), clock, outbox, std::move(*allocator)));
+}
+
+Master::Master(MasterOptions options, const Clock& clock, Outbox& outbox,
+               std::unique_ptr<Allocator> allocator)
+    : options_(std::move(options)),
+      clock_(clock),
+      outbox_(outbox),
+      allocator_(std::move(allocator)),
+      nextFullCycle_(clock.now() + options_.allocationInterval) {}
+
+size_t Master::taskCount() const {
+  size_t n = 0;
+  for (const auto& [id, fw] : frameworks_) n += fw.tasks.size();
+  return n;
+}
+
+std::optional<double> Master::dominantShare(const std::string& frameworkId) const {
+  auto it = frameworks_.find(frameworkId);
+  if (it == frameworks_.end()) return std::nullopt;
+  return allocator_->dominantShare(it->second.handle);
+}
+
+std::string Master::newId(char kind) {
+  return options_.masterId + "-" + kind + std::to_string(++idSequence_);
+}
+
+void Master::sendError(PeerId peer, const std::string& message, bool fatal) {
+  wire::Envelope e;
+  e.mutable_error()->set_message(message);
+  e.mutable_error()->set_fatal(fatal);
+  outbox_.send(peer, e);
+  if (fatal) outbox_.close(peer, message);
+}
+
+void Master::sendToFramework(FrameworkRecord& fw, const wire::Envelope& e) {
+  if (fw.peer) {
+    outbox_.send(*fw.peer, e);
+    return;
+  }
+  if (e.has_status_update()) {
+    if (fw.pending.size() >= kMaxPendingUpdatesPerFramework) fw.pending.pop_front();
+    fw.pending.push_back(e);
+  }
+}
+
+// ------------------------------------------------------------------ peers
+
+void Master::peerConnected(PeerId peer, const wire::Hello& hello) {
+  peers_[peer] = PeerBinding{hello.role(), ""};
+}
+
+void Master::peerClosed(PeerId peer) {
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return;
+  PeerBinding binding = it->second;
+  peers_.erase(it);
+  if (binding.id.empty()) return;
+  if (binding.role == wire::ROLE_SCHEDULER) {
+    auto fw = frameworks_.find(binding.id);
+    if (fw != frameworks_.end() && fw->second.peer == peer) disconnectFramework(fw->second);
+  } else if (binding.role == wire::ROLE_AGENT) {
+    auto agent = agents_.find(binding.id);
+    if (agent != agents_.end() && agent->second.peer == peer) disconnectAgent(agent->second);
+  }
+}
+
+void Master::peerMessage(PeerId peer, const wire::Envelope& e) {
+  auto it = peers_.find(peer);
+  if (it == peers_.end()) return;
+  const PeerBinding& binding = it->second;
+  if (binding.role == wire::ROLE_SCHEDULER) {
+    if (e.has_register_framework()) return onRegisterFramework(peer, e.register_framework());
+    auto fw = frameworks_.find(binding.id);
+    if (binding.id.empty() || fw == frameworks_.end()) {
+      return sendError(peer, "not registered: send RegisterFramework first", false);
+    }
+    return schedulerMessage(peer, fw->second, e);
+  }
+  if (binding.role == wire::ROLE_AGENT) {
+    if (e.has_register_agent()) return onRegisterAgent(peer, e.register_agent());
+    auto agent = agents_.find(binding.id);
+    if (binding.id.empty() || agent == agents_.end()) {
+      return sendError(peer, "not registered: send RegisterAgent first", false);
+    }
+    return agentMessage(peer, agent->second, e);
+  }
+  sendError(peer, "the master talks to schedulers and agents only", true);
+}
+
+void Master::schedulerMessage(PeerId peer, FrameworkRecord& fw, const wire::Envelope& e) {
+  switch (e.body_case()) {
+    case wire::Envelope::kAcceptOffers: return onAccept(fw, e.accept_offers());
+    case wire::Envelope::kDeclineOffers: return onDecline(fw, e.decline_offers());
+    case wire::Envelope::kSetNeedsOffers:
+      fw.needsOffers = e.set_needs_offers().needs_offers();
+      allocator_->setActive(fw.handle, fw.needsOffers);
+      if (fw.needsOffers) allocationPending_ = true;
+      return;
+    case wire::Envelope::kSetFilters:
+      fw.agentFilterIds.assign(e.set_filters().filters().agent_ids().begin(),
+                               e.set_filters().filters().agent_ids().end());
+      if (auto r = Resources::fromWire(e.set_filters().filters().min_free()); r) {
+        fw.minFree = *r;
+      } else {
+        sendError(peer, "SetFilters: " + r.error().describe(), false);
+      }
+      applyStandingFilters(fw);
+      return;
+    case wire::Envelope::kKillTask: return onKill(fw, e.kill_task());
+    case wire::Envelope::kAcknowledge: return onAcknowledge(fw, e.acknowledge());
+    case wire::Envelope::kReconcile: return onReconcile(fw, e.reconcile());
+    case wire::Envelope::kUnregisterFramework: return onUnregisterFramework(peer, fw);
+    default:
+      return sendError(peer, "unexpected message from a scheduler (field " +
+                                 std::to_string(e.body_case()) + ")", false);
+  }
+}
+
+void Master::agentMessage(PeerId peer, AgentRecord& agent, const wire::Envelope& e) {
+  agent.lastSeen = clock_.now();
+  switch (e.body_case()) {
+    case wire::Envelope::kHeartbeat: return onHeartbeat(peer, agent, e.heartbeat());
+    case wire::Envelope::kStatusUpdate: return onStatusUpdate(agent, e.status_update());
+    case wire::Envelope::kUsageReport: return;  // kept by agents; /metrics later
+    default:
+      return sendError(peer, "unexpected message from an agent (field " +
+                                 std::to_string(e.body_case()) + ")", false);
+  }
+}
+
+// ------------------------------------------------------------------ frameworks
+
+FrameworkParams Master::paramsOf(const wire::FrameworkInfo& info) const {
+  FrameworkParams p;
+  p.weight = info.weight() > 0 ? info.weight() : 1.0;
+  p.priority = info.priority();
+  if (auto g = Resources::fromWire(info.guaranteed()); g) p.guaranteed = *g;
+  return p;
+}
+
+Master::FrameworkRecord& Master::ensureFramework(const wire::FrameworkInfo& info) {
+  auto [it, inserted] = frameworks_.try_emplace(info.id());
+  FrameworkRecord& fw = it->second;
+  if (inserted) {
+    fw.id = info.id();
+    fw.handle = allocator_->addFramework(paramsOf(info));
+    frameworkByHandle_[fw.handle] = fw.id;
+    fw.disconnectedAt = clock_.now();
+  } else {
+    allocator_->updateFramework(fw.handle, paramsOf(info));
+  }
+  fw.info = info;
+  return fw;
+}
+
+void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) {
+  wire::FrameworkInfo info = m.info();
+  if (info.id().size() > kMaxIdBytes || info.name().size() > kMaxIdBytes) {
+    return sendError(peer, "RegisterFramework: id or name longer than 256 bytes", true);
+  }
+  if (!(info.weight() >= 0) || info.weight() > 1e6) {
+    return sendError(peer, "RegisterFramework: weight must be in [0, 1e6]", true);
+  }
+  if (auto g = Resources::fromWire(info.guaranteed()); !g) {
+    return sendError(peer, "RegisterFramework: guaranteed: " + g.error().describe(), true);
+  }
+  bool reregistered = !info.id().empty();
+  if (!reregistered) info.set_id(newId('F'));
+  FrameworkRecord& fw = ensureFramework(info);
+  if (fw.peer && *fw.peer != peer) {
+    sendError(*fw.peer, "framework " + fw.id + " failed over to another scheduler", true);
+    peers_[*fw.peer].id.clear();
+  }
+  fw.peer = peer;
+  peers_[peer].id = fw.id;
+  fw.needsOffers = m.needs_offers();
+  fw.agentFilterIds.assign(m.filters().agent_ids().begin(), m.filters().agent_ids().end());
+  if (auto r = Resources::fromWire(m.filters().min_free()); r) fw.minFree = *r;
+  applyStandingFilters(fw);
+  allocator_->setActive(fw.handle, fw.needsOffers);
+  allocationPending_ = true;
+  fw.lastSentShare = -1;
+  LOG_INFO("framework " << fw.id << " (" << info.name() << ") "
+                        << (reregistered ? "re-registered" : "registered"));
+  wire::Envelope reply;
+  auto* r = reply.mutable_framework_registered();
+  r->set_framework_id(fw.id);
+  r->set_master_id(options_.masterId);
+  r->set_reregistered(reregistered);
+  outbox_.send(peer, reply);
+  while (!fw.pending.empty()) {
+    outbox_.send(peer, fw.pending.front());
+    fw.pending.pop_front();
+  }
+  sendShareUpdates();
+}
+
+void Master::applyStandingFilters(FrameworkRecord& fw) {
+  std::vector<AgentHandle> handles;
+  for (const auto& id : fw.agentFilterIds) {
+    auto a = agents_.find(id);
+    if (a != agents_.end()) handles.push_back(a->second.handle);
+  }
+  // A list naming only unknown agents still means "none of the others".
+  if (handles.empty() && !fw.agentFilterIds.empty()) handles.push_back(kMaxAgents);
+  allocator_->setStandingFilters(fw.handle, handles, fw.minFree);
+}
+
+void Master::onUnregisterFramework(PeerId peer, FrameworkRecord& fw) {
+  std::string id = fw.id;
+  removeFramework(id, "unregistered by its scheduler");
+  outbox_.close(peer, "framework unregistered");
+}
+
+void Master::disconnectFramework(FrameworkRecord& fw) {
+  LOG_INFO("framework " << fw.id << " disconnected; failover timeout "
+                        << (fw.info.failover_timeout_s() > 0
+                                ? fw.info.failover_timeout_s()
+                                : toSeconds(options_.failoverTimeoutDefault))
+                        << " s");
+  fw.peer.reset();
+  fw.disconnectedAt = clock_.now();
+  allocator_->setActive(fw.handle, false);
+  std::vector<std::string> offers(fw.offers.begin(), fw.offers.end());
+  for (const auto& o : offers) removeOffer(o, true, false);
+}
+
+void Master::removeFramework(const std::string& frameworkId, const std::string& why) {
+  auto it = frameworks_.find(frameworkId);
+  if (it == frameworks_.end()) return;
+  FrameworkRecord& fw = it->second;
+  LOG_INFO("removing framework " << frameworkId << ": " << why);
+  std::vector<std::string> offers(fw.offers.begin(), fw.offers.end());
+  for (const auto& o : offers) removeOffer(o, false, true);
+  for (auto& [agentId, agent] : agents_) {
+    bool present = agent.tasks.erase(frameworkId) + agent.executors.erase(frameworkId) > 0;
+    if (present && agent.peer) {
+      wire::Envelope e;
+      e.mutable_shutdown_framework()->set_framework_id(frameworkId);
+      outbox_.send(*agent.peer, e);
+    }
+  }
+  if (fw.peer) peers_[*fw.peer].id.clear();
+  allocator_->removeFramework(fw.handle);
+  frameworkByHandle_.erase(fw.handle);
+  frameworks_.erase(it);
+  allocationPending_ = true;
+}
+
+// ------------------------------------------------------------------ agents
+
+void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
+  auto total = Resources::fromWire(m.info().resources());
+  if (!total) return sendError(peer, "RegisterAgent: resources: " + total.error().describe(), true);
+  if (m.info().id().size() > kMaxIdBytes || m.info().hostname().size() > kMaxIdBytes) {
+    return sendError(peer, "RegisterAgent: id or hostname longer than 256 bytes", true);
+  }
+  std::string id = m.info().id().empty() ? newId('A') : m.info().id();
+  auto [it, inserted] = agents_.try_emplace(id);
+  AgentRecord& agent = it->second;
+  if (!inserted) {
+    // Re-registration: forget the old accounting, rebuild it from the message.
+    std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
+    for (const auto& o : offers) removeOffer(o, false, true);
+    if (agent.peer && *agent.peer != peer) {
+      peers_[*agent.peer].id.clear();
+      outbox_.close(*agent.peer, "agent " + id + " re-registered on a new connection");
+    }
+    allocator_->removeAgent(agent.handle);
+    agentByHandle_.erase(agent.handle);
+  }
+  agent.id = id;
+  agent.info = m.info();
+  agent.info.set_id(id);
+  agent.handle = allocator_->addAgent(*total);
+  agentByHandle_[agent.handle] = id;
+  agent.peer = peer;
+  agent.lastSeen = clock_.now();
+  peers_[peer].id = id;
+  if (auto st = adoptAgentTasks(agent, m); !st) LOG_WARNING("agent " << id << ": " << st.error().describe());
+  for (auto& [fid, fw] : frameworks_) {
+    if (!fw.agentFilterIds.empty()) applyStandingFilters(fw);
+  }
+  allocationPending_ = true;
+  LOG_INFO("agent " << id << " (" << m.info().hostname() << ") "
+                    << (inserted ? "registered" : "re-registered") << " with "
+                    << total->toString());
+  wire::Envelope reply;
+  auto* r = reply.mutable_agent_registered();
+  r->set_agent_id(id);
+  r->set_master_id(options_.masterId);
+  r->set_heartbeat_interval_s(toSeconds(options_.heartbeatInterval));
+  outbox_.send(peer, reply);
+}
+
+// Rebuilds the agent's tasks from what it reports; tasks the master thought
+// were there and the agent does not report are lost.
+Status Master::adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m) {
+  for (const auto& info : m.frameworks()) {
+    if (!info.id().empty() && info.id().size() <= kMaxIdBytes) ensureFramework(info).info = info;
+  }
+  std::unordered_map<std::string, std::unordered_set<std::string>> reported;
+  std::string problems;
+  for (const auto& ex : m.executors()) {
+    const std::string& fid = ex.info().framework_id();
+    auto fwIt = frameworks_.find(fid);
+    if (fwIt == frameworks_.end()) {
+      problems += " executor " + ex.info().executor_id() + " of unknown framework " + fid + ";";
+      continue;
+    }
+    agent.executors[fid].insert(ex.info().executor_id());
+    for (int i = 0; i < ex.tasks_size(); ++i) {
+      const wire::TaskInfo& t = ex.tasks(i);
+      wire::TaskStatus latest = i < ex.latest_size() ? ex.latest(i) : wire::TaskStatus();
+      if (isTerminal(latest.state()) && latest.task_id() == t.task_id()) continue;
+      auto charged = Resources::fromWire(t.resources());
+      if (!charged) continue;
+      reported[fid].insert(t.task_id());
+      FrameworkRecord& fw = fwIt->second;
+      auto [task, fresh] = fw.tasks.try_emplace(t.task_id());
+      if (!fresh && task->second.info.agent_id() != agent.id) continue;
+      task->second.info = t;
+      task->second.info.set_agent_id(agent.id);
+      task->second.charged = *charged;
+      if (latest.task_id() == t.task_id()) task->second.latest = latest;
+      agent.tasks[fid].insert(t.task_id());
+      allocator_->allocateUsed(fw.handle, agent.handle, *charged);
+    }
+  }
+  for (auto& [fid, taskIds] : agent.tasks) {
+    std::vector<std::string> gone;
+    for (const auto& tid : taskIds) {
+      if (!reported[fid].count(tid)) gone.push_back(tid);
+    }
+    auto fwIt = frameworks_.find(fid);
+    for (const auto& tid : gone) {
+      taskIds.erase(tid);
+      if (fwIt == frameworks_.end()) continue;
+      auto t = fwIt->second.tasks.find(tid);
+      if (t == fwIt->second.tasks.end()) continue;
+      wire::TaskInfo info = t->second.info;
+      fwIt->second.tasks.erase(t);
+      sendMasterUpdate(fwIt->second, info, wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
+                       "agent " + agent.id + " re-registered without this task");
+    }
+  }
+  if (!problems.empty()) return Error{"ignored" + problems};
+  return okStatus();
+}
+
+void Master::onHeartbeat(PeerId peer, AgentRecord& agent, const wire::Heartbeat& m) {
+  wire::Envelope e;
+  e.mutable_heartbeat_ack()->set_sequence(m.sequence());
+  outbox_.send(peer, e);
+}
+
+void Master::disconnectAgent(AgentRecord& agent) {
+  LOG_INFO("agent " << agent.id << " disconnected; removed unless it re-registers within "
+                    << toSeconds(options_.agentTimeout) << " s");
+  agent.peer.reset();
+  std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
+  for (const auto& o : offers) removeOffer(o, true, true);
+  allocator_->setAgentActive(agent.handle, false);
+}
+
+void Master::removeAgent(const std::string& agentId, const std::string& why) {
+  auto it = agents_.find(agentId);
+  if (it == agents_.end()) return;
+  AgentRecord& agent = it->second;
+  LOG_WARNING("removing agent " << agentId << ": " << why);
+  std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
+  for (const auto& o : offers) removeOffer(o, false, true);
+  for (auto& [fid, taskIds] : agent.tasks) {
+    auto fwIt = frameworks_.find(fid);
+    if (fwIt == frameworks_.end()) continue;
+    for (const auto& tid : taskIds) {
+      auto t = fwIt->second.tasks.find(tid);
+      if (t == fwIt->second.tasks.end()) continue;
+      wire::TaskInfo info = t->second.info;
+      fwIt->second.tasks.erase(t);
+      sendMasterUpdate(fwIt->second, info, wire::TASK_LOST, wire::REASON_AGENT_LOST,
+                       "agent " + agentId + " removed: " + why);
+    }
+  }
+  if (agent.peer) {
+    peers_[*agent.peer].id.clear();
+    outbox_.close(*agent.peer, "agent removed: " + why);
+  }
+  allocator_->removeAgent(agent.handle);
+  agentByHandle_.erase(agent.handle);
+  agents_.erase(it);
+  wire::Envelope lost;
+  lost.mutable_agent_lost()->set_agent_id(agentId);
+  for (auto& [fid, fw] : frameworks_) {
+    if (fw.peer) outbox_.send(*fw.peer, lost);
+  }
+}
+
+// ------------------------------------------------------------------ time
+
+void Master::checkTimeouts(TimePoint now) {
+  std::vector<std::string> silent;
+  for (const auto& [id, agent] : agents_) {
+    if (now - agent.lastSeen > options_.agentTimeout) silent.push_back(id);
+  }
+  for (const auto& id : silent) {
+    removeAgent(id, "no heartbeat for " + std::to_string(toSeconds(options_.agentTimeout)) + " s");
+  }
+  std::vector<std::string> expired;
+  for (const auto& [id, fw] : frameworks_) {
+    if (fw.peer) continue;
+    Duration timeout = fw.info.failover_timeout_s() > 0
+                           ? secondsToDuration(fw.info.failover_timeout_s())
+                           : options_.failoverTimeoutDefault;
+    if (now - fw.disconnectedAt > timeout) expired.push_back(id);
+  }
+  for (const auto& id : expired) removeFramework(id, "failover timeout expired");
+}
+
+void Master::tick() {
+  TimePoint now = clock_.now();
+  expireOffers(now);
+  checkTimeouts(now);
+  if (now >= nextFullCycle_) {
+    nextFullCycle_ = now + options_.allocationInterval;
+    allocateRound(true);
+  }
+}
+
+}  // namespace allot

@@ -1,0 +1,201 @@
+// Master: the allot master's state machine (SPEC sections 3 and 4), free of
+// sockets and timers so unit tests drive it with a FakeClock and a
+// recording Outbox.
+//
+// The server (server.h) feeds it events:
+//   peerConnected(peer, hello)  after a handshake (role scheduler or agent)
+//   peerMessage(peer, envelope) every message after that
+//   peerClosed(peer)            once, when the link is gone
+//   tick()                      often (every ~100 ms): timeouts, periodic cycle
+//   allocate()                  soon after events, when allocationPending()
+// and it answers through Outbox::send / Outbox::close.
+//
+// Soft state: agents, frameworks, offers and tasks. All of it can be rebuilt
+// from RegisterAgent (executors, tasks, frameworks) and RegisterFramework
+// (framework id) after a master failover.
+//
+// Thread: single-threaded (the master's io_context thread).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "master/allocator/allocator.h"
+#include "proto/allot.pb.h"
+#include "proto/resources.h"
+
+namespace allot {
+
+using PeerId = uint64_t;
+
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  virtual void send(PeerId peer, const wire::Envelope& envelope) = 0;
+  // Closes the link; the server later reports peerClosed(peer).
+  virtual void close(PeerId peer, const std::string& reason) = 0;
+};
+
+struct MasterOptions {
+  std::string masterId;                 // empty: random
+  std::string allocator = "drf";
+  Resources minOffer;                   // see AllocatorOptions
+  Duration offerTimeout = std::chrono::seconds(30);
+  Duration allocationInterval = std::chrono::seconds(1);
+  Duration agentTimeout = std::chrono::seconds(15);
+  Duration heartbeatInterval = std::chrono::seconds(5);
+  Duration refuseDefault = std::chrono::seconds(5);
+  Duration failoverTimeoutDefault = std::chrono::seconds(60);
+};
+
+// Named limits (TIGER_STYLE): every queue and map the network can grow.
+constexpr size_t kMaxOffersPerMessage = 1000;
+constexpr size_t kMaxTasksPerAccept = 10000;
+constexpr size_t kMaxPendingUpdatesPerFramework = 10000;
+constexpr size_t kMaxIdBytes = 256;
+
+class Master {
+ public:
+  static Result<std::unique_ptr<Master>> create(MasterOptions options, const Clock& clock,
+                                                Outbox& outbox);
+
+  void peerConnected(PeerId peer, const wire::Hello& hello);
+  void peerMessage(PeerId peer, const wire::Envelope& envelope);
+  void peerClosed(PeerId peer);
+  void tick();
+  bool allocationPending() const { return allocationPending_; }
+  void allocate() { allocateRound(false); }
+
+  // Introspection (tests, logs, later /metrics).
+  const std::string& masterId() const { return options_.masterId; }
+  size_t agentCount() const { return agents_.size(); }
+  size_t frameworkCount() const { return frameworks_.size(); }
+  size_t offerCount() const { return offers_.size(); }
+  size_t taskCount() const;
+  std::optional<double> dominantShare(const std::string& frameworkId) const;
+  const Allocator& allocator() const { return *allocator_; }
+
+ private:
+  struct TaskRecord {
+    wire::TaskInfo info;
+    Resources charged;          // task + executor overhead it brought
+    wire::TaskStatus latest;
+  };
+
+  struct AgentRecord {
+    std::string id;
+    wire::AgentInfo info;
+    AgentHandle handle = 0;
+    std::optional<PeerId> peer;
+    TimePoint lastSeen;
+    std::unordered_set<std::string> offers;
+    // framework id -> its task ids here
+    std::unordered_map<std::string, std::unordered_set<std::string>> tasks;
+    // framework id -> executor ids here
+    std::unordered_map<std::string, std::unordered_set<std::string>> executors;
+  };
+
+  struct FrameworkRecord {
+    std::string id;
+    wire::FrameworkInfo info;
+    FrameworkHandle handle = 0;
+    std::optional<PeerId> peer;
+    bool needsOffers = true;
+    TimePoint disconnectedAt;
+    std::unordered_map<std::string, TaskRecord> tasks;
+    std::unordered_set<std::string> offers;
+    std::deque<wire::Envelope> pending;  // updates while disconnected
+    std::vector<std::string> agentFilterIds;
+    Resources minFree;
+    double lastSentShare = -1;
+  };
+
+  struct OfferRecord {
+    std::string frameworkId;
+    std::string agentId;
+    Resources resources;
+    TimePoint expiry;
+  };
+
+  struct PeerBinding {
+    wire::Role role = wire::ROLE_UNKNOWN;
+    std::string id;  // framework or agent id once registered
+  };
+
+  Master(MasterOptions options, const Clock& clock, Outbox& outbox,
+         std::unique_ptr<Allocator> allocator);
+
+  // master.cpp: peers, frameworks, agents.
+  void onRegisterFramework(PeerId peer, const wire::RegisterFramework& m);
+  void onUnregisterFramework(PeerId peer, FrameworkRecord& fw);
+  void onRegisterAgent(PeerId peer, const wire::RegisterAgent& m);
+  Status adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m);
+  void onHeartbeat(PeerId peer, AgentRecord& agent, const wire::Heartbeat& m);
+  void schedulerMessage(PeerId peer, FrameworkRecord& fw, const wire::Envelope& e);
+  void agentMessage(PeerId peer, AgentRecord& agent, const wire::Envelope& e);
+  FrameworkRecord& ensureFramework(const wire::FrameworkInfo& info);
+  void disconnectFramework(FrameworkRecord& fw);
+  void removeFramework(const std::string& frameworkId, const std::string& why);
+  void disconnectAgent(AgentRecord& agent);
+  void removeAgent(const std::string& agentId, const std::string& why);
+  void checkTimeouts(TimePoint now);
+  FrameworkParams paramsOf(const wire::FrameworkInfo& info) const;
+  void applyStandingFilters(FrameworkRecord& fw);
+  void sendToFramework(FrameworkRecord& fw, const wire::Envelope& e);
+  void sendError(PeerId peer, const std::string& message, bool fatal);
+  std::string newId(char kind);
+
+  // offers.cpp: allocation, offers, accept, decline.
+  void allocateRound(bool fullCycle);
+  void sendOffers(const std::vector<Grant>& grants);
+  void sendShareUpdates();
+  void onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m);
+  void onDecline(FrameworkRecord& fw, const wire::DeclineOffers& m);
+  Status validateTask(const FrameworkRecord& fw, const AgentRecord& agent,
+                      const wire::TaskInfo& task, Resources* charged);
+  void launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo task,
+                  Resources charged);
+  // Removes an offer. `recoverIt`: return its resources to the pool;
+  // `notify`: tell the framework (OfferRescinded).
+  void removeOffer(const std::string& offerId, bool recoverIt, bool notify,
+                   std::optional<Duration> refuse = std::nullopt);
+  void expireOffers(TimePoint now);
+
+  // tasks.cpp: status updates, kill, acknowledge, reconcile.
+  void onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m);
+  void onKill(FrameworkRecord& fw, const wire::KillTask& m);
+  void onAcknowledge(FrameworkRecord& fw, const wire::Acknowledge& m);
+  void onReconcile(FrameworkRecord& fw, const wire::Reconcile& m);
+  void sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task, wire::TaskState state,
+                        wire::Reason reason, const std::string& message);
+  // Ends a task in the master's books: frees its resources (unless the
+  // whole agent is going away) and forgets it.
+  void forgetTask(FrameworkRecord& fw, const std::string& taskId, bool recoverResources);
+
+  MasterOptions options_;
+  const Clock& clock_;
+  Outbox& outbox_;
+  std::unique_ptr<Allocator> allocator_;
+  std::unordered_map<PeerId, PeerBinding> peers_;
+  std::unordered_map<std::string, AgentRecord> agents_;
+  std::unordered_map<std::string, FrameworkRecord> frameworks_;
+  std::unordered_map<FrameworkHandle, std::string> frameworkByHandle_;
+  std::unordered_map<AgentHandle, std::string> agentByHandle_;
+  std::unordered_map<std::string, OfferRecord> offers_;
+  std::deque<std::pair<TimePoint, std::string>> offerExpiries_;  // creation order
+  TimePoint nextFullCycle_;
+  uint64_t idSequence_ = 0;
+  bool allocationPending_ = false;
+};
+
+bool isTerminal(wire::TaskState state);
+
+}  // namespace allot

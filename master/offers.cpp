@@ -1,0 +1,255 @@
+// The offer half of the master: allocation rounds, offers, accept and
+// decline with validation, rescinds.
+#include <algorithm>
+#include <cmath>
+
+#include "base/log.h"
+#include "master/master.h"
+
+namespace allot {
+
+void Master::allocateRound(bool fullCycle) {
+  allocationPending_ = false;
+  std::vector<Grant> grants;
+  allocator_->allocate(clock_.now(), fullCycle, &grants);
+  if (!grants.empty()) sendOffers(grants);
+  sendShareUpdates();
+}
+
+void Master::sendOffers(const std::vector<Grant>& grants) {
+  TimePoint now = clock_.now();
+  std::unordered_map<FrameworkHandle, wire::Envelope> batches;
+  for (const Grant& g : grants) {
+    FrameworkRecord& fw = frameworks_.at(frameworkByHandle_.at(g.framework));
+    AgentRecord& agent = agents_.at(agentByHandle_.at(g.agent));
+    std::string offerId = newId('O');
+    offers_[offerId] = OfferRecord{fw.id, agent.id, g.resources, now + options_.offerTimeout};
+    offerExpiries_.emplace_back(now + options_.offerTimeout, offerId);
+    fw.offers.insert(offerId);
+    agent.offers.insert(offerId);
+
+    wire::Envelope& batch = batches[g.framework];
+    wire::Offer* o = batch.mutable_resource_offers()->add_offers();
+    o->set_offer_id(offerId);
+    o->set_framework_id(fw.id);
+    o->set_agent_id(agent.id);
+    o->set_hostname(agent.info.hostname());
+    g.resources.toWire(o->mutable_resources());
+    *o->mutable_attributes() = agent.info.attributes();
+    if (auto ex = agent.executors.find(fw.id); ex != agent.executors.end()) {
+      for (const auto& id : ex->second) o->add_executor_ids(id);
+    }
+    if (batch.resource_offers().offers_size() >= static_cast<int>(kMaxOffersPerMessage)) {
+      sendToFramework(fw, batch);
+      batch.Clear();
+    }
+  }
+  for (auto& [handle, batch] : batches) {
+    if (batch.resource_offers().offers_size() == 0) continue;
+    sendToFramework(frameworks_.at(frameworkByHandle_.at(handle)), batch);
+  }
+  LOG_DEBUG("allocation: " << grants.size() << " offers");
+}
+
+// A framework hears its share when it changed by more than 1% of the
+// cluster (or it just registered).
+void Master::sendShareUpdates() {
+  double weights = 0;
+  for (const auto& [id, fw] : frameworks_) weights += fw.info.weight() > 0 ? fw.info.weight() : 1;
+  Resources total = allocator_->totalResources();
+  for (auto& [id, fw] : frameworks_) {
+    if (!fw.peer) continue;
+    double share = allocator_->dominantShare(fw.handle);
+    if (fw.lastSentShare >= 0 && std::abs(share - fw.lastSentShare) < 0.01) continue;
+    fw.lastSentShare = share;
+    wire::Envelope e;
+    auto* s = e.mutable_share_update();
+    if (fw.info.guaranteed_size() > 0) {
+      *s->mutable_guaranteed() = fw.info.guaranteed();
+    } else {
+      double fraction = (fw.info.weight() > 0 ? fw.info.weight() : 1) / weights;
+      Resources guaranteed;
+      for (const auto& sc : total.scalars()) {
+        guaranteed.setScalarMillis(sc.name, static_cast<int64_t>(sc.millis * fraction));
+      }
+      guaranteed.toWire(s->mutable_guaranteed());
+    }
+    allocator_->allocation(fw.handle).toWire(s->mutable_allocated());
+    s->set_dominant_share(share);
+    outbox_.send(*fw.peer, e);
+  }
+}
+
+void Master::removeOffer(const std::string& offerId, bool recoverIt, bool notify,
+                         std::optional<Duration> refuse) {
+  auto it = offers_.find(offerId);
+  if (it == offers_.end()) return;
+  OfferRecord offer = std::move(it->second);
+  offers_.erase(it);
+  auto fw = frameworks_.find(offer.frameworkId);
+  auto agent = agents_.find(offer.agentId);
+  if (agent != agents_.end()) agent->second.offers.erase(offerId);
+  if (fw == frameworks_.end()) return;
+  fw->second.offers.erase(offerId);
+  if (recoverIt && agent != agents_.end()) {
+    allocator_->recover(fw->second.handle, agent->second.handle, offer.resources, refuse,
+                        clock_.now());
+    allocationPending_ = true;
+  }
+  if (notify && fw->second.peer) {
+    wire::Envelope e;
+    e.mutable_offer_rescinded()->set_offer_id(offerId);
+    outbox_.send(*fw->second.peer, e);
+  }
+}
+
+void Master::expireOffers(TimePoint now) {
+  while (!offerExpiries_.empty() && offerExpiries_.front().first <= now) {
+    std::string id = std::move(offerExpiries_.front().second);
+    offerExpiries_.pop_front();
+    if (offers_.count(id)) {
+      LOG_DEBUG("offer " << id << " timed out; rescinding");
+      removeOffer(id, true, true);
+    }
+  }
+}
+
+void Master::onDecline(FrameworkRecord& fw, const wire::DeclineOffers& m) {
+  Duration refuse = options_.refuseDefault;
+  if (m.filters().has_refuse_seconds()) {
+    double s = m.filters().refuse_seconds();
+    refuse = std::isfinite(s) && s > 0 ? secondsToDuration(std::min(s, 365.0 * 86400)) : Duration::zero();
+  }
+  for (const auto& id : m.offer_ids()) {
+    auto it = offers_.find(id);
+    if (it == offers_.end() || it->second.frameworkId != fw.id) continue;
+    removeOffer(id, true, false, refuse);
+  }
+}
+
+Status Master::validateTask(const FrameworkRecord& fw, const AgentRecord& agent,
+                            const wire::TaskInfo& task, Resources* charged) {
+  if (task.task_id().empty() || task.task_id().size() > kMaxIdBytes) {
+    return Error{"task id must be 1-256 bytes"};
+  }
+  if (fw.tasks.count(task.task_id())) return Error{"task id " + task.task_id() + " is already in use"};
+  auto resources = Resources::fromWire(task.resources());
+  if (!resources) return Error{"resources: " + resources.error().describe()};
+  if (resources->scalarMillis("cpus") <= 0 && resources->scalarMillis("mem") <= 0) {
+    return Error{"a task needs some cpus or mem"};
+  }
+  bool hasCommand = !task.command().shell().empty() || task.command().argv_size() > 0;
+  bool customExecutor = task.has_executor() && (!task.executor().command().shell().empty() ||
+                                                task.executor().command().argv_size() > 0);
+  if (!hasCommand && !customExecutor) return Error{"a task needs a command or an executor"};
+  if (task.has_executor() && !task.executor().framework_id().empty() &&
+      task.executor().framework_id() != fw.id) {
+    return Error{"executor belongs to another framework"};
+  }
+  if (!(task.kill_grace_s() >= 0) || !(task.max_duration_s() >= 0)) {
+    return Error{"kill_grace_s and max_duration_s must be non-negative"};
+  }
+  *charged = *resources;
+  if (customExecutor) {
+    auto ex = agent.executors.find(fw.id);
+    bool running = ex != agent.executors.end() && ex->second.count(task.executor().executor_id());
+    if (!running) {
+      auto overhead = Resources::fromWire(task.executor().resources());
+      if (!overhead) return Error{"executor resources: " + overhead.error().describe()};
+      *charged += *overhead;
+    }
+  }
+  return okStatus();
+}
+
+void Master::launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo task,
+                        Resources charged) {
+  task.set_agent_id(agent.id);
+  if (task.has_executor()) {
+    task.mutable_executor()->set_framework_id(fw.id);
+    if (task.executor().executor_id().empty()) task.mutable_executor()->set_executor_id(task.task_id());
+    agent.executors[fw.id].insert(task.executor().executor_id());
+  }
+  TaskRecord& record = fw.tasks[task.task_id()];
+  record.info = task;
+  record.charged = std::move(charged);
+  record.latest.set_task_id(task.task_id());
+  record.latest.set_framework_id(fw.id);
+  record.latest.set_agent_id(agent.id);
+  record.latest.set_state(wire::TASK_STAGING);
+  agent.tasks[fw.id].insert(task.task_id());
+  wire::Envelope e;
+  *e.mutable_run_task()->mutable_framework() = fw.info;
+  *e.mutable_run_task()->mutable_task() = std::move(task);
+  outbox_.send(*agent.peer, e);
+}
+
+void Master::onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m) {
+  std::optional<Duration> refuse = options_.refuseDefault;
+  if (m.filters().has_refuse_seconds()) {
+    double s = m.filters().refuse_seconds();
+    refuse = std::isfinite(s) && s > 0 ? secondsToDuration(std::min(s, 365.0 * 86400)) : Duration::zero();
+  }
+  std::string agentId;
+  std::string problem;
+  Resources offered;
+  for (const auto& id : m.offer_ids()) {
+    auto it = offers_.find(id);
+    if (it == offers_.end() || it->second.frameworkId != fw.id) {
+      problem = "offer " + id + " is unknown, was rescinded or belongs to another framework";
+      break;
+    }
+    if (!agentId.empty() && it->second.agentId != agentId) {
+      problem = "offers span more than one agent";
+      break;
+    }
+    agentId = it->second.agentId;
+    offered += it->second.resources;
+  }
+  if (m.offer_ids().empty()) problem = "no offer ids";
+  if (m.tasks_size() > static_cast<int>(kMaxTasksPerAccept)) problem = "too many tasks in one accept";
+  if (problem.empty() && (!agents_.count(agentId) || !agents_.at(agentId).peer)) {
+    problem = "agent " + agentId + " is gone";
+  }
+  if (!problem.empty()) {
+    for (const auto& t : m.tasks()) {
+      sendMasterUpdate(fw, t, wire::TASK_ERROR, wire::REASON_INVALID_OFFER, problem);
+    }
+    for (const auto& id : m.offer_ids()) {
+      auto it = offers_.find(id);
+      if (it != offers_.end() && it->second.frameworkId == fw.id) removeOffer(id, true, false);
+    }
+    LOG_INFO("framework " << fw.id << ": accept refused: " << problem);
+    return;
+  }
+  AgentRecord& agent = agents_.at(agentId);
+  Resources used;
+  std::unordered_set<std::string> seen;
+  for (const auto& t : m.tasks()) {
+    Resources charged;
+    Status st = validateTask(fw, agent, t, &charged);
+    if (st && !seen.insert(t.task_id()).second) st = Error{"task id " + t.task_id() + " appears twice"};
+    if (st && !offered.contains(used + charged)) {
+      st = Error{"task " + t.task_id() + " needs " + charged.toString() + " but only " +
+                 (offered - used).toString() + " is left in the offers"};
+    }
+    if (!st) {
+      sendMasterUpdate(fw, t, wire::TASK_ERROR, wire::REASON_INVALID_LAUNCH, st.error().describe());
+      continue;
+    }
+    used += charged;
+    launchTask(fw, agent, t, std::move(charged));
+  }
+  for (const auto& id : m.offer_ids()) {
+    fw.offers.erase(id);
+    agent.offers.erase(id);
+    offers_.erase(id);
+  }
+  Resources unused = offered - used;
+  if (!unused.empty()) {
+    allocator_->recover(fw.handle, agent.handle, unused, refuse, clock_.now());
+    allocationPending_ = true;
+  }
+}
+
+}  // namespace allot

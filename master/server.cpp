@@ -1,0 +1,133 @@
+#include "master/server.h"
+
+#include "base/log.h"
+
+namespace allot {
+
+Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
+                                                           ServerOptions options,
+                                                           MasterOptions masterOptions) {
+  std::unique_ptr<MasterServer> server(new MasterServer(io, options));
+  auto master = Master::create(std::move(masterOptions), server->clock_, *server);
+  if (!master) return master.error();
+  server->master_ = std::move(*master);
+
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(options.listen.host, ec);
+  if (ec) return Error{"--listen: '" + options.listen.host + "' is not an IP address"};
+  asio::ip::tcp::endpoint endpoint(address, options.listen.port);
+  std::string where = options.listen.host + ":" + std::to_string(options.listen.port);
+  server->acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) server->acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) server->acceptor_.bind(endpoint, ec);
+  if (!ec) server->acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Error{"cannot listen on " + where + ": " + ec.message(), ec.value()};
+  server->port_ = server->acceptor_.local_endpoint().port();
+  return server;
+}
+
+MasterServer::MasterServer(asio::io_context& io, ServerOptions options)
+    : io_(io), options_(std::move(options)), acceptor_(io), tickTimer_(io) {}
+
+void MasterServer::start() {
+  LOG_INFO("master " << master_->masterId() << " listening on " << options_.listen.host << ":"
+                     << port_);
+  acceptNext();
+  scheduleTick();
+}
+
+void MasterServer::stop() {
+  stopped_ = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  tickTimer_.cancel();
+  auto connections = connections_;
+  for (auto& [peer, conn] : connections) conn->close("master shutting down");
+}
+
+void MasterServer::acceptNext() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec,
+                                asio::ip::tcp::socket socket) {
+    if (stopped_) return;
+    if (!ec) {
+      onAccepted(std::move(socket));
+    } else if (ec != asio::error::operation_aborted) {
+      // EMFILE and friends: log and keep accepting after a pause would be
+      // kinder; accepting again at once is what keeps the master reachable.
+      LOG_WARNING("accept failed: " << ec.message());
+    }
+    acceptNext();
+  });
+}
+
+void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
+  if (connections_.size() >= options_.maxPeers) {
+    LOG_WARNING("refusing a connection: " << options_.maxPeers << " peers already");
+    return;
+  }
+  boost::system::error_code ignored;
+  socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  Connection::Options copts;
+  copts.localRole = wire::ROLE_MASTER;
+  copts.localName = "allot-master " + master_->masterId();
+  copts.acceptRoles = {wire::ROLE_SCHEDULER, wire::ROLE_AGENT};
+  copts.maxFrameBytes = options_.maxFrameBytes;
+  auto conn = Connection::create(std::move(socket), copts);
+  PeerId peer = nextPeer_++;
+  connections_[peer] = conn;
+  Connection::Handlers handlers;
+  handlers.onHello = [this, peer](const wire::Hello& hello) {
+    master_->peerConnected(peer, hello);
+  };
+  handlers.onMessage = [this, peer](wire::Envelope& e) {
+    master_->peerMessage(peer, e);
+    afterEvent();
+  };
+  handlers.onClose = [this, peer](const std::string& reason) {
+    auto it = connections_.find(peer);
+    if (it == connections_.end()) return;
+    LOG_DEBUG("peer " << peer << " (" << it->second->peerAddress() << ") closed: " << reason);
+    connections_.erase(it);
+    master_->peerClosed(peer);
+    afterEvent();
+  };
+  conn->start(std::move(handlers));
+}
+
+void MasterServer::send(PeerId peer, const wire::Envelope& envelope) {
+  auto it = connections_.find(peer);
+  if (it == connections_.end()) return;
+  if (auto st = it->second->send(envelope); !st) {
+    LOG_WARNING("cannot send to peer " << peer << ": " << st.error().describe());
+  }
+}
+
+// Deferred so the master never sees peerClosed() while it is still
+// handling the event that decided to close.
+void MasterServer::close(PeerId peer, const std::string& reason) {
+  asio::post(io_, [this, peer, reason] {
+    auto it = connections_.find(peer);
+    if (it != connections_.end()) it->second->close(reason);
+  });
+}
+
+void MasterServer::afterEvent() {
+  if (allocationPosted_ || !master_->allocationPending()) return;
+  allocationPosted_ = true;
+  asio::post(io_, [this] {
+    allocationPosted_ = false;
+    if (!stopped_) master_->allocate();
+  });
+}
+
+void MasterServer::scheduleTick() {
+  tickTimer_.expires_after(kTickInterval);
+  tickTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    master_->tick();
+    afterEvent();
+    scheduleTick();
+  });
+}
+
+}  // namespace allot

@@ -1,0 +1,62 @@
+// MasterServer: the master's sockets and timers around the Master state
+// machine. Accepts TCP connections, runs the handshake (schedulers and
+// agents only), feeds messages to Master, ticks it every kTickInterval and
+// runs an event-driven allocation round soon after any event that freed
+// resources (coalesced: a burst of events costs one round).
+//
+// Thread: everything on the given io_context, which one thread runs.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/flags.h"
+#include "master/master.h"
+#include "proto/connection.h"
+
+namespace allot {
+
+struct ServerOptions {
+  HostPort listen{"127.0.0.1", 5050};
+  size_t maxFrameBytes = kMaxFrameBytes;
+  size_t maxPeers = 200000;
+};
+
+class MasterServer final : public Outbox {
+ public:
+  static Result<std::unique_ptr<MasterServer>> create(asio::io_context& io, ServerOptions options,
+                                                      MasterOptions masterOptions);
+
+  uint16_t port() const { return port_; }
+  Master& master() { return *master_; }
+  void start();
+  void stop();
+
+  void send(PeerId peer, const wire::Envelope& envelope) override;
+  void close(PeerId peer, const std::string& reason) override;
+
+ private:
+  static constexpr auto kTickInterval = std::chrono::milliseconds(100);
+
+  MasterServer(asio::io_context& io, ServerOptions options);
+  void acceptNext();
+  void onAccepted(asio::ip::tcp::socket socket);
+  void scheduleTick();
+  void afterEvent();
+
+  asio::io_context& io_;
+  ServerOptions options_;
+  SystemClock clock_;
+  asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer tickTimer_;
+  std::unique_ptr<Master> master_;
+  std::unordered_map<PeerId, std::shared_ptr<Connection>> connections_;
+  PeerId nextPeer_ = 1;
+  uint16_t port_ = 0;
+  bool allocationPosted_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace allot

@@ -1,0 +1,147 @@
+// The task half of the master: status updates (forwarded to frameworks,
+// acknowledgements forwarded back to agents), kills and reconciliation.
+#include <chrono>
+
+#include "base/log.h"
+#include "master/master.h"
+
+namespace allot {
+namespace {
+
+double wallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+void Master::sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task,
+                              wire::TaskState state, wire::Reason reason,
+                              const std::string& message) {
+  wire::Envelope e;
+  wire::TaskStatus* s = e.mutable_status_update()->mutable_status();
+  s->set_task_id(task.task_id());
+  s->set_framework_id(fw.id);
+  s->set_agent_id(task.agent_id());
+  if (task.has_executor()) s->set_executor_id(task.executor().executor_id());
+  s->set_state(state);
+  s->set_reason(reason);
+  s->set_message(message);
+  s->set_timestamp_s(wallSeconds());
+  sendToFramework(fw, e);
+}
+
+void Master::forgetTask(FrameworkRecord& fw, const std::string& taskId, bool recoverResources) {
+  auto t = fw.tasks.find(taskId);
+  if (t == fw.tasks.end()) return;
+  auto agent = agents_.find(t->second.info.agent_id());
+  if (agent != agents_.end()) {
+    auto ts = agent->second.tasks.find(fw.id);
+    if (ts != agent->second.tasks.end()) {
+      ts->second.erase(taskId);
+      if (ts->second.empty()) agent->second.tasks.erase(ts);
+    }
+    if (recoverResources) {
+      allocator_->recover(fw.handle, agent->second.handle, t->second.charged, std::nullopt,
+                          clock_.now());
+      allocationPending_ = true;
+    }
+  }
+  fw.tasks.erase(t);
+}
+
+void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
+  const wire::TaskStatus& status = m.status();
+  auto fwIt = frameworks_.find(status.framework_id());
+  if (fwIt == frameworks_.end()) {
+    // The framework is gone for good: acknowledge for it so the agent stops
+    // retrying, and have the agent shut the framework's executors down.
+    wire::Envelope ack;
+    auto* a = ack.mutable_status_acknowledgement();
+    a->set_framework_id(status.framework_id());
+    a->set_task_id(status.task_id());
+    a->set_update_id(status.update_id());
+    outbox_.send(*agent.peer, ack);
+    wire::Envelope shutdown;
+    shutdown.mutable_shutdown_framework()->set_framework_id(status.framework_id());
+    outbox_.send(*agent.peer, shutdown);
+    return;
+  }
+  FrameworkRecord& fw = fwIt->second;
+  auto t = fw.tasks.find(status.task_id());
+  if (t != fw.tasks.end() && t->second.info.agent_id() == agent.id) {
+    t->second.latest = status;
+    if (isTerminal(status.state())) forgetTask(fw, status.task_id(), true);
+  }
+  wire::Envelope e;
+  *e.mutable_status_update()->mutable_status() = status;
+  e.mutable_status_update()->mutable_status()->set_agent_id(agent.id);
+  sendToFramework(fw, e);
+}
+
+void Master::onKill(FrameworkRecord& fw, const wire::KillTask& m) {
+  auto t = fw.tasks.find(m.task_id());
+  if (t == fw.tasks.end()) {
+    wire::TaskInfo unknown;
+    unknown.set_task_id(m.task_id());
+    unknown.set_agent_id(m.agent_id());
+    sendMasterUpdate(fw, unknown, wire::TASK_LOST, wire::REASON_UNKNOWN_TASK,
+                     "the master knows no task " + m.task_id());
+    return;
+  }
+  auto agent = agents_.find(t->second.info.agent_id());
+  if (agent == agents_.end() || !agent->second.peer) {
+    LOG_INFO("kill of task " << m.task_id() << " waits for agent "
+                             << t->second.info.agent_id() << " to reconnect");
+    return;
+  }
+  wire::Envelope e;
+  *e.mutable_kill_task() = m;
+  e.mutable_kill_task()->set_framework_id(fw.id);
+  e.mutable_kill_task()->set_agent_id(agent->first);
+  outbox_.send(*agent->second.peer, e);
+}
+
+void Master::onAcknowledge(FrameworkRecord& fw, const wire::Acknowledge& m) {
+  std::string agentId = m.agent_id();
+  if (agentId.empty()) {
+    auto t = fw.tasks.find(m.task_id());
+    if (t != fw.tasks.end()) agentId = t->second.info.agent_id();
+  }
+  auto agent = agents_.find(agentId);
+  if (agent == agents_.end() || !agent->second.peer || m.update_id().empty()) return;
+  wire::Envelope e;
+  auto* a = e.mutable_status_acknowledgement();
+  a->set_framework_id(fw.id);
+  a->set_task_id(m.task_id());
+  a->set_update_id(m.update_id());
+  outbox_.send(*agent->second.peer, e);
+}
+
+void Master::onReconcile(FrameworkRecord& fw, const wire::Reconcile& m) {
+  auto answer = [&](const TaskRecord& task) {
+    wire::Envelope e;
+    *e.mutable_status_update()->mutable_status() = task.latest;
+    auto* s = e.mutable_status_update()->mutable_status();
+    s->set_update_id("");
+    s->set_reason(wire::REASON_RECONCILIATION);
+    sendToFramework(fw, e);
+  };
+  if (m.tasks().empty()) {
+    for (const auto& [id, task] : fw.tasks) answer(task);
+    return;
+  }
+  for (const auto& ref : m.tasks()) {
+    auto t = fw.tasks.find(ref.task_id());
+    if (t != fw.tasks.end()) {
+      answer(t->second);
+      continue;
+    }
+    wire::TaskInfo unknown;
+    unknown.set_task_id(ref.task_id());
+    unknown.set_agent_id(ref.agent_id());
+    sendMasterUpdate(fw, unknown, wire::TASK_LOST, wire::REASON_RECONCILIATION,
+                     "the master knows no task " + ref.task_id());
+  }
+}
+
+}  // namespace allot

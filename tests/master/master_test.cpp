@@ -1,0 +1,360 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "base/clock.h"
+#include "master/master.h"
+
+namespace allot {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RecordingOutbox final : public Outbox {
+ public:
+  void send(PeerId peer, const wire::Envelope& e) override { sent[peer].push_back(e); }
+  void close(PeerId peer, const std::string& reason) override { closed[peer] = reason; }
+
+  // Takes every message of one kind sent to `peer` so far.
+  std::vector<wire::Envelope> take(PeerId peer, wire::Envelope::BodyCase kind) {
+    std::vector<wire::Envelope> out, rest;
+    for (auto& e : sent[peer]) (e.body_case() == kind ? out : rest).push_back(e);
+    sent[peer] = rest;
+    return out;
+  }
+
+  std::map<PeerId, std::vector<wire::Envelope>> sent;
+  std::map<PeerId, std::string> closed;
+};
+
+constexpr PeerId kAgentPeer = 1;
+constexpr PeerId kFrameworkPeer = 2;
+constexpr PeerId kOtherFrameworkPeer = 3;
+
+class MasterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { master_ = makeMaster("m1"); }
+
+  std::unique_ptr<Master> makeMaster(const std::string& id) {
+    MasterOptions options;
+    options.masterId = id;
+    options.offerTimeout = 30s;
+    options.agentTimeout = 15s;
+    options.refuseDefault = 5s;
+    options.failoverTimeoutDefault = 60s;
+    options.minOffer = *Resources::parse("cpus:0.01;mem:32");
+    auto m = Master::create(options, clock_, outbox_);
+    EXPECT_TRUE(m.ok());
+    return std::move(*m);
+  }
+
+  void hello(PeerId peer, wire::Role role) {
+    wire::Hello h;
+    h.set_role(role);
+    master_->peerConnected(peer, h);
+  }
+
+  std::string registerAgent(PeerId peer = kAgentPeer, const char* resources = "cpus:4;mem:4096",
+                            const std::string& id = "") {
+    hello(peer, wire::ROLE_AGENT);
+    wire::Envelope e;
+    e.mutable_register_agent()->mutable_info()->set_hostname("node");
+    e.mutable_register_agent()->mutable_info()->set_id(id);
+    Resources::parse(resources)->toWire(e.mutable_register_agent()->mutable_info()->mutable_resources());
+    master_->peerMessage(peer, e);
+    auto replies = outbox_.take(peer, wire::Envelope::kAgentRegistered);
+    EXPECT_EQ(replies.size(), 1u);
+    return replies.empty() ? "" : replies[0].agent_registered().agent_id();
+  }
+
+  std::string registerFramework(PeerId peer = kFrameworkPeer, const std::string& id = "") {
+    hello(peer, wire::ROLE_SCHEDULER);
+    wire::Envelope e;
+    e.mutable_register_framework()->mutable_info()->set_name("test");
+    e.mutable_register_framework()->mutable_info()->set_id(id);
+    e.mutable_register_framework()->set_needs_offers(true);
+    master_->peerMessage(peer, e);
+    auto replies = outbox_.take(peer, wire::Envelope::kFrameworkRegistered);
+    EXPECT_EQ(replies.size(), 1u);
+    return replies.empty() ? "" : replies[0].framework_registered().framework_id();
+  }
+
+  std::vector<wire::Offer> offersTo(PeerId peer) {
+    std::vector<wire::Offer> offers;
+    for (auto& e : outbox_.take(peer, wire::Envelope::kResourceOffers)) {
+      for (auto& o : e.resource_offers().offers()) offers.push_back(o);
+    }
+    return offers;
+  }
+
+  std::vector<wire::TaskStatus> updatesTo(PeerId peer) {
+    std::vector<wire::TaskStatus> out;
+    for (auto& e : outbox_.take(peer, wire::Envelope::kStatusUpdate)) out.push_back(e.status_update().status());
+    return out;
+  }
+
+  wire::TaskInfo task(const std::string& id, const char* resources) {
+    wire::TaskInfo t;
+    t.set_task_id(id);
+    t.mutable_command()->set_shell("true");
+    Resources::parse(resources)->toWire(t.mutable_resources());
+    return t;
+  }
+
+  void accept(PeerId peer, const std::string& offerId, std::vector<wire::TaskInfo> tasks,
+              std::optional<double> refuse = std::nullopt) {
+    wire::Envelope e;
+    e.mutable_accept_offers()->add_offer_ids(offerId);
+    for (auto& t : tasks) *e.mutable_accept_offers()->add_tasks() = t;
+    if (refuse) e.mutable_accept_offers()->mutable_filters()->set_refuse_seconds(*refuse);
+    master_->peerMessage(peer, e);
+  }
+
+  void agentUpdate(const wire::TaskStatus& status) {
+    wire::Envelope e;
+    *e.mutable_status_update()->mutable_status() = status;
+    master_->peerMessage(kAgentPeer, e);
+  }
+
+  FakeClock clock_;
+  RecordingOutbox outbox_;
+  std::unique_ptr<Master> master_;
+};
+
+TEST_F(MasterTest, RegisteredFrameworkReceivesTheAgentsResources) {
+  std::string agentId = registerAgent();
+  registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(offers[0].agent_id(), agentId);
+  EXPECT_EQ(*Resources::fromWire(offers[0].resources()), *Resources::parse("cpus:4;mem:4096"));
+  EXPECT_EQ(master_->offerCount(), 1u);
+}
+
+TEST_F(MasterTest, AcceptSendsTheTaskToTheAgentAndReturnsTheRest) {
+  registerAgent();
+  registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  ASSERT_EQ(offers.size(), 1u);
+  accept(kFrameworkPeer, offers[0].offer_id(), {task("t1", "cpus:1;mem:1024")}, 0);
+  auto runs = outbox_.take(kAgentPeer, wire::Envelope::kRunTask);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].run_task().task().task_id(), "t1");
+  EXPECT_EQ(master_->taskCount(), 1u);
+  master_->allocate();
+  offers = offersTo(kFrameworkPeer);
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(*Resources::fromWire(offers[0].resources()), *Resources::parse("cpus:3;mem:3072"));
+}
+
+TEST_F(MasterTest, LaunchesThatExceedTheOfferOrNameAnUnknownOneGetTaskError) {
+  registerAgent();
+  registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  ASSERT_EQ(offers.size(), 1u);
+  accept(kFrameworkPeer, offers[0].offer_id(),
+         {task("big", "cpus:5;mem:10"), task("ok", "cpus:1;mem:10"), task("ok", "cpus:1;mem:10"),
+          task("", "cpus:1")});
+  auto updates = updatesTo(kFrameworkPeer);
+  ASSERT_EQ(updates.size(), 3u);
+  for (const auto& u : updates) {
+    EXPECT_EQ(u.state(), wire::TASK_ERROR);
+    EXPECT_EQ(u.reason(), wire::REASON_INVALID_LAUNCH);
+    EXPECT_FALSE(u.message().empty());
+  }
+  EXPECT_NE(updates[0].message().find("needs"), std::string::npos);
+  EXPECT_EQ(outbox_.take(kAgentPeer, wire::Envelope::kRunTask).size(), 1u);
+
+  accept(kFrameworkPeer, offers[0].offer_id(), {task("late", "cpus:1;mem:10")});
+  updates = updatesTo(kFrameworkPeer);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].reason(), wire::REASON_INVALID_OFFER);
+  EXPECT_EQ(master_->taskCount(), 1u);
+}
+
+TEST_F(MasterTest, DeclinedResourcesReturnAfterTheRefusalTime) {
+  registerAgent();
+  registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  ASSERT_EQ(offers.size(), 1u);
+  wire::Envelope decline;
+  decline.mutable_decline_offers()->add_offer_ids(offers[0].offer_id());
+  master_->peerMessage(kFrameworkPeer, decline);
+  master_->allocate();
+  clock_.advance(4s);
+  master_->tick();
+  EXPECT_TRUE(offersTo(kFrameworkPeer).empty());
+  clock_.advance(1100ms);
+  master_->tick();
+  master_->allocate();
+  EXPECT_EQ(offersTo(kFrameworkPeer).size(), 1u);
+}
+
+TEST_F(MasterTest, UnansweredOfferIsRescindedAndReoffered) {
+  registerAgent();
+  registerFramework();
+  master_->allocate();
+  ASSERT_EQ(offersTo(kFrameworkPeer).size(), 1u);
+  clock_.advance(31s);
+  wire::Envelope hb;
+  hb.mutable_heartbeat()->set_sequence(1);
+  master_->peerMessage(kAgentPeer, hb);
+  master_->tick();
+  EXPECT_EQ(outbox_.take(kFrameworkPeer, wire::Envelope::kOfferRescinded).size(), 1u);
+  master_->allocate();
+  EXPECT_EQ(offersTo(kFrameworkPeer).size(), 1u);
+}
+
+TEST_F(MasterTest, SilentAgentIsRemovedItsTasksLostAndFrameworksTold) {
+  std::string agentId = registerAgent();
+  registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  accept(kFrameworkPeer, offers[0].offer_id(), {task("t1", "cpus:1;mem:10")});
+  clock_.advance(10s);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 1u);
+  clock_.advance(6s);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 0u);
+  auto updates = updatesTo(kFrameworkPeer);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].state(), wire::TASK_LOST);
+  EXPECT_EQ(updates[0].reason(), wire::REASON_AGENT_LOST);
+  auto lost = outbox_.take(kFrameworkPeer, wire::Envelope::kAgentLost);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].agent_lost().agent_id(), agentId);
+  EXPECT_EQ(master_->taskCount(), 0u);
+}
+
+TEST_F(MasterTest, UpdatesReachTheFrameworkAndAcknowledgementsTheAgent) {
+  std::string agentId = registerAgent();
+  std::string fid = registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  accept(kFrameworkPeer, offers[0].offer_id(), {task("t1", "cpus:4;mem:4096")});
+  EXPECT_TRUE(offersTo(kFrameworkPeer).empty());
+  wire::TaskStatus s;
+  s.set_task_id("t1");
+  s.set_framework_id(fid);
+  s.set_state(wire::TASK_FINISHED);
+  s.set_update_id("u1");
+  agentUpdate(s);
+  auto updates = updatesTo(kFrameworkPeer);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].agent_id(), agentId);
+  wire::Envelope ack;
+  ack.mutable_acknowledge()->set_task_id("t1");
+  ack.mutable_acknowledge()->set_agent_id(agentId);
+  ack.mutable_acknowledge()->set_update_id("u1");
+  master_->peerMessage(kFrameworkPeer, ack);
+  auto acks = outbox_.take(kAgentPeer, wire::Envelope::kStatusAcknowledgement);
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].status_acknowledgement().update_id(), "u1");
+  // The finished task's resources are offered again at once.
+  EXPECT_TRUE(master_->allocationPending());
+  master_->allocate();
+  EXPECT_EQ(offersTo(kFrameworkPeer).size(), 1u);
+}
+
+TEST_F(MasterTest, KillOfAnUnknownTaskAnswersLost) {
+  registerAgent();
+  registerFramework();
+  wire::Envelope kill;
+  kill.mutable_kill_task()->set_task_id("nope");
+  master_->peerMessage(kFrameworkPeer, kill);
+  auto updates = updatesTo(kFrameworkPeer);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].reason(), wire::REASON_UNKNOWN_TASK);
+}
+
+TEST_F(MasterTest, DisconnectedFrameworkIsRemovedAfterItsFailoverTimeout) {
+  registerAgent();
+  std::string fid = registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  accept(kFrameworkPeer, offers[0].offer_id(), {task("t1", "cpus:1;mem:10")});
+  master_->peerClosed(kFrameworkPeer);
+  clock_.advance(30s);
+  master_->peerMessage(kAgentPeer, [] { wire::Envelope e; e.mutable_heartbeat(); return e; }());
+  master_->tick();
+  EXPECT_EQ(master_->frameworkCount(), 1u);
+  clock_.advance(31s);
+  master_->peerMessage(kAgentPeer, [] { wire::Envelope e; e.mutable_heartbeat(); return e; }());
+  master_->tick();
+  EXPECT_EQ(master_->frameworkCount(), 0u);
+  auto shutdowns = outbox_.take(kAgentPeer, wire::Envelope::kShutdownFramework);
+  ASSERT_EQ(shutdowns.size(), 1u);
+  EXPECT_EQ(shutdowns[0].shutdown_framework().framework_id(), fid);
+}
+
+TEST_F(MasterTest, SecondSchedulerTakesOverTheFramework) {
+  registerAgent();
+  std::string fid = registerFramework();
+  EXPECT_EQ(registerFramework(kOtherFrameworkPeer, fid), fid);
+  EXPECT_EQ(outbox_.closed.count(kFrameworkPeer), 1u);
+  master_->allocate();
+  EXPECT_EQ(offersTo(kOtherFrameworkPeer).size(), 1u);
+}
+
+// Soft state: a fresh master learns the running task from the agent's
+// re-registration and the framework from its scheduler's.
+TEST_F(MasterTest, NewMasterRebuildsStateFromReregistrations) {
+  master_ = makeMaster("m2");
+  hello(kAgentPeer, wire::ROLE_AGENT);
+  wire::Envelope e;
+  auto* reg = e.mutable_register_agent();
+  reg->mutable_info()->set_id("m1-A1");
+  reg->mutable_info()->set_hostname("node");
+  Resources::parse("cpus:4;mem:4096")->toWire(reg->mutable_info()->mutable_resources());
+  auto* fw = reg->add_frameworks();
+  fw->set_id("m1-F2");
+  fw->set_name("test");
+  auto* ex = reg->add_executors();
+  ex->mutable_info()->set_framework_id("m1-F2");
+  ex->mutable_info()->set_executor_id("t1");
+  *ex->add_tasks() = task("t1", "cpus:1;mem:1024");
+  auto* latest = ex->add_latest();
+  latest->set_task_id("t1");
+  latest->set_state(wire::TASK_RUNNING);
+  master_->peerMessage(kAgentPeer, e);
+  EXPECT_EQ(master_->taskCount(), 1u);
+  EXPECT_EQ(registerFramework(kFrameworkPeer, "m1-F2"), "m1-F2");
+  wire::Envelope rec;
+  rec.mutable_reconcile();
+  master_->peerMessage(kFrameworkPeer, rec);
+  auto updates = updatesTo(kFrameworkPeer);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].state(), wire::TASK_RUNNING);
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(*Resources::fromWire(offers[0].resources()), *Resources::parse("cpus:3;mem:3072"));
+}
+
+TEST_F(MasterTest, MessagesBeforeRegistrationGetAnError) {
+  hello(kFrameworkPeer, wire::ROLE_SCHEDULER);
+  wire::Envelope e;
+  e.mutable_decline_offers()->add_offer_ids("x");
+  master_->peerMessage(kFrameworkPeer, e);
+  EXPECT_EQ(outbox_.take(kFrameworkPeer, wire::Envelope::kError).size(), 1u);
+  EXPECT_EQ(master_->frameworkCount(), 0u);
+}
+
+TEST_F(MasterTest, MalformedAgentResourcesAreRefused) {
+  hello(kAgentPeer, wire::ROLE_AGENT);
+  wire::Envelope e;
+  auto* r = e.mutable_register_agent()->mutable_info()->add_resources();
+  r->set_name("cpus");
+  r->set_scalar(-3);
+  master_->peerMessage(kAgentPeer, e);
+  EXPECT_EQ(master_->agentCount(), 0u);
+  EXPECT_EQ(outbox_.closed.count(kAgentPeer), 1u);
+}
+
+}  // namespace
+}  // namespace allot
