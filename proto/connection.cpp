@@ -89,7 +89,17 @@ void Connection::flush() {
                         return;
                       }
                       self->flush();
+                      if (self->closeWhenFlushed_ && self->queuedBytes() == 0) {
+                        self->close(self->closeReason_);
+                      }
                     });
+}
+
+void Connection::closeAfterFlush(const std::string& reason) {
+  if (closed_) return;
+  if (queuedBytes() == 0 && !writeInFlight_) return close(reason);
+  closeWhenFlushed_ = true;
+  closeReason_ = reason;
 }
 
 void Connection::close(const std::string& reason) {

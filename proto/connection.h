@@ -63,6 +63,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Closes the socket; onClose fires with `reason` unless it already fired.
   void close(const std::string& reason);
+  // Closes once everything queued has been written (or at once if nothing is).
+  void closeAfterFlush(const std::string& reason);
 
   bool open() const { return !closed_; }
   bool handshaken() const { return handshaken_; }
@@ -91,6 +93,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool handshaken_ = false;
   bool closed_ = false;
   bool writeInFlight_ = false;
+  bool closeWhenFlushed_ = false;
+  std::string closeReason_;
 };
 
 // Resolves host:port and connects. The callback gets the connected socket

@@ -115,6 +115,9 @@ void OfferAllocator::updateFramework(FrameworkHandle handle, const FrameworkPara
 
 void OfferAllocator::setActive(FrameworkHandle handle, bool active) {
   CHECK(frameworks_[handle].live);
+  // A framework that starts wanting offers must see every agent, not just
+  // the ones that changed since the last round.
+  if (active && !frameworks_[handle].active) fullPending_ = true;
   frameworks_[handle].active = active;
 }
 
@@ -127,6 +130,7 @@ void OfferAllocator::setStandingFilters(FrameworkHandle handle,
   slot.allowedBits.clear();
   for (AgentHandle a : agentList) setBit(&slot.allowedBits, a);
   slot.minFree = minFree;
+  fullPending_ = true;
 }
 
 void OfferAllocator::addHeld(AgentSlot& agent, FrameworkHandle framework,
@@ -288,12 +292,13 @@ FrameworkOrdering::Entry OfferAllocator::entryFor(FrameworkHandle framework) con
 
 void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) {
   expireRefusals(now);
-  Bits avail = candidates(fullCycle);
   std::vector<FrameworkOrdering::Entry> entries;
   for (FrameworkHandle f = 0; f < frameworks_.size(); ++f) {
     if (frameworks_[f].live && frameworks_[f].active) entries.push_back(entryFor(f));
   }
-  if (entries.empty()) return;
+  if (entries.empty()) return;  // keep the dirty marks for when someone asks
+  Bits avail = candidates(fullCycle || fullPending_);
+  fullPending_ = false;
   ordering_->reset(entries);
   std::vector<Cursor> cursors(frameworks_.size());
   while (auto entry = ordering_->pop()) {

@@ -109,6 +109,7 @@ class OfferAllocator final : public Allocator {
   Bits dirty_;
   Resources total_;
   size_t refusalCount_ = 0;
+  bool fullPending_ = false;  // the next round considers every agent
   std::priority_queue<Expiry, std::vector<Expiry>, std::greater<Expiry>> expiries_;
 };
 

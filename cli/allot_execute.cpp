@@ -1,0 +1,245 @@
+// allot-execute: a one-shot framework on the command line. Registers with
+// the master, waits for offers that fit, launches --instances copies of
+// --command, prints every state change and exits with the task's exit code.
+//
+// Exit codes: 0 all tasks FINISHED; the first failing task's exit code
+// (128+signal when it was signalled); 137 KILLED; 1 LOST or ERROR; 2 bad
+// flags; 124 no master or no fitting offer within --timeout; 130 Ctrl-C.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "base/asio.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "proto/resources.h"
+#include "sdk/scheduler.h"
+
+namespace {
+
+using namespace allot;
+
+struct Settings {
+  std::string master = "127.0.0.1:5050";
+  std::string command;
+  std::string resources = "cpus:0.5;mem:64";
+  int64_t instances = 1;
+  std::string name = "allot-execute";
+  double killAfterS = 0;
+  std::string executor;
+  double timeoutS = 60;
+};
+
+const char* stateName(wire::TaskState s) {
+  return wire::TaskState_Name(s).c_str() + 5;  // drop "TASK_"
+}
+
+int exitCodeOf(const wire::TaskStatus& s) {
+  switch (s.state()) {
+    case wire::TASK_FINISHED: return 0;
+    case wire::TASK_FAILED:
+      if (s.has_exit_code() && s.exit_code() != 0) return s.exit_code();
+      if (s.has_signal()) return 128 + s.signal();
+      return 1;
+    case wire::TASK_KILLED: return 137;
+    default: return 1;
+  }
+}
+
+class ExecuteScheduler final : public Scheduler {
+ public:
+  ExecuteScheduler(asio::io_context& io, const Settings& s, Resources taskResources)
+      : io_(io), settings_(s), taskResources_(std::move(taskResources)) {}
+
+  int exitCode() const { return exitCode_; }
+  bool launchedAll() const { return static_cast<int64_t>(launched_) >= settings_.instances; }
+  size_t launched() const { return launched_; }
+  void setDriver(SchedulerDriver* driver) { driver_ = driver; }
+
+  void registered(SchedulerDriver&, const std::string& frameworkId, const std::string&) override {
+    std::printf("registered as framework %s\n", frameworkId.c_str());
+    std::fflush(stdout);
+  }
+
+  void resourceOffers(SchedulerDriver& d, const std::vector<wire::Offer>& offers) override {
+    for (const auto& offer : offers) {
+      std::vector<wire::TaskInfo> tasks;
+      auto available = Resources::fromWire(offer.resources());
+      while (available && launched_ < settings_.instances && !stopping_ &&
+             available->contains(taskResources_)) {
+        tasks.push_back(makeTask(offer));
+        *available -= taskResources_;
+      }
+      if (tasks.empty()) {
+        wire::Filters f;
+        f.set_refuse_seconds(launched_ < settings_.instances ? 1 : 3600);
+        (void)d.declineOffer(offer.offer_id(), f);
+        continue;
+      }
+      (void)d.acceptOffer({offer.offer_id()}, tasks);
+    }
+    if (launched_ >= settings_.instances) (void)d.setNeedsOffers(false);
+  }
+
+  void statusUpdate(SchedulerDriver& d, const wire::TaskStatus& s) override {
+    (void)d.acknowledge(s);
+    auto& last = states_[s.task_id()];
+    bool terminal = isTerminal(s.state());
+    if (last == s.state() && !terminal) return;
+    last = s.state();
+    std::string line = "task " + s.task_id() + " " + stateName(s.state());
+    if (s.has_exit_code()) line += " exit code " + std::to_string(s.exit_code());
+    if (s.has_signal()) line += " signal " + std::to_string(s.signal());
+    if (s.reason() != wire::REASON_NONE && s.state() != wire::TASK_FINISHED) {
+      line += " (" + wire::Reason_Name(s.reason()).substr(7) + ")";
+    }
+    if (!s.message().empty()) line += ": " + s.message();
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    if (!terminal || !done_.insert(s.task_id()).second) return;
+    if (exitCode_ == 0) exitCode_ = exitCodeOf(s);
+    if (static_cast<int64_t>(done_.size()) == settings_.instances ||
+        (stopping_ && done_.size() == launched_)) {
+      finish();
+    }
+  }
+
+  void agentLost(SchedulerDriver&, const std::string& agentId) override {
+    std::printf("agent %s lost\n", agentId.c_str());
+  }
+
+  void error(SchedulerDriver&, const std::string& message) override {
+    std::fprintf(stderr, "allot-execute: master: %s\n", message.c_str());
+  }
+
+  // Ctrl-C or --kill-after: kill what runs, finish when all is terminal.
+  void killAll(int exitCode) {
+    if (stopping_) return;
+    stopping_ = true;
+    if (exitCode) forcedExit_ = exitCode;
+    for (const auto& [id, state] : states_) {
+      if (!isTerminal(state)) (void)driver_->killTask(id);
+    }
+    if (done_.size() == launched_) finish();
+  }
+
+  void finish() {
+    if (forcedExit_) exitCode_ = forcedExit_;
+    driver_->stop(false);
+    asio::post(io_, [this] { io_.stop(); });
+  }
+
+  static bool isTerminal(wire::TaskState s) {
+    return s == wire::TASK_FINISHED || s == wire::TASK_FAILED || s == wire::TASK_KILLED ||
+           s == wire::TASK_LOST || s == wire::TASK_ERROR;
+  }
+
+ private:
+  wire::TaskInfo makeTask(const wire::Offer& offer) {
+    wire::TaskInfo t;
+    std::string id = settings_.name + "-" + std::to_string(launched_++);
+    t.set_task_id(id);
+    t.set_name(settings_.name);
+    t.set_agent_id(offer.agent_id());
+    taskResources_.toWire(t.mutable_resources());
+    t.mutable_command()->set_shell(settings_.command);
+    if (!settings_.executor.empty()) {
+      t.mutable_executor()->set_executor_id(settings_.name + "-executor");
+      t.mutable_executor()->mutable_command()->add_argv(settings_.executor);
+      t.mutable_executor()->set_name(settings_.name);
+    }
+    states_[id] = wire::TASK_STAGING;
+    std::printf("task %s launching on %s\n", id.c_str(), offer.hostname().c_str());
+    return t;
+  }
+
+  asio::io_context& io_;
+  const Settings& settings_;
+  Resources taskResources_;
+  SchedulerDriver* driver_ = nullptr;
+  std::map<std::string, wire::TaskState> states_;
+  std::set<std::string> done_;
+  size_t launched_ = 0;
+  bool stopping_ = false;
+  int exitCode_ = 0;
+  int forcedExit_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setLogProgram("allot-execute");
+  if (!getenv("ALLOT_LOG_LEVEL")) setLogLevel(LogLevel::kWarning);
+  Settings s;
+  Flags flags("allot-execute", "Runs a command (or N copies) on an allot cluster and waits for it.");
+  flags.addString("master", &s.master, "HOST:PORT of the master");
+  flags.addString("command", &s.command, "shell command to run (required)");
+  flags.addString("resources", &s.resources, "resources of each task");
+  flags.addInt("instances", &s.instances, "number of copies to run");
+  flags.addString("name", &s.name, "framework and task name prefix");
+  flags.addDouble("kill-after", &s.killAfterS, "kill the tasks after this many seconds (0: never)");
+  flags.addString("executor", &s.executor, "custom executor binary on the agents (default: built-in)");
+  flags.addDouble("timeout", &s.timeoutS, "give up when the tasks have not all launched after this many seconds");
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  auto fail = [](const std::string& m) {
+    std::cerr << "allot-execute: " << m << "\n";
+    return 2;
+  };
+  if (s.command.empty()) return fail("--command is required");
+  if (s.instances < 1 || s.instances > 100000) return fail("--instances must be 1..100000");
+  if (!(s.killAfterS >= 0)) return fail("--kill-after must be >= 0");
+  if (!(s.timeoutS > 0)) return fail("--timeout must be > 0");
+  if (auto hp = parseHostPort(s.master); !hp) return fail("--master: " + hp.error().describe());
+  auto resources = Resources::parse(s.resources);
+  if (!resources) return fail("--resources: " + resources.error().describe());
+  if (resources->scalarMillis("cpus") <= 0 && resources->scalarMillis("mem") <= 0) {
+    return fail("--resources must include some cpus or mem");
+  }
+
+  asio::io_context io(1);
+  ExecuteScheduler scheduler(io, s, *resources);
+  wire::FrameworkInfo info;
+  info.set_name(s.name);
+  info.set_failover_timeout_s(10);
+  if (const char* user = getenv("USER")) info.set_user(user);
+  SchedulerDriver driver(io, scheduler, info, SchedulerOptions{.master = s.master});
+  scheduler.setDriver(&driver);
+  if (auto st = driver.start(); !st) return fail(st.error().describe());
+
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    std::fprintf(stderr, "allot-execute: interrupted; killing tasks\n");
+    scheduler.killAll(130);
+  });
+  asio::steady_timer killTimer(io);
+  if (s.killAfterS > 0) {
+    killTimer.expires_after(secondsToDuration(s.killAfterS));
+    killTimer.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) scheduler.killAll(0);
+    });
+  }
+  asio::steady_timer timeout(io);
+  timeout.expires_after(secondsToDuration(s.timeoutS));
+  bool timedOut = false;
+  timeout.async_wait([&](const boost::system::error_code& ec) {
+    if (ec || scheduler.launchedAll()) return;
+    if (!driver.registered()) {
+      std::fprintf(stderr, "allot-execute: no master reachable at %s within %.0f s\n",
+                   s.master.c_str(), s.timeoutS);
+      timedOut = true;
+      io.stop();
+      return;
+    }
+    std::fprintf(stderr, "allot-execute: no offer fitting %s within %.0f s (%zu of %lld launched)\n",
+                 s.resources.c_str(), s.timeoutS, scheduler.launched(),
+                 static_cast<long long>(s.instances));
+    scheduler.killAll(124);
+  });
+  io.run();
+  if (timedOut) return 124;
+  return scheduler.exitCode();
+}
