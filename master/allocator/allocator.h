@@ -96,6 +96,7 @@ class Allocator {
 
   // Weighted dominant share over all scalar resources (0 when none).
   virtual double dominantShare(FrameworkHandle framework) const = 0;
+  // The framework's allocated scalars (offered + in use).
   virtual Resources allocation(FrameworkHandle framework) const = 0;
   virtual Resources freeResources(AgentHandle agent) const = 0;
   virtual Resources totalResources() const = 0;

@@ -47,6 +47,8 @@ AgentHandle OfferAllocator::addAgent(const Resources& total) {
   slot.total = total;
   slot.free = total;
   total_ += total;
+  addDense(&totalMillis_, total, 1);
+  freeChanged(slot);
   markDirty(handle);
   return handle;
 }
@@ -55,14 +57,14 @@ void OfferAllocator::removeAgent(AgentHandle handle) {
   CHECK(handle < agents_.size() && agents_[handle].live);
   AgentSlot& slot = agents_[handle];
   for (auto& [fw, held] : slot.held) {
-    frameworks_[fw].allocated -= held;
-    frameworks_[fw].agents.erase(handle);
+    addDense(&frameworks_[fw].allocatedMillis, held, -1);
   }
   for (FrameworkHandle fw : slot.refusedBy) {
     if (frameworks_[fw].live) dropRefusal(fw, handle);
   }
   for (FrameworkSlot& fw : frameworks_) clearBit(&fw.allowedBits, handle);
   total_ -= slot.total;
+  addDense(&totalMillis_, slot.total, -1);
   clearBit(&dirty_, handle);
   slot = AgentSlot{};
   freeAgentHandles_.push_back(handle);
@@ -94,13 +96,17 @@ FrameworkHandle OfferAllocator::addFramework(const FrameworkParams& params) {
 void OfferAllocator::removeFramework(FrameworkHandle handle) {
   CHECK(handle < frameworks_.size() && frameworks_[handle].live);
   FrameworkSlot& slot = frameworks_[handle];
-  for (AgentHandle agent : slot.agents) {
+  // Rare (a framework leaves): a scan of every agent is cheaper than an
+  // index updated on every grant.
+  for (AgentHandle agent = 0; agent < agents_.size(); ++agent) {
     AgentSlot& a = agents_[agent];
-    auto it = std::find_if(a.held.begin(), a.held.end(),
-                           [&](const auto& h) { return h.first == handle; });
+    auto it = std::find_if(a.held.begin(), a.held.end(), [&](const auto& h) {
+      return h.first == handle && !h.second.empty();
+    });
     if (it == a.held.end()) continue;
     a.free += it->second;
-    a.held.erase(it);
+    it->second = Resources();
+    freeChanged(a);
     markDirty(agent);
   }
   refusalCount_ -= slot.refusals.size();
@@ -133,24 +139,34 @@ void OfferAllocator::setStandingFilters(FrameworkHandle handle,
   fullPending_ = true;
 }
 
+// Entries whose resources went back to zero stay in `held` and are reused
+// by the next grant on this agent: copy-assignment into them reuses their
+// storage, which keeps malloc off the allocation round's hot path.
 void OfferAllocator::addHeld(AgentSlot& agent, FrameworkHandle framework,
                              const Resources& resources) {
-  for (auto& [fw, held] : agent.held) {
-    if (fw == framework) {
-      held += resources;
+  std::pair<FrameworkHandle, Resources>* spare = nullptr;
+  for (auto& entry : agent.held) {
+    if (entry.first == framework) {
+      entry.second += resources;
       return;
     }
+    if (!spare && entry.second.empty()) spare = &entry;
+  }
+  if (spare) {
+    spare->first = framework;
+    spare->second = resources;
+    return;
   }
   agent.held.emplace_back(framework, resources);
 }
 
 void OfferAllocator::subtractHeld(AgentSlot& agent, FrameworkHandle framework,
                                   const Resources& resources) {
-  for (size_t i = 0; i < agent.held.size(); ++i) {
-    if (agent.held[i].first != framework) continue;
-    agent.held[i].second -= resources;
-    if (agent.held[i].second.empty()) agent.held.erase(agent.held.begin() + i);
-    return;
+  for (auto& entry : agent.held) {
+    if (entry.first == framework && !entry.second.empty()) {
+      entry.second -= resources;
+      return;
+    }
   }
 }
 
@@ -160,9 +176,9 @@ void OfferAllocator::allocateUsed(FrameworkHandle framework, AgentHandle agent,
   AgentSlot& a = agents_[agent];
   FrameworkSlot& fw = frameworks_[framework];
   a.free -= resources;
+  freeChanged(a);
   addHeld(a, framework, resources);
-  fw.allocated += resources;
-  fw.agents.insert(agent);
+  addDense(&fw.allocatedMillis, resources, 1);
 }
 
 void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
@@ -172,12 +188,9 @@ void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
   AgentSlot& a = agents_[agent];
   FrameworkSlot& fw = frameworks_[framework];
   subtractHeld(a, framework, resources);
-  if (std::none_of(a.held.begin(), a.held.end(),
-                   [&](const auto& h) { return h.first == framework; })) {
-    fw.agents.erase(agent);
-  }
-  fw.allocated -= resources;
+  addDense(&fw.allocatedMillis, resources, -1);
   a.free += resources;
+  freeChanged(a);
   markDirty(agent);
 
   if (refuse && *refuse > Duration::zero()) {
@@ -245,10 +258,30 @@ bool OfferAllocator::offerable(const Resources& free) const {
   return false;
 }
 
+void OfferAllocator::freeChanged(AgentSlot& agent) { agent.offerable = offerable(agent.free); }
+
 void OfferAllocator::markDirty(AgentHandle agent) { setBit(&dirty_, agent); }
 
-OfferAllocator::Bits OfferAllocator::candidates(bool fullCycle) {
-  Bits avail((agents_.size() + kBitsPerWord - 1) / kBitsPerWord, 0);
+size_t OfferAllocator::nameIndex(const std::string& name) {
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (names_[i] == name) return i;
+  }
+  names_.push_back(name);
+  totalMillis_.push_back(0);
+  return names_.size() - 1;
+}
+
+void OfferAllocator::addDense(std::vector<int64_t>* dense, const Resources& r, int sign) {
+  for (const auto& s : r.scalars()) {
+    size_t i = nameIndex(s.name);
+    if (dense->size() <= i) dense->resize(names_.size(), 0);
+    (*dense)[i] += sign * s.millis;
+  }
+}
+
+void OfferAllocator::candidates(bool fullCycle, Bits* out) {
+  Bits& avail = *out;
+  avail.assign((agents_.size() + kBitsPerWord - 1) / kBitsPerWord, 0);
   for (size_t w = 0; w < avail.size(); ++w) {
     uint64_t bits = fullCycle ? ~uint64_t{0} : wordAt(dirty_, w);
     while (bits) {
@@ -256,11 +289,10 @@ OfferAllocator::Bits OfferAllocator::candidates(bool fullCycle) {
       bits &= bits - 1;
       if (i >= agents_.size()) break;
       const AgentSlot& a = agents_[i];
-      if (a.live && a.active && offerable(a.free)) avail[w] |= uint64_t{1} << (i % kBitsPerWord);
+      if (a.live && a.active && a.offerable) avail[w] |= uint64_t{1} << (i % kBitsPerWord);
     }
   }
   std::fill(dirty_.begin(), dirty_.end(), 0);
-  return avail;
 }
 
 std::optional<AgentHandle> OfferAllocator::findAgent(const FrameworkSlot& fw, const Bits& avail,
@@ -292,15 +324,18 @@ FrameworkOrdering::Entry OfferAllocator::entryFor(FrameworkHandle framework) con
 
 void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) {
   expireRefusals(now);
-  std::vector<FrameworkOrdering::Entry> entries;
+  std::vector<FrameworkOrdering::Entry>& entries = entriesScratch_;
+  entries.clear();
   for (FrameworkHandle f = 0; f < frameworks_.size(); ++f) {
     if (frameworks_[f].live && frameworks_[f].active) entries.push_back(entryFor(f));
   }
   if (entries.empty()) return;  // keep the dirty marks for when someone asks
-  Bits avail = candidates(fullCycle || fullPending_);
+  Bits& avail = availScratch_;
+  candidates(fullCycle || fullPending_, &avail);
   fullPending_ = false;
   ordering_->reset(entries);
-  std::vector<Cursor> cursors(frameworks_.size());
+  std::vector<Cursor>& cursors = cursorsScratch_;
+  cursors.assign(frameworks_.size(), Cursor{});
   while (auto entry = ordering_->pop()) {
     FrameworkHandle f = entry->framework;
     FrameworkSlot& fw = frameworks_[f];
@@ -310,9 +345,9 @@ void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>*
     clearBit(&avail, *agent);
     Grant grant{f, *agent, std::move(a.free)};
     a.free = Resources();
+    a.offerable = false;
     addHeld(a, f, grant.resources);
-    fw.allocated += grant.resources;
-    fw.agents.insert(*agent);
+    addDense(&fw.allocatedMillis, grant.resources, 1);
     grants->push_back(std::move(grant));
     ordering_->push(entryFor(f));
   }
@@ -321,16 +356,21 @@ void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>*
 double OfferAllocator::dominantShare(FrameworkHandle framework) const {
   const FrameworkSlot& fw = frameworks_[framework];
   double share = 0;
-  for (const auto& s : fw.allocated.scalars()) {
-    int64_t total = total_.scalarMillis(s.name);
-    if (total > 0) share = std::max(share, static_cast<double>(s.millis) / total);
+  for (size_t i = 0; i < fw.allocatedMillis.size(); ++i) {
+    int64_t total = totalMillis_[i];
+    if (total > 0) share = std::max(share, static_cast<double>(fw.allocatedMillis[i]) / total);
   }
   double weight = fw.params.weight > 0 ? fw.params.weight : 1.0;
   return share / weight;
 }
 
 Resources OfferAllocator::allocation(FrameworkHandle framework) const {
-  return frameworks_[framework].allocated;
+  Resources r;
+  const auto& dense = frameworks_[framework].allocatedMillis;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    if (dense[i] > 0) r.setScalarMillis(names_[i], dense[i]);
+  }
+  return r;
 }
 
 Resources OfferAllocator::freeResources(AgentHandle agent) const { return agents_[agent].free; }

@@ -52,9 +52,11 @@ class OfferAllocator final : public Allocator {
   struct AgentSlot {
     bool live = false;
     bool active = true;
+    bool offerable = false;  // free reaches the minimum offer
     Resources total;
     Resources free;
-    // Per framework holding something here (few per agent).
+    // Per framework holding something here (few per agent); entries with
+    // empty resources are spares (see addHeld).
     std::vector<std::pair<FrameworkHandle, Resources>> held;
     std::vector<FrameworkHandle> refusedBy;  // may hold stale entries
   };
@@ -68,8 +70,7 @@ class OfferAllocator final : public Allocator {
     bool live = false;
     bool active = false;
     FrameworkParams params;
-    Resources allocated;
-    std::unordered_set<AgentHandle> agents;  // agents where it holds something
+    std::vector<int64_t> allocatedMillis;  // scalars by interned name index
     std::unordered_map<AgentHandle, Refusal> refusals;
     Bits refusedBits;
     bool agentListSet = false;
@@ -90,13 +91,16 @@ class OfferAllocator final : public Allocator {
   };
 
   bool offerable(const Resources& free) const;
+  void freeChanged(AgentSlot& agent);
+  size_t nameIndex(const std::string& name);
+  void addDense(std::vector<int64_t>* dense, const Resources& r, int sign);
   void markDirty(AgentHandle agent);
   void addHeld(AgentSlot& agent, FrameworkHandle framework, const Resources& resources);
   void subtractHeld(AgentSlot& agent, FrameworkHandle framework, const Resources& resources);
   void dropRefusal(FrameworkHandle framework, AgentHandle agent);
   void dropRefusalsOutgrownBy(AgentHandle agent);
   void expireRefusals(TimePoint now);
-  Bits candidates(bool fullCycle);
+  void candidates(bool fullCycle, Bits* out);
   std::optional<AgentHandle> findAgent(const FrameworkSlot& fw, const Bits& avail, Cursor* cursor);
   FrameworkOrdering::Entry entryFor(FrameworkHandle framework) const;
 
@@ -108,8 +112,14 @@ class OfferAllocator final : public Allocator {
   std::vector<FrameworkHandle> freeFrameworkHandles_;
   Bits dirty_;
   Resources total_;
+  std::vector<std::string> names_;        // interned scalar names
+  std::vector<int64_t> totalMillis_;      // by name index
   size_t refusalCount_ = 0;
   bool fullPending_ = false;  // the next round considers every agent
+  // Reused by every round (allocation rounds run many times a second).
+  std::vector<FrameworkOrdering::Entry> entriesScratch_;
+  Bits availScratch_;
+  std::vector<Cursor> cursorsScratch_;
   std::priority_queue<Expiry, std::vector<Expiry>, std::greater<Expiry>> expiries_;
 };
 

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <queue>
 #include <random>
 
 #include "base/check.h"
@@ -15,24 +14,29 @@ template <typename Less>
 class HeapOrdering final : public FrameworkOrdering {
  public:
   void reset(const std::vector<Entry>& entries) override {
-    heap_ = {};
+    heap_.clear();  // keeps its capacity: rounds run often
     for (const Entry& e : entries) push(e);
   }
 
   std::optional<Entry> pop() override {
     if (heap_.empty()) return std::nullopt;
-    Entry e = heap_.top().entry;
-    heap_.pop();
+    std::pop_heap(heap_.begin(), heap_.end(), After());
+    Entry e = heap_.back().entry;
+    heap_.pop_back();
     return e;
   }
 
-  void push(const Entry& entry) override { heap_.push(Item{entry, sequence_++}); }
+  void push(const Entry& entry) override {
+    heap_.push_back(Item{entry, sequence_++});
+    std::push_heap(heap_.begin(), heap_.end(), After());
+  }
 
  private:
   struct Item {
     Entry entry;
     uint64_t sequence;
   };
+  // Heap order: the "largest" item is the one served next.
   struct After {
     bool operator()(const Item& a, const Item& b) const {
       Less less;
@@ -42,7 +46,7 @@ class HeapOrdering final : public FrameworkOrdering {
     }
   };
 
-  std::priority_queue<Item, std::vector<Item>, After> heap_;
+  std::vector<Item> heap_;
   uint64_t sequence_ = 0;
 };
 
