@@ -30,6 +30,7 @@ struct Settings {
   double refuseSeconds = 5;
   double failoverTimeoutS = 60;
   int64_t maxFrameBytes = static_cast<int64_t>(kMaxFrameBytes);
+  double statsIntervalS = 60;
 };
 
 void addFlags(Flags& flags, Settings* s) {
@@ -49,6 +50,8 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addDouble("failover-timeout", &s->failoverTimeoutS,
                   "seconds a disconnected framework keeps its tasks when it set none");
   flags.addInt("max-frame-bytes", &s->maxFrameBytes, "largest protocol frame accepted");
+  flags.addDouble("stats-interval", &s->statsIntervalS,
+                  "seconds between 'stats:' log lines (0: none)");
 }
 
 Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
@@ -61,6 +64,8 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
     return Error{"--max-frame-bytes must be between 1024 and " + std::to_string(kMaxFrameBytes)};
   }
   server.maxFrameBytes = static_cast<size_t>(s.maxFrameBytes);
+  if (!(s.statsIntervalS >= 0)) return Error{"--stats-interval must be >= 0"};
+  server.statsInterval = secondsToDuration(s.statsIntervalS);
   auto positive = [](double v) { return v > 0 && v < 1e7; };
   if (!positive(s.offerTimeoutS)) return Error{"--offer-timeout must be positive"};
   if (!positive(s.allocationIntervalS)) return Error{"--allocation-interval must be positive"};

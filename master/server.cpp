@@ -27,13 +27,33 @@ Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
 }
 
 MasterServer::MasterServer(asio::io_context& io, ServerOptions options)
-    : io_(io), options_(std::move(options)), acceptor_(io), tickTimer_(io) {}
+    : io_(io), options_(std::move(options)), acceptor_(io), tickTimer_(io), statsTimer_(io) {}
 
 void MasterServer::start() {
   LOG_INFO("master " << master_->masterId() << " listening on " << options_.listen.host << ":"
                      << port_);
   acceptNext();
   scheduleTick();
+  statsSince_ = clock_.now();
+  if (options_.statsInterval > Duration::zero()) scheduleStats();
+}
+
+void MasterServer::scheduleStats() {
+  statsTimer_.expires_after(options_.statsInterval);
+  statsTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    TimePoint now = clock_.now();
+    double seconds = std::chrono::duration<double>(now - statsSince_).count();
+    LOG_INFO("stats: peers=" << connections_.size() << " agents=" << master_->agentCount()
+                             << " frameworks=" << master_->frameworkCount()
+                             << " tasks=" << master_->taskCount()
+                             << " offers=" << master_->offerCount()
+                             << " msgs_in_per_s=" << static_cast<uint64_t>(messagesIn_ / seconds)
+                             << " msgs_out_per_s=" << static_cast<uint64_t>(messagesOut_ / seconds));
+    messagesIn_ = messagesOut_ = 0;
+    statsSince_ = now;
+    scheduleStats();
+  });
 }
 
 void MasterServer::stop() {
@@ -41,6 +61,7 @@ void MasterServer::stop() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   tickTimer_.cancel();
+  statsTimer_.cancel();
   auto connections = connections_;
   for (auto& [peer, conn] : connections) conn->close("master shutting down");
 }
@@ -80,6 +101,7 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
     master_->peerConnected(peer, hello);
   };
   handlers.onMessage = [this, peer](wire::Envelope& e) {
+    ++messagesIn_;
     master_->peerMessage(peer, e);
     afterEvent();
   };
@@ -97,6 +119,7 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
 void MasterServer::send(PeerId peer, const wire::Envelope& envelope) {
   auto it = connections_.find(peer);
   if (it == connections_.end()) return;
+  ++messagesOut_;
   if (auto st = it->second->send(envelope); !st) {
     LOG_WARNING("cannot send to peer " << peer << ": " << st.error().describe());
   }

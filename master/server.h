@@ -22,6 +22,8 @@ struct ServerOptions {
   HostPort listen{"127.0.0.1", 5050};
   size_t maxFrameBytes = kMaxFrameBytes;
   size_t maxPeers = 200000;
+  // A "stats:" log line this often (0: never): peers, messages per second.
+  Duration statsInterval = std::chrono::seconds(60);
 };
 
 class MasterServer final : public Outbox {
@@ -45,12 +47,17 @@ class MasterServer final : public Outbox {
   void onAccepted(asio::ip::tcp::socket socket);
   void scheduleTick();
   void afterEvent();
+  void scheduleStats();
 
   asio::io_context& io_;
   ServerOptions options_;
   SystemClock clock_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer tickTimer_;
+  asio::steady_timer statsTimer_;
+  uint64_t messagesIn_ = 0;
+  uint64_t messagesOut_ = 0;
+  TimePoint statsSince_;
   std::unique_ptr<Master> master_;
   std::unordered_map<PeerId, std::shared_ptr<Connection>> connections_;
   PeerId nextPeer_ = 1;

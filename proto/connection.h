@@ -75,7 +75,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   Connection(StreamSocket socket, Options options);
   void readMore();
-  void onRead(const boost::system::error_code& ec, size_t bytes);
+  void onReadable(const boost::system::error_code& ec);
   bool handleEnvelope(wire::Envelope& envelope);
   bool acceptHello(const wire::Hello& hello);
   void flush();
@@ -89,7 +89,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string peerAddress_;
   std::string pending_;
   std::string writing_;
-  std::vector<char> readBuffer_;
   bool handshaken_ = false;
   bool closed_ = false;
   bool writeInFlight_ = false;

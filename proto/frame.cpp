@@ -79,6 +79,8 @@ Result<bool> FrameDecoder::next(wire::Envelope* out) {
   }
   consumed_ += kFrameHeaderBytes + size;
   if (consumed_ == buffer_.size()) {
+    // Keep a small buffer for the next frame; give back what a burst grew.
+    if (buffer_.capacity() > 64 * 1024) std::string().swap(buffer_);
     buffer_.clear();
     consumed_ = 0;
   }

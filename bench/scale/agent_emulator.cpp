@@ -1,0 +1,210 @@
+// agent_emulator: hosts many emulated agents in one process (paper section
+// 6.5). Each agent is a real protocol peer with its own TCP connection to
+// the master, spread over loopback source addresses 127.0.0.2 and up (one
+// address has only ~28k ephemeral ports). Agents register their resources,
+// heartbeat, and "run" each task by answering RUNNING and, after the
+// task's duration (TaskInfo.data holds the seconds as text), FINISHED.
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "proto/connection.h"
+#include "proto/resources.h"
+
+namespace {
+
+using namespace allot;
+
+struct Settings {
+  std::string master = "127.0.0.1:5050";
+  int64_t agents = 1000;
+  std::string resources = "cpus:2;mem:2048";
+  int64_t sourceAddresses = 4;
+  int64_t connectBurst = 256;
+};
+
+struct Agent {
+  std::shared_ptr<Connection> conn;
+  std::string id;
+  std::unique_ptr<asio::steady_timer> heartbeat;
+  std::vector<std::unique_ptr<asio::steady_timer>> tasks;
+  double interval = 5;
+  uint64_t sequence = 0;
+};
+
+class Emulator {
+ public:
+  Emulator(asio::io_context& io, Settings s, HostPort master, Resources resources)
+      : io_(io), s_(std::move(s)), master_(std::move(master)), resources_(std::move(resources)),
+        agents_(s_.agents), report_(io) {}
+
+  void start() {
+    for (int64_t i = 0; i < std::min(s_.connectBurst, s_.agents); ++i) connectNext();
+    scheduleReport();
+  }
+
+ private:
+  void connectNext() {
+    if (next_ >= s_.agents) return;
+    size_t index = next_++;
+    auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+    socket->open(asio::ip::tcp::v4());
+    // 127.0.0.2, 127.0.0.3, ...: every loopback address has its own ports.
+    auto source = asio::ip::make_address_v4(0x7f000002u + index % s_.sourceAddresses);
+    boost::system::error_code ec;
+    socket->bind({source, 0}, ec);
+    if (ec) {
+      std::cerr << "agent_emulator: bind " << source << ": " << ec.message() << "\n";
+      std::exit(1);
+    }
+    asio::ip::tcp::endpoint to(asio::ip::make_address(master_.host), master_.port);
+    socket->async_connect(to, [this, socket, index](const boost::system::error_code& ec) {
+      if (ec) {
+        ++failed_;
+        std::cerr << "agent_emulator: agent " << index << ": connect: " << ec.message() << "\n";
+        connectNext();
+        return;
+      }
+      socket->set_option(asio::ip::tcp::no_delay(true));
+      attach(index, std::move(*socket));
+    });
+  }
+
+  void attach(size_t index, asio::ip::tcp::socket socket) {
+    Agent& agent = agents_[index];
+    Connection::Options o;
+    o.localRole = wire::ROLE_AGENT;
+    o.localName = "emulated-agent-" + std::to_string(index);
+    agent.conn = Connection::create(std::move(socket), o);
+    agent.heartbeat = std::make_unique<asio::steady_timer>(io_);
+    Connection::Handlers h;
+    h.onHello = [this, index](const wire::Hello&) {
+      wire::Envelope e;
+      auto* info = e.mutable_register_agent()->mutable_info();
+      info->set_hostname("emu-" + std::to_string(index));
+      resources_.toWire(info->mutable_resources());
+      (void)agents_[index].conn->send(e);
+    };
+    h.onMessage = [this, index](wire::Envelope& e) { onMessage(index, e); };
+    h.onClose = [this, index](const std::string& reason) {
+      ++closed_;
+      LOG_WARNING("agent " << index << " disconnected: " << reason);
+    };
+    agent.conn->start(std::move(h));
+  }
+
+  void onMessage(size_t index, const wire::Envelope& e) {
+    Agent& agent = agents_[index];
+    if (e.has_agent_registered()) {
+      agent.id = e.agent_registered().agent_id();
+      agent.interval = e.agent_registered().heartbeat_interval_s();
+      ++registered_;
+      heartbeat(index, true);
+      connectNext();
+    } else if (e.has_run_task()) {
+      runTask(index, e.run_task());
+    }
+  }
+
+  void heartbeat(size_t index, bool first) {
+    Agent& agent = agents_[index];
+    // Spread the first beats so 50k agents do not beat in lockstep.
+    double delay = first ? std::uniform_real_distribution<double>(0, agent.interval)(random_)
+                         : agent.interval;
+    agent.heartbeat->expires_after(secondsToDuration(delay));
+    agent.heartbeat->async_wait([this, index](const boost::system::error_code& ec) {
+      if (ec || !agents_[index].conn->open()) return;
+      wire::Envelope e;
+      e.mutable_heartbeat()->set_sequence(++agents_[index].sequence);
+      (void)agents_[index].conn->send(e);
+      heartbeat(index, false);
+    });
+  }
+
+  void sendStatus(size_t index, const wire::RunTask& run, wire::TaskState state) {
+    wire::Envelope e;
+    auto* s = e.mutable_status_update()->mutable_status();
+    s->set_task_id(run.task().task_id());
+    s->set_framework_id(run.framework().id());
+    s->set_agent_id(agents_[index].id);
+    s->set_state(state);
+    if (state == wire::TASK_FINISHED) s->set_exit_code(0);
+    s->set_update_id(run.task().task_id() + (state == wire::TASK_RUNNING ? "/r" : "/f"));
+    (void)agents_[index].conn->send(e);
+  }
+
+  void runTask(size_t index, const wire::RunTask& run) {
+    ++launched_;
+    sendStatus(index, run, wire::TASK_RUNNING);
+    double seconds = std::atof(run.task().data().c_str());
+    auto timer = std::make_shared<asio::steady_timer>(io_, secondsToDuration(seconds));
+    timer->async_wait([this, index, run, timer](const boost::system::error_code& ec) {
+      if (ec || !agents_[index].conn->open()) return;
+      ++finished_;
+      sendStatus(index, run, wire::TASK_FINISHED);
+    });
+  }
+
+  void scheduleReport() {
+    report_.expires_after(std::chrono::seconds(5));
+    report_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      std::printf("emulator: registered=%zu failed=%zu closed=%zu launched=%zu finished=%zu\n",
+                  registered_, failed_, closed_, launched_, finished_);
+      std::fflush(stdout);
+      scheduleReport();
+    });
+  }
+
+  asio::io_context& io_;
+  Settings s_;
+  HostPort master_;
+  Resources resources_;
+  std::vector<Agent> agents_;
+  asio::steady_timer report_;
+  std::mt19937_64 random_{7};
+  size_t next_ = 0, registered_ = 0, failed_ = 0, closed_ = 0, launched_ = 0, finished_ = 0;
+};
+
+void raiseFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setLogProgram("agent_emulator");
+  Settings s;
+  Flags flags("agent_emulator", "Emulates many allot agents in one process.");
+  flags.addString("master", &s.master, "HOST:PORT of the master");
+  flags.addInt("agents", &s.agents, "number of agents");
+  flags.addString("resources", &s.resources, "resources of each agent");
+  flags.addInt("source-addresses", &s.sourceAddresses, "loopback source addresses (127.0.0.2..)");
+  flags.addInt("connect-burst", &s.connectBurst, "connections in flight while ramping up");
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  auto master = parseHostPort(s.master);
+  auto resources = Resources::parse(s.resources);
+  if (!master || !resources || s.agents < 1 || s.sourceAddresses < 1 || s.sourceAddresses > 250) {
+    std::cerr << "agent_emulator: bad --master, --resources, --agents or --source-addresses\n";
+    return 2;
+  }
+  raiseFileLimit();
+  signal(SIGPIPE, SIG_IGN);
+  asio::io_context io(1);
+  Emulator emulator(io, s, *master, *resources);
+  emulator.start();
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int) { io.stop(); });
+  io.run();
+  return 0;
+}

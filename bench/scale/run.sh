@@ -1,0 +1,98 @@
+#!/bin/bash
+# The paper's scale experiment (section 6.5) on this machine: a real
+# allot-master, N emulated agents (2 task slots each), F load frameworks
+# launching tasks of N(mean, stddev) seconds, then probes that each run one
+# 10 s task and report their overhead. Prints one result line (and appends
+# it to --out when given).
+#
+#   bench/scale/run.sh --build-dir build --agents 50000 --frameworks 200
+set -euo pipefail
+
+build=build agents=2000 frameworks=20 mean=30 stddev=10 probes=5 warmup=30 out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build=$2; shift 2 ;;
+    --agents) agents=$2; shift 2 ;;
+    --frameworks) frameworks=$2; shift 2 ;;
+    --task-mean) mean=$2; shift 2 ;;
+    --task-stddev) stddev=$2; shift 2 ;;
+    --probes) probes=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+dir=$(mktemp -d /tmp/allot-scale.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+
+die() { echo "run.sh: $*" >&2; tail -5 "$dir"/*.log >&2 || true; exit 1; }
+
+# Wait until "$2" (a command) succeeds, for at most $1 seconds.
+wait_for() {
+  local limit=$1; shift
+  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+
+ulimit -n "$(ulimit -Hn)"
+"$build/master/allot-master" --listen 127.0.0.1:0 --port-file "$dir/port" \
+  --agent-timeout 60 --heartbeat-interval 10 --offer-timeout 30 --stats-interval 5 \
+  >"$dir/master.log" 2>&1 &
+master_pid=$!
+pids+=("$master_pid")
+wait_for 10 test -s "$dir/port" || die "master did not start"
+master="127.0.0.1:$(cat "$dir/port")"
+
+sources=$(( agents / 20000 + 1 ))
+"$build/bench/scale/agent_emulator" --master "$master" --agents "$agents" \
+  --resources "cpus:2;mem:2048" --source-addresses "$sources" >"$dir/emulator.log" 2>&1 &
+pids+=($!)
+registered() { grep -q "registered=$agents " "$dir/emulator.log"; }
+wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
+
+"$build/bench/scale/load_frameworks" --master "$master" --frameworks "$frameworks" \
+  --task-mean "$mean" --task-stddev "$stddev" >"$dir/load.log" 2>&1 &
+pids+=($!)
+sleep "$warmup"
+full() {
+  local tasks
+  tasks=$(grep -o 'tasks=[0-9]*' "$dir/master.log" | tail -1 | cut -d= -f2)
+  [ -n "$tasks" ] && [ "$tasks" -ge $(( agents * 2 * 95 / 100 )) ]
+}
+wait_for 180 full || die "the cluster never filled (95% of $((agents * 2)) slots)"
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$master_pid/stat"; }
+ticks0=$(cpu_ticks); t0=$(date +%s.%N)
+overheads=()
+for i in $(seq "$probes"); do
+  line=$("$build/bench/scale/probe_framework" --master "$master" --task-seconds 10) ||
+    die "probe $i failed: $line"
+  echo "$line"
+  overheads+=("$(echo "$line" | grep -o 'overhead_ms=[-0-9.]*' | cut -d= -f2)")
+done
+ticks1=$(cpu_ticks); t1=$(date +%s.%N)
+
+hz=$(getconf CLK_TCK)
+cpu=$(echo "($ticks1 - $ticks0) / $hz / ($t1 - $t0) * 100" | bc -l)
+rss=$(awk '/VmHWM/ {print $2}' "/proc/$master_pid/status")
+stats=$(grep 'stats:' "$dir/master.log" | tail -1)
+load=$(grep '^load:' "$dir/load.log" | tail -1)
+sorted=$(printf '%s\n' "${overheads[@]}" | sort -g)
+median=$(echo "$sorted" | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')
+worst=$(echo "$sorted" | tail -1)
+msgs_in=$(echo "$stats" | grep -o 'msgs_in_per_s=[0-9]*' | cut -d= -f2)
+msgs_out=$(echo "$stats" | grep -o 'msgs_out_per_s=[0-9]*' | cut -d= -f2)
+o2r=$(echo "$load" | grep -o 'offer_to_running_ms p50=[0-9.]* p99=[0-9.]*' | sed 's/offer_to_running_ms //')
+
+result=$(printf "agents=%s frameworks=%s probes_ms=[%s] median_ms=%s worst_ms=%s master_cpu_pct=%.0f master_peak_rss_mib=%d msgs_in_per_s=%s msgs_out_per_s=%s offer_to_running_ms(%s)" \
+  "$agents" "$frameworks" "$(IFS=,; echo "${overheads[*]}")" "$median" "$worst" "$cpu" \
+  $(( rss / 1024 )) "$msgs_in" "$msgs_out" "$o2r")
+echo "RESULT $result"
+[ -z "$out" ] || echo "$result" >>"$out"
