@@ -11,7 +11,7 @@ namespace {
 
 constexpr double kMaxScalar = 1e12;
 
-using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+using Ranges = Resources::Ranges;
 
 void normalize(Ranges* ranges) {
   std::sort(ranges->begin(), ranges->end());
@@ -294,7 +294,9 @@ Resources& Resources::operator-=(const Resources& other) {
 }
 
 void Resources::removeEmpty() {
-  std::erase_if(rangeSets_, [](const RangeSet& r) { return r.ranges.empty(); });
+  rangeSets_.erase(std::remove_if(rangeSets_.begin(), rangeSets_.end(),
+                                  [](const RangeSet& r) { return r.ranges.empty(); }),
+                   rangeSets_.end());
 }
 
 bool Resources::operator==(const Resources& other) const {

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "base/result.h"
 #include "proto/allot.pb.h"
 
@@ -23,13 +25,20 @@ using ResourceList = google::protobuf::RepeatedPtrField<wire::Resource>;
 
 class Resources {
  public:
+  // Inline capacity for the common shapes (a handful of scalars, one port
+  // range set of a few ranges): copying Resources then allocates nothing,
+  // which matters on the allocator's per-offer path.
+  template <typename T, size_t N>
+  using SmallVector = boost::container::small_vector<T, N>;
+  using Ranges = SmallVector<std::pair<uint64_t, uint64_t>, 2>;
+
   struct Scalar {
     std::string name;
     int64_t millis = 0;
   };
   struct RangeSet {
     std::string name;
-    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // sorted, disjoint, merged
+    Ranges ranges;  // sorted, disjoint, merged
   };
 
   Resources() = default;
@@ -50,8 +59,8 @@ class Resources {
   void setScalarMillis(std::string_view name, int64_t millis);
   // Adds [begin, end] to the named range set.
   void addRange(std::string_view name, uint64_t begin, uint64_t end);
-  const std::vector<Scalar>& scalars() const { return scalars_; }
-  const std::vector<RangeSet>& rangeSets() const { return rangeSets_; }
+  const SmallVector<Scalar, 5>& scalars() const { return scalars_; }
+  const SmallVector<RangeSet, 1>& rangeSets() const { return rangeSets_; }
 
   // True when every scalar here is >= other's and every range of other is
   // covered here.
@@ -71,8 +80,8 @@ class Resources {
   const RangeSet* findRanges(std::string_view name) const;
   void removeEmpty();
 
-  std::vector<Scalar> scalars_;      // sorted by name
-  std::vector<RangeSet> rangeSets_;  // sorted by name
+  SmallVector<Scalar, 5> scalars_;      // sorted by name
+  SmallVector<RangeSet, 1> rangeSets_;  // sorted by name
 };
 
 // Converts a double to fixed-point millis (rounded); values past 2^53/1000
