@@ -22,13 +22,14 @@ namespace allot::testing {
 class MasterProcess {
  public:
   // Starts $ALLOT_MASTER with `flags`; port() is 0 when it did not come up.
-  explicit MasterProcess(std::vector<std::string> flags) {
+  explicit MasterProcess(std::vector<std::string> flags, uint16_t port = 0) {
     const char* binary = std::getenv("ALLOT_MASTER");
     if (!binary) return;
     char tmpl[] = "/tmp/allot-master-test-XXXXXX";
     dir_ = mkdtemp(tmpl);
     std::string portFile = dir_ + "/port";
-    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:0", "--port-file", portFile};
+    std::vector<std::string> args = {binary, "--listen", "127.0.0.1:" + std::to_string(port),
+                                     "--port-file", portFile};
     args.insert(args.end(), flags.begin(), flags.end());
     pid_ = fork();
     if (pid_ == 0) {

@@ -27,6 +27,10 @@ class TestFramework : public Scheduler {
   void registered(SchedulerDriver&, const std::string& id, const std::string&) override {
     frameworkId = id;
   }
+  void reregistered(SchedulerDriver&, const std::string& masterId) override {
+    reregisteredWith = masterId;
+  }
+  void disconnected(SchedulerDriver&) override { ++disconnects; }
   void resourceOffers(SchedulerDriver& d, const std::vector<wire::Offer>& offers) override {
     for (const auto& o : offers) {
       ++offerCount;
@@ -48,6 +52,8 @@ class TestFramework : public Scheduler {
   }
 
   std::string frameworkId;
+  std::string reregisteredWith;
+  int disconnects = 0;
   int offerCount = 0;
   wire::Offer lastOffer;
   std::set<std::string> rescinded;
@@ -250,6 +256,46 @@ TEST_F(SchedulerIntegration, FinishedTaskResourcesAreReofferedPromptly) {
   ASSERT_TRUE(runUntil(io_, [&] { return f.countState(wire::TASK_RUNNING) == 2; }, 5s));
   EXPECT_LT(std::chrono::steady_clock::now() - finishedAt, 1s)
       << "freed resources waited for the periodic cycle (30 s)";
+}
+
+TEST_F(SchedulerIntegration, GarbageFromOnePeerDoesNotHurtTheOthers) {
+  start({"--allocation-interval", "0.1"});
+  addAgent("cpus:4;mem:4096");
+  TestFramework f;
+  f.onOffer = [](SchedulerDriver& d, const wire::Offer& o) {
+    (void)d.declineOffer(o.offer_id(), refuse(0.2));
+  };
+  addFramework(f, "bystander");
+  ASSERT_TRUE(runUntil(io_, [&] { return f.offerCount >= 1; }, 5s));
+  // A peer announcing a 1 GiB frame, and one sending a truncated frame.
+  for (std::string bytes : {std::string("\x40\x00\x00\x00garbage", 11), std::string("\x00\x00\x01\x00ab", 6)}) {
+    asio::ip::tcp::socket raw(io_);
+    raw.connect({asio::ip::make_address("127.0.0.1"), master_->port()});
+    asio::write(raw, asio::buffer(bytes));
+    raw.close();
+  }
+  int before = f.offerCount;
+  EXPECT_TRUE(runUntil(io_, [&] { return f.offerCount >= before + 2; }, 5s))
+      << "the master stopped serving after a bad frame";
+  EXPECT_EQ(f.disconnects, 0);
+}
+
+// Soft state: a framework re-registers with a brand-new master (same
+// address, nothing persisted) and keeps its id.
+TEST_F(SchedulerIntegration, FrameworkReregistersWithANewMaster) {
+  start({});
+  TestFramework f;
+  addFramework(f, "survivor");
+  std::string id = f.frameworkId;
+  uint16_t port = master_->port();
+  master_.reset();
+  ASSERT_TRUE(runUntil(io_, [&] { return f.disconnects == 1; }, 5s));
+  master_ = std::make_unique<MasterProcess>(std::vector<std::string>{}, port);
+  ASSERT_EQ(master_->port(), port) << "could not restart the master on port " << port;
+  ASSERT_TRUE(runUntil(io_, [&] { return !f.reregisteredWith.empty(); }, 10s));
+  EXPECT_EQ(drivers_[0]->frameworkId(), id);
+  addAgent("cpus:1;mem:128");
+  EXPECT_TRUE(runUntil(io_, [&] { return f.offerCount >= 1; }, 5s));
 }
 
 }  // namespace
