@@ -1,6 +1,8 @@
 // allot-master: holds the cluster's soft state and makes resource offers.
 #include <sys/resource.h>
 
+#include <algorithm>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -93,11 +95,15 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
 // Every agent and scheduler holds a socket: raise the soft fd limit to the
 // hard one so tens of thousands of agents fit.
 void raiseFileLimit() {
+  // Root may lift the hard limit too (up to fs.nr_open); others get the
+  // soft limit raised to their hard one.
+  constexpr rlim_t kWanted = 262144;
   rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  rlimit wanted{kWanted, std::max(kWanted, limit.rlim_max)};
+  if (limit.rlim_cur >= kWanted || setrlimit(RLIMIT_NOFILE, &wanted) == 0) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 Status writePortFile(const std::string& path, uint16_t port) {

@@ -27,7 +27,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
 }
 
 MasterServer::MasterServer(asio::io_context& io, ServerOptions options)
-    : io_(io), options_(std::move(options)), acceptor_(io), tickTimer_(io), statsTimer_(io) {}
+    : io_(io), options_(std::move(options)), acceptor_(io), tickTimer_(io), statsTimer_(io), acceptPause_(io) {}
 
 void MasterServer::start() {
   LOG_INFO("master " << master_->masterId() << " listening on " << options_.listen.host << ":"
@@ -62,6 +62,7 @@ void MasterServer::stop() {
   acceptor_.close(ignored);
   tickTimer_.cancel();
   statsTimer_.cancel();
+  acceptPause_.cancel();
   auto connections = connections_;
   for (auto& [peer, conn] : connections) conn->close("master shutting down");
 }
@@ -72,12 +73,16 @@ void MasterServer::acceptNext() {
     if (stopped_) return;
     if (!ec) {
       onAccepted(std::move(socket));
-    } else if (ec != asio::error::operation_aborted) {
-      // EMFILE and friends: log and keep accepting after a pause would be
-      // kinder; accepting again at once is what keeps the master reachable.
-      LOG_WARNING("accept failed: " << ec.message());
+      return acceptNext();
     }
-    acceptNext();
+    if (ec == asio::error::operation_aborted) return;
+    // EMFILE and friends: the pending connection stays in the backlog, so
+    // accepting again at once would spin. Pause, then try again.
+    LOG_WARNING("accept failed: " << ec.message() << "; retrying in 100 ms");
+    acceptPause_.expires_after(std::chrono::milliseconds(100));
+    acceptPause_.async_wait([this](const boost::system::error_code& e) {
+      if (!e && !stopped_) acceptNext();
+    });
   });
 }
 

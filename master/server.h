@@ -55,6 +55,7 @@ class MasterServer final : public Outbox {
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer tickTimer_;
   asio::steady_timer statsTimer_;
+  asio::steady_timer acceptPause_;
   uint64_t messagesIn_ = 0;
   uint64_t messagesOut_ = 0;
   TimePoint statsSince_;

@@ -6,6 +6,8 @@
 // task's duration (TaskInfo.data holds the seconds as text), FINISHED.
 #include <sys/resource.h>
 
+#include <algorithm>
+
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -27,6 +29,7 @@ struct Settings {
   std::string resources = "cpus:2;mem:2048";
   int64_t sourceAddresses = 4;
   int64_t connectBurst = 256;
+  int64_t firstSource = 2;  // 127.0.0.<firstSource> is the first source address
 };
 
 struct Agent {
@@ -54,13 +57,14 @@ class Emulator {
     if (next_ >= s_.agents) return;
     size_t index = next_++;
     auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
-    socket->open(asio::ip::tcp::v4());
     // 127.0.0.2, 127.0.0.3, ...: every loopback address has its own ports.
-    auto source = asio::ip::make_address_v4(0x7f000002u + index % s_.sourceAddresses);
+    auto source = asio::ip::make_address_v4(0x7f000000u + s_.firstSource + index % s_.sourceAddresses);
     boost::system::error_code ec;
-    socket->bind({source, 0}, ec);
+    socket->open(asio::ip::tcp::v4(), ec);
+    if (!ec) socket->bind({source, 0}, ec);
     if (ec) {
-      std::cerr << "agent_emulator: bind " << source << ": " << ec.message() << "\n";
+      std::cerr << "agent_emulator: agent " << index << ": socket from " << source << ": "
+                << ec.message() << "\n";
       std::exit(1);
     }
     asio::ip::tcp::endpoint to(asio::ip::make_address(master_.host), master_.port);
@@ -173,11 +177,15 @@ class Emulator {
 };
 
 void raiseFileLimit() {
+  // Root may lift the hard limit too (up to fs.nr_open); others get the
+  // soft limit raised to their hard one.
+  constexpr rlim_t kWanted = 262144;
   rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  rlimit wanted{kWanted, std::max(kWanted, limit.rlim_max)};
+  if (limit.rlim_cur >= kWanted || setrlimit(RLIMIT_NOFILE, &wanted) == 0) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 }  // namespace
@@ -191,10 +199,11 @@ int main(int argc, char** argv) {
   flags.addString("resources", &s.resources, "resources of each agent");
   flags.addInt("source-addresses", &s.sourceAddresses, "loopback source addresses (127.0.0.2..)");
   flags.addInt("connect-burst", &s.connectBurst, "connections in flight while ramping up");
+  flags.addInt("first-source", &s.firstSource, "last octet of the first source address 127.0.0.X");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
   auto master = parseHostPort(s.master);
   auto resources = Resources::parse(s.resources);
-  if (!master || !resources || s.agents < 1 || s.sourceAddresses < 1 || s.sourceAddresses > 250) {
+  if (!master || !resources || s.agents < 1 || s.sourceAddresses < 1 || s.firstSource < 1 || s.firstSource + s.sourceAddresses > 254) {
     std::cerr << "agent_emulator: bad --master, --resources, --agents or --source-addresses\n";
     return 2;
   }

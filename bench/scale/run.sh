@@ -41,6 +41,8 @@ wait_for() {
   return 1
 }
 
+# Every agent is a socket in the emulator and one in the master.
+ulimit -Hn 262144 2>/dev/null || true
 ulimit -n "$(ulimit -Hn)"
 "$build/master/allot-master" --listen 127.0.0.1:0 --port-file "$dir/port" \
   --agent-timeout 60 --heartbeat-interval 10 --offer-timeout 30 --stats-interval 5 \
@@ -50,11 +52,25 @@ pids+=("$master_pid")
 wait_for 10 test -s "$dir/port" || die "master did not start"
 master="127.0.0.1:$(cat "$dir/port")"
 
-sources=$(( agents / 20000 + 1 ))
-"$build/bench/scale/agent_emulator" --master "$master" --agents "$agents" \
-  --resources "cpus:2;mem:2048" --source-addresses "$sources" >"$dir/emulator.log" 2>&1 &
-pids+=($!)
-registered() { grep -q "registered=$agents " "$dir/emulator.log"; }
+# Agents are spread over emulator processes of at most 15,000 each (this
+# machine caps every process at RLIMIT_NOFILE 20,000 and denies
+# CAP_SYS_RESOURCE to raise it).
+emulators=$(( (agents + 14999) / 15000 ))
+for e in $(seq 0 $(( emulators - 1 ))); do
+  n=$(( agents / emulators + (e < agents % emulators ? 1 : 0) ))
+  "$build/bench/scale/agent_emulator" --master "$master" --agents "$n" \
+    --resources "cpus:2;mem:2048" --source-addresses "$(( n / 20000 + 1 ))" \
+    --first-source "$(( 2 + e * 2 ))" >"$dir/emulator$e.log" 2>&1 &
+  pids+=($!)
+done
+registered() {
+  local total=0 n
+  for f in "$dir"/emulator*.log; do
+    n=$(grep -o 'registered=[0-9]*' "$f" | tail -1 | cut -d= -f2)
+    total=$(( total + ${n:-0} ))
+  done
+  [ "$total" -ge "$agents" ]
+}
 wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
 
 "$build/bench/scale/load_frameworks" --master "$master" --frameworks "$frameworks" \
