@@ -455,11 +455,17 @@ void Master::checkTimeouts(TimePoint now) {
 void Master::tick() {
   TimePoint now = clock_.now();
   expireOffers(now);
-  checkTimeouts(now);
+  // Scanning every agent for silence is O(agents): a few times per agent
+  // timeout is precise enough.
+  if (now >= nextTimeoutCheck_) {
+    nextTimeoutCheck_ = now + std::min<Duration>(options_.agentTimeout / 4, std::chrono::seconds(1));
+    checkTimeouts(now);
+  }
   if (now >= nextFullCycle_) {
     nextFullCycle_ = now + options_.allocationInterval;
     allocateRound(true);
   }
+  sendShareUpdates();
 }
 
 }  // namespace allot

@@ -6,7 +6,8 @@
 //   peerConnected(peer, hello)  after a handshake (role scheduler or agent)
 //   peerMessage(peer, envelope) every message after that
 //   peerClosed(peer)            once, when the link is gone
-//   tick()                      often (every ~100 ms): timeouts, periodic cycle
+//   tick()                      often (every ~100 ms): timeouts, periodic
+//                               cycle, share updates to frameworks
 //   allocate()                  soon after events, when allocationPending()
 // and it answers through Outbox::send / Outbox::close.
 //
@@ -192,6 +193,7 @@ class Master {
   std::unordered_map<std::string, OfferRecord> offers_;
   std::deque<std::pair<TimePoint, std::string>> offerExpiries_;  // creation order
   TimePoint nextFullCycle_;
+  TimePoint nextTimeoutCheck_;
   uint64_t idSequence_ = 0;
   bool allocationPending_ = false;
 };

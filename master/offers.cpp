@@ -13,7 +13,6 @@ void Master::allocateRound(bool fullCycle) {
   std::vector<Grant> grants;
   allocator_->allocate(clock_.now(), fullCycle, &grants);
   if (!grants.empty()) sendOffers(grants);
-  sendShareUpdates();
 }
 
 void Master::sendOffers(const std::vector<Grant>& grants) {

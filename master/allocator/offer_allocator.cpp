@@ -293,11 +293,18 @@ void OfferAllocator::candidates(bool fullCycle, Bits* out) {
     }
   }
   std::fill(dirty_.begin(), dirty_.end(), 0);
+  availBegin_ = 0;
+  while (availBegin_ < avail.size() && avail[availBegin_] == 0) ++availBegin_;
+  availEnd_ = avail.size();
+  while (availEnd_ > availBegin_ && avail[availEnd_ - 1] == 0) --availEnd_;
 }
 
 std::optional<AgentHandle> OfferAllocator::findAgent(const FrameworkSlot& fw, const Bits& avail,
                                                      Cursor* cursor) {
-  for (; cursor->word < avail.size(); ++cursor->word, cursor->rejected = 0) {
+  // Event-driven rounds often have a handful of dirty agents: scan only the
+  // words between the first and last candidate.
+  if (cursor->word < availBegin_) cursor->word = availBegin_;
+  for (; cursor->word < availEnd_; ++cursor->word, cursor->rejected = 0) {
     size_t w = cursor->word;
     uint64_t bits = avail[w] & ~wordAt(fw.refusedBits, w) & ~cursor->rejected;
     if (fw.agentListSet) bits &= wordAt(fw.allowedBits, w);

@@ -119,6 +119,7 @@ class OfferAllocator final : public Allocator {
   // Reused by every round (allocation rounds run many times a second).
   std::vector<FrameworkOrdering::Entry> entriesScratch_;
   Bits availScratch_;
+  size_t availBegin_ = 0, availEnd_ = 0;  // words of availScratch_ with candidates
   std::vector<Cursor> cursorsScratch_;
   std::priority_queue<Expiry, std::vector<Expiry>, std::greater<Expiry>> expiries_;
 };
