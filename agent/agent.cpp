@@ -1,0 +1,153 @@
+#include "agent/agent.h"
+
+#include <filesystem>
+
+#include "agent/gc.h"
+#include "base/log.h"
+
+namespace allot {
+
+Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
+             std::vector<std::unique_ptr<Isolator>>& isolators)
+    : io_(io),
+      config_(std::move(config)),
+      updates_(config_.workDir + "/meta/updates"),
+      checkpoints_(config_.workDir + "/meta"),
+      retryTimer_(io),
+      gcTimer_(io) {
+  config_.executors.workDir = config_.workDir;
+  manager_ = std::make_unique<ExecutorManager>(
+      io, launcher, isolators, checkpoints_, config_.executors,
+      ExecutorManager::Callbacks{[this](const wire::TaskStatus& s) { return onUpdate(s); }});
+  MasterLink::Options lo;
+  lo.host = config_.masterHost;
+  lo.port = config_.masterPort;
+  lo.name = "allot-agent " + config_.hostname;
+  MasterLink::Callbacks lc;
+  lc.buildRegistration = [this](wire::RegisterAgent* r) { buildRegistration(r); };
+  lc.onRegistered = [this](const wire::AgentRegistered& m) { onRegistered(m); };
+  lc.onMessage = [this](wire::Envelope& e) { onMasterMessage(e); };
+  link_ = std::make_unique<MasterLink>(io, lo, lc);
+}
+
+Status Agent::start() {
+  std::error_code ec;
+  std::filesystem::create_directories(config_.workDir + "/sandboxes", ec);
+  if (ec) return Error{"create " + config_.workDir + "/sandboxes: " + ec.message()};
+  if (auto st = checkpoints_.init(); !st) return st;
+  if (auto st = updates_.load(); !st) return st;
+  auto id = checkpoints_.loadAgentId();
+  if (!id) return id.error();
+  agentId_ = *id;
+  manager_->setAgentId(agentId_);
+  if (auto st = manager_->listen(); !st) return st;
+  auto recovered = checkpoints_.loadExecutors();
+  if (!recovered.empty() || updates_.size() > 0) {
+    LOG_INFO("recovering " << recovered.size() << " executors and " << updates_.size()
+                           << " unacknowledged updates from " << config_.workDir << "/meta");
+  }
+  manager_->recover(std::move(recovered));
+  link_->start();
+  scheduleRetry();
+  scheduleGc();
+  return okStatus();
+}
+
+void Agent::stop() {
+  link_->stop();
+  retryTimer_.cancel();
+  gcTimer_.cancel();
+}
+
+void Agent::buildRegistration(wire::RegisterAgent* r) {
+  auto* info = r->mutable_info();
+  info->set_id(agentId_);
+  info->set_hostname(config_.hostname);
+  config_.resources.toWire(info->mutable_resources());
+  for (const auto& a : config_.attributes) *info->add_attributes() = a;
+  manager_->fillRegistration(r);
+}
+
+void Agent::onRegistered(const wire::AgentRegistered& m) {
+  bool fresh = agentId_ != m.agent_id();
+  if (fresh) {
+    if (!agentId_.empty()) LOG_WARNING("master gave a new agent id " << m.agent_id() << " (was " << agentId_ << ")");
+    agentId_ = m.agent_id();
+    manager_->setAgentId(agentId_);
+    if (auto st = checkpoints_.saveAgentId(agentId_); !st) LOG_ERROR("saving agent id: " << st.error().describe());
+  }
+  LOG_INFO("registered with master " << m.master_id() << " as agent " << agentId_ << " ("
+                                     << manager_->executorCount() << " executors, "
+                                     << manager_->liveTaskCount() << " tasks)");
+  resendPending();
+}
+
+void Agent::onMasterMessage(wire::Envelope& e) {
+  switch (e.body_case()) {
+    case wire::Envelope::kRunTask:
+      return manager_->runTask(e.run_task().framework(), std::move(*e.mutable_run_task()->mutable_task()));
+    case wire::Envelope::kKillTask:
+      return manager_->killTask(e.kill_task());
+    case wire::Envelope::kStatusAcknowledgement: {
+      const auto& a = e.status_acknowledgement();
+      auto r = updates_.acknowledge(a.framework_id(), a.update_id());
+      if (!r) LOG_ERROR("acknowledgement of " << a.update_id() << ": " << r.error().describe());
+      return;
+    }
+    case wire::Envelope::kShutdownFramework:
+      LOG_INFO("master removed framework " << e.shutdown_framework().framework_id());
+      return manager_->shutdownFramework(e.shutdown_framework().framework_id());
+    default:
+      LOG_DEBUG("ignoring message field " << e.body_case() << " from the master");
+  }
+}
+
+Status Agent::onUpdate(const wire::TaskStatus& status) {
+  if (auto st = updates_.add(status); !st) return st;
+  LOG_DEBUG("task " << status.task_id() << " of framework " << status.framework_id() << " is "
+                    << wire::TaskState_Name(status.state()));
+  if (link_->registered()) {
+    wire::Envelope e;
+    *e.mutable_status_update()->mutable_status() = status;
+    (void)link_->send(e);
+  }
+  return okStatus();
+}
+
+void Agent::resendPending() {
+  if (!link_->registered()) return;
+  for (const auto& s : updates_.pending()) {
+    wire::Envelope e;
+    *e.mutable_status_update()->mutable_status() = s;
+    e.mutable_status_update()->mutable_status()->set_agent_id(agentId_);
+    (void)link_->send(e);
+  }
+}
+
+void Agent::scheduleRetry() {
+  retryTimer_.expires_after(config_.statusRetry);
+  retryTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (updates_.size() > 0) {
+      LOG_DEBUG("resending " << updates_.size() << " unacknowledged updates");
+      resendPending();
+    }
+    scheduleRetry();
+  });
+}
+
+void Agent::scheduleGc() {
+  auto interval = std::clamp<std::chrono::seconds>(config_.sandboxMaxAge / 4, std::chrono::seconds(1),
+                                                   std::chrono::seconds(3600));
+  gcTimer_.expires_after(interval);
+  gcTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    GcResult r = collectSandboxes(config_.workDir + "/sandboxes", config_.sandboxMaxAge,
+                                  [this](const std::string& p) { return manager_->sandboxInUse(p); });
+    if (r.removed) LOG_INFO("removed " << r.removed << " old sandboxes");
+    if (!r.errors.empty()) LOG_WARNING("sandbox gc: " << r.errors);
+    scheduleGc();
+  });
+}
+
+}  // namespace allot

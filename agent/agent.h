@@ -1,0 +1,73 @@
+// Agent: one allot-agent. Owns the stores under <work-dir>/meta, the
+// executor manager and the link to the master, and routes between them:
+//   master RunTask / KillTask / ShutdownFramework -> ExecutorManager
+//   executor and agent updates -> UpdateStore (persisted) -> master
+//   master StatusAcknowledgement -> UpdateStore (forgotten)
+// Pending updates are resent after every (re)registration and every
+// statusRetry until acknowledged. Sandboxes of ended executors older than
+// sandboxMaxAge are removed periodically.
+//
+// Life cycle: Agent a(io, config, launcher, isolators); a.start(); io.run().
+// Thread: the io_context thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/checkpoint.h"
+#include "agent/executor_manager.h"
+#include "agent/master_link.h"
+#include "agent/status_updates.h"
+#include "base/asio.h"
+#include "proto/resources.h"
+
+namespace allot {
+
+struct AgentConfig {
+  std::string masterHost;
+  uint16_t masterPort = 0;
+  std::string workDir;  // absolute
+  std::string hostname;
+  Resources resources;
+  std::vector<wire::Attribute> attributes;
+  Duration statusRetry = std::chrono::seconds(10);
+  std::chrono::seconds sandboxMaxAge{7 * 24 * 3600};
+  ExecutorManagerOptions executors;  // workDir is filled from workDir
+};
+
+class Agent {
+ public:
+  Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
+        std::vector<std::unique_ptr<Isolator>>& isolators);
+
+  // Loads the stores, binds the executor socket, re-attaches to executors
+  // of a previous run and starts connecting to the master.
+  Status start();
+  void stop();
+
+  const std::string& agentId() const { return agentId_; }
+  const ExecutorManager& executors() const { return *manager_; }
+  size_t pendingUpdates() const { return updates_.size(); }
+
+ private:
+  Status onUpdate(const wire::TaskStatus& status);
+  void onRegistered(const wire::AgentRegistered& m);
+  void onMasterMessage(wire::Envelope& e);
+  void buildRegistration(wire::RegisterAgent* r);
+  void resendPending();
+  void scheduleRetry();
+  void scheduleGc();
+
+  asio::io_context& io_;
+  AgentConfig config_;
+  std::string agentId_;
+  UpdateStore updates_;
+  CheckpointStore checkpoints_;
+  std::unique_ptr<ExecutorManager> manager_;
+  std::unique_ptr<MasterLink> link_;
+  asio::steady_timer retryTimer_;
+  asio::steady_timer gcTimer_;
+};
+
+}  // namespace allot

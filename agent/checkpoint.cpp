@@ -1,0 +1,157 @@
+#include "agent/checkpoint.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "agent/status_updates.h"
+#include "base/log.h"
+#include "proto/frame.h"
+
+namespace allot {
+namespace {
+
+constexpr std::string_view kMagic = "allot-executor-checkpoint 1\n";
+
+Result<std::string> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error::fromErrno("open " + path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+std::string encodeCheckpoint(const ExecutorCheckpoint& c) {
+  // A small text header (pid, start time, sandbox) and then frames: the
+  // framework and executor, each live task, each task's latest status.
+  std::string out(kMagic);
+  out += std::to_string(c.pid) + " " + std::to_string(c.startTime) + "\n" + c.sandbox + "\n";
+  wire::Envelope e;
+  auto* r = e.mutable_executor_registered();
+  *r->mutable_framework() = c.framework;
+  *r->mutable_executor() = c.executor;
+  Status st = appendFrame(e, &out);
+  CHECK(st.ok());
+  for (const auto& t : c.tasks) {
+    wire::Envelope te;
+    *te.mutable_launch_task()->mutable_task() = t;
+    if (!appendFrame(te, &out)) LOG_ERROR("checkpoint: task " << t.task_id() << " too large");
+  }
+  for (const auto& [id, s] : c.latest) {
+    wire::Envelope se;
+    *se.mutable_status_update()->mutable_status() = s;
+    if (!appendFrame(se, &out)) LOG_ERROR("checkpoint: status of " << id << " too large");
+  }
+  return out;
+}
+
+Result<ExecutorCheckpoint> decodeCheckpoint(const std::string& bytes) {
+  if (bytes.compare(0, kMagic.size(), kMagic) != 0) return Error{"not an executor checkpoint"};
+  size_t line1 = bytes.find('\n', kMagic.size());
+  if (line1 == std::string::npos) return Error{"truncated header"};
+  size_t line2 = bytes.find('\n', line1 + 1);
+  if (line2 == std::string::npos) return Error{"truncated header"};
+  ExecutorCheckpoint c;
+  std::istringstream header(bytes.substr(kMagic.size(), line1 - kMagic.size()));
+  long long pid = 0;
+  if (!(header >> pid >> c.startTime) || pid <= 0) return Error{"bad pid line"};
+  c.pid = static_cast<pid_t>(pid);
+  c.sandbox = bytes.substr(line1 + 1, line2 - line1 - 1);
+  FrameDecoder decoder;
+  decoder.append(bytes.data() + line2 + 1, bytes.size() - line2 - 1);
+  wire::Envelope e;
+  bool first = true;
+  while (true) {
+    auto more = decoder.next(&e);
+    if (!more) return Error{"bad frame: " + more.error().describe()};
+    if (!*more) break;
+    if (first) {
+      if (!e.has_executor_registered()) return Error{"first record is not the executor"};
+      c.framework = e.executor_registered().framework();
+      c.executor = e.executor_registered().executor();
+      first = false;
+    } else if (e.has_launch_task()) {
+      c.tasks.push_back(e.launch_task().task());
+    } else if (e.has_status_update()) {
+      c.latest[e.status_update().status().task_id()] = e.status_update().status();
+    }
+  }
+  if (first || decoder.midFrame()) return Error{"truncated checkpoint"};
+  return c;
+}
+
+Result<uint64_t> processStartTime(pid_t pid) {
+  auto stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return stat.error();
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos) return Error{"/proc/" + std::to_string(pid) + "/stat: no comm"};
+  std::istringstream in(stat->substr(close + 2));
+  std::string field;
+  // Fields after comm start at 3 (state); start time is field 22.
+  for (int i = 3; i < 22; ++i) in >> field;
+  uint64_t start = 0;
+  if (!(in >> start)) return Error{"/proc/" + std::to_string(pid) + "/stat: short"};
+  return start;
+}
+
+CheckpointStore::CheckpointStore(std::string metaDir) : dir_(std::move(metaDir)) {}
+
+Status CheckpointStore::init() {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_ + "/executors", ec);
+  if (ec) return Error{"create " + dir_ + "/executors: " + ec.message()};
+  return okStatus();
+}
+
+Status CheckpointStore::saveAgentId(const std::string& agentId) {
+  return writeFileAtomically(dir_ + "/agent_id", agentId + "\n");
+}
+
+Result<std::string> CheckpointStore::loadAgentId() const {
+  std::string path = dir_ + "/agent_id";
+  if (!std::filesystem::exists(path)) return std::string();
+  auto bytes = readFile(path);
+  if (!bytes) return bytes.error();
+  std::string id = *bytes;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+std::string CheckpointStore::executorPath(const std::string& container) const {
+  return dir_ + "/executors/" + container;
+}
+
+Status CheckpointStore::saveExecutor(const ExecutorCheckpoint& checkpoint) {
+  return writeFileAtomically(executorPath(checkpoint.container), encodeCheckpoint(checkpoint));
+}
+
+Status CheckpointStore::removeExecutor(const std::string& container) {
+  std::string path = executorPath(container);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Error::fromErrno("unlink " + path);
+  return okStatus();
+}
+
+std::vector<ExecutorCheckpoint> CheckpointStore::loadExecutors() const {
+  std::vector<ExecutorCheckpoint> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/executors", ec)) {
+    std::string path = entry.path();
+    if (path.ends_with(".tmp") || path.ends_with(".corrupt")) continue;
+    auto bytes = readFile(path);
+    auto c = bytes ? decodeCheckpoint(*bytes) : Result<ExecutorCheckpoint>(bytes.error());
+    if (!c) {
+      LOG_ERROR("checkpoint " << path << " unreadable (" << c.error().describe()
+                              << "); moved aside to .corrupt");
+      std::filesystem::rename(path, path + ".corrupt", ec);
+      continue;
+    }
+    c->container = entry.path().filename();
+    out.push_back(std::move(*c));
+  }
+  return out;
+}
+
+}  // namespace allot

@@ -1,0 +1,330 @@
+// The executor side of ExecutorManager: the Unix socket executors connect
+// to, their registration (first start and reconnect after an agent
+// restart), recovery from checkpoints, and killing an executor's tree.
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "agent/executor_manager.h"
+#include "agent/executor_manager_types.h"
+#include "base/log.h"
+
+namespace allot {
+
+Status ExecutorManager::listen() {
+  std::string path = socketPath();
+  if (path.size() >= 108) return Error{"executor socket path " + path + " is too long (max 107 bytes)"};
+  ::unlink(path.c_str());
+  boost::system::error_code ec;
+  acceptor_.emplace(io_);
+  asio::local::stream_protocol::endpoint endpoint(path);
+  if (acceptor_->open(endpoint.protocol(), ec); ec) return Error{"socket for " + path + ": " + ec.message()};
+  if (acceptor_->bind(endpoint, ec); ec) return Error{"bind " + path + ": " + ec.message()};
+  if (acceptor_->listen(asio::socket_base::max_listen_connections, ec); ec) {
+    return Error{"listen " + path + ": " + ec.message()};
+  }
+  accept();
+  return okStatus();
+}
+
+void ExecutorManager::accept() {
+  std::weak_ptr<int> alive = alive_;
+  acceptor_->async_accept([this, alive](const boost::system::error_code& ec,
+                                        asio::local::stream_protocol::socket socket) {
+    if (alive.expired() || ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      Connection::Options o;
+      o.localRole = wire::ROLE_AGENT;
+      o.localName = "allot-agent";
+      o.acceptRoles = {wire::ROLE_EXECUTOR};
+      onConnection(Connection::create(StreamSocket(std::move(socket)), o));
+    } else {
+      LOG_WARNING("accepting an executor: " << ec.message());
+    }
+    accept();
+  });
+}
+
+void ExecutorManager::onConnection(std::shared_ptr<Connection> conn) {
+  if (unregistered_.size() >= options_.pendingConnectionsMax) {
+    LOG_WARNING("too many unregistered executor connections; refusing one");
+    conn->close("too many unregistered executor connections");
+    return;
+  }
+  unregistered_.insert(conn);
+  auto bound = std::make_shared<std::pair<std::string, uint64_t>>();
+  std::weak_ptr<Connection> weak = conn;
+  std::weak_ptr<int> alive = alive_;
+  Connection::Handlers h;
+  h.onMessage = [this, alive, weak, bound](wire::Envelope& e) {
+    auto conn = weak.lock();
+    if (alive.expired() || !conn) return;
+    if (bound->first.empty()) {
+      if (e.has_register_executor()) return onRegister(conn, e.register_executor(), bound.get());
+      conn->close("first message after Hello must be RegisterExecutor");
+      return;
+    }
+    Container* c = byName(bound->first, bound->second);
+    if (!c || c->conn != conn) {
+      conn->close("executor's container is gone");
+      return;
+    }
+    onExecutorMessage(*c, e);
+  };
+  h.onClose = [this, alive, weak, bound](const std::string& reason) {
+    if (alive.expired()) return;
+    for (auto it = unregistered_.begin(); it != unregistered_.end(); ++it) {
+      if (weak.expired() || *it == weak.lock()) {
+        unregistered_.erase(it);
+        break;
+      }
+    }
+    if (bound->first.empty()) return;
+    Container* c = byName(bound->first, bound->second);
+    if (c && c->conn && c->conn == weak.lock()) {
+      LOG_DEBUG("executor link of " << c->name << " closed: " << reason);
+      onLinkClosed(*c);
+    }
+  };
+  conn->start(std::move(h));
+}
+
+void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
+                                 const wire::RegisterExecutor& m,
+                                 std::pair<std::string, uint64_t>* bound) {
+  unregistered_.erase(conn);
+  Container* c = find(m.framework_id(), m.executor_id());
+  if (!c || c->exited) {
+    wire::Envelope e;
+    e.mutable_error()->set_message("this agent runs no executor " + m.executor_id() +
+                                   " of framework " + m.framework_id());
+    e.mutable_error()->set_fatal(true);
+    (void)conn->send(e);
+    conn->closeAfterFlush("unknown executor");
+    return;
+  }
+  if (c->conn && c->conn != conn) c->conn->close("executor registered on a new connection");
+  c->conn = conn;
+  *bound = {c->name, c->generation};
+  for (const auto& s : m.unacknowledged()) {
+    if (auto st = acceptExecutorUpdate(*c, s); !st) LOG_ERROR("executor update: " << st.error().describe());
+  }
+  if (c->phase == Phase::kRecovering) {
+    std::set<std::string> reported;
+    for (const auto& t : m.tasks()) reported.insert(t.task_id());
+    std::vector<std::string> lost;
+    for (const auto& [id, t] : c->tasks) {
+      if (t.sent && !reported.count(id)) lost.push_back(id);
+    }
+    for (const auto& id : lost) {
+      emit(c, agentStatus(c->framework.id(), c->executor.executor_id(), id, wire::TASK_LOST,
+                          wire::REASON_AGENT_RESTARTED,
+                          "the executor no longer runs this task after the agent restarted"));
+    }
+    for (const auto& t : m.tasks()) {
+      if (c->tasks.count(t.task_id())) continue;
+      Task& task = c->tasks[t.task_id()];
+      task.info = t;
+      task.sent = true;
+    }
+    LOG_INFO("executor " << c->executor.executor_id() << " of framework " << c->framework.id()
+                         << " re-attached with " << c->tasks.size() << " tasks");
+  }
+  c->phase = Phase::kRunning;
+  c->everRegistered = true;
+  c->registerTimer.cancel();
+  wire::Envelope reply;
+  auto* r = reply.mutable_executor_registered();
+  r->set_agent_id(agentId_);
+  *r->mutable_framework() = c->framework;
+  *r->mutable_executor() = c->executor;
+  sendToExecutor(*c, reply);
+  for (auto& [id, t] : c->tasks) {
+    if (!t.sent) {
+      sendLaunch(*c, t);
+    } else if (t.killing) {
+      wire::Envelope k;
+      k.mutable_kill_task()->set_framework_id(c->framework.id());
+      k.mutable_kill_task()->set_task_id(id);
+      k.mutable_kill_task()->set_grace_s(t.graceS);
+      sendToExecutor(*c, k);
+    }
+  }
+  checkpoint(*c);
+  maybeIdle(*c);
+}
+
+void ExecutorManager::onExecutorMessage(Container& c, wire::Envelope& e) {
+  if (e.has_status_update()) {
+    if (auto st = acceptExecutorUpdate(c, e.status_update().status()); !st) {
+      LOG_ERROR("executor " << c.name << ": " << st.error().describe());
+    }
+    return;
+  }
+  LOG_DEBUG("executor " << c.name << ": ignoring message field " << e.body_case());
+}
+
+void ExecutorManager::onLinkClosed(Container& c) {
+  c.conn.reset();
+  if (c.exited) return postFinalize(c);
+  LOG_WARNING("executor " << c.executor.executor_id() << " of framework " << c.framework.id()
+                          << " (pid " << c.pid << ") dropped its link; waiting for it to reconnect or exit");
+}
+
+void ExecutorManager::sendLaunch(Container& c, Task& t) {
+  wire::Envelope e;
+  *e.mutable_launch_task()->mutable_task() = t.info;
+  sendToExecutor(c, e);
+  t.sent = true;
+}
+
+void ExecutorManager::sendToExecutor(Container& c, const wire::Envelope& e) {
+  if (c.conn && c.conn->open()) (void)c.conn->send(e);
+}
+
+void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
+  std::vector<ContainerId> known;
+  for (const auto& ck : checkpoints) known.push_back({ck.framework.id(), ck.executor.executor_id()});
+  for (auto& iso : isolators_) {
+    if (auto st = iso->recover(known); !st) LOG_ERROR(iso->name() << " recover: " << st.error().describe());
+  }
+  std::weak_ptr<int> alive = alive_;
+  for (auto& ck : checkpoints) {
+    if (containers_.count(containerName(ck.framework.id(), ck.executor.executor_id()))) continue;
+    Container& c = create(ck.framework, ck.executor);
+    c.sandbox = ck.sandbox;
+    c.pid = ck.pid;
+    c.startTime = ck.startTime;
+    c.phase = Phase::kRecovering;
+    c.everRegistered = true;
+    for (auto& t : ck.tasks) {
+      Task& task = c.tasks[t.task_id()];
+      task.info = t;
+      task.sent = true;
+      auto l = ck.latest.find(t.task_id());
+      if (l != ck.latest.end()) task.latest = l->second;
+    }
+    auto start = processStartTime(ck.pid);
+    Status watched = Error{"executor pid " + std::to_string(ck.pid) + " is gone"};
+    if (start && *start == ck.startTime) {
+      watched = launcher_.watch(ck.pid, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
+        if (!alive.expired()) onExit(name, gen, e);
+      });
+    }
+    if (!watched) {
+      LOG_WARNING("executor " << c.name << " did not survive the agent restart: " << watched.error().describe());
+      failContainer(c, wire::TASK_LOST, wire::REASON_EXECUTOR_EXITED,
+                    "executor (pid " + std::to_string(ck.pid) + ") exited while the agent was down");
+      c.exited = true;
+      postFinalize(c);
+      continue;
+    }
+    LOG_INFO("re-attaching to executor " << c.name << " (pid " << c.pid << ") with "
+                                         << c.tasks.size() << " tasks");
+    for (auto& iso : isolators_) {
+      (void)iso->watch(c.id, [this, alive, name = c.name, gen = c.generation](const Limitation& l) {
+        if (alive.expired()) return;
+        if (Container* c = byName(name, gen)) {
+          c->limitation = l;
+          killContainer(*c, l.message);
+        }
+      });
+    }
+    armTimer(c, c.registerTimer, options_.recoveryTimeout, [this](Container& c) {
+      if (c.phase != Phase::kRecovering) return;
+      failContainer(c, wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
+                    "executor did not reconnect after the agent restarted");
+      killContainer(c, "executor did not reconnect");
+    });
+  }
+}
+
+void ExecutorManager::fillRegistration(wire::RegisterAgent* registration) const {
+  std::set<std::string> frameworks;
+  for (const auto& [name, c] : containers_) {
+    if (frameworks.insert(c->framework.id()).second) *registration->add_frameworks() = c->framework;
+    wire::ExecutorState* state = registration->add_executors();
+    *state->mutable_info() = c->executor;
+    auto add = [&](const wire::TaskInfo& info, const std::optional<wire::TaskStatus>& latest) {
+      *state->add_tasks() = info;
+      wire::TaskStatus* s = state->add_latest();
+      if (latest) {
+        *s = *latest;
+      } else {
+        s->set_task_id(info.task_id());
+        s->set_framework_id(c->framework.id());
+        s->set_state(wire::TASK_STAGING);
+      }
+    };
+    for (const auto& [id, t] : c->tasks) add(t.info, t.latest);
+    for (const auto& t : c->next) add(t, std::nullopt);
+  }
+}
+
+namespace {
+
+struct ProcEntry {
+  pid_t ppid = 0;
+  pid_t session = 0;
+};
+
+std::unordered_map<pid_t, ProcEntry> readProcessTable() {
+  std::unordered_map<pid_t, ProcEntry> table;
+  DIR* dir = ::opendir("/proc");
+  if (!dir) return table;
+  while (dirent* d = ::readdir(dir)) {
+    char* end = nullptr;
+    long pid = std::strtol(d->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0) continue;
+    std::ifstream in(std::string("/proc/") + d->d_name + "/stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    char state;
+    long ppid, pgrp, session;
+    if (fields >> state >> ppid >> pgrp >> session) {
+      table[static_cast<pid_t>(pid)] = {static_cast<pid_t>(ppid), static_cast<pid_t>(session)};
+    }
+  }
+  ::closedir(dir);
+  return table;
+}
+
+}  // namespace
+
+size_t killProcessTree(pid_t root) {
+  if (root <= 1) return 0;
+  auto table = readProcessTable();
+  bool leadsSession = ::getsid(root) == root;
+  std::set<pid_t> doomed;
+  // Descendants by parent pid, to a fixed point (the table is unordered).
+  doomed.insert(root);
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& [pid, e] : table) {
+      if (!doomed.count(pid) && doomed.count(e.ppid)) grew = doomed.insert(pid).second || grew;
+    }
+  }
+  if (leadsSession) {
+    for (const auto& [pid, e] : table) {
+      if (e.session == root) doomed.insert(pid);
+    }
+  }
+  size_t n = 0;
+  pid_t self = ::getpid();
+  for (pid_t pid : doomed) {
+    if (pid == self || pid <= 1) continue;
+    if (::kill(pid, SIGKILL) == 0) ++n;
+  }
+  return n;
+}
+
+}  // namespace allot

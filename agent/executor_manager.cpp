@@ -1,0 +1,532 @@
+#include "agent/executor_manager.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "agent/gc.h"
+#include "agent/status_updates.h"
+#include "agent/executor_manager_types.h"
+#include "base/log.h"
+#include "proto/connection.h"
+#include "proto/resources.h"
+
+namespace allot {
+namespace {
+
+double wallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool isTerminal(wire::TaskState s) {
+  return s == wire::TASK_FINISHED || s == wire::TASK_FAILED || s == wire::TASK_KILLED ||
+         s == wire::TASK_LOST || s == wire::TASK_ERROR;
+}
+
+bool isBuiltin(const wire::ExecutorInfo& e) {
+  return e.command().shell().empty() && e.command().argv().empty();
+}
+
+std::string seconds(Duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+std::string describeExit(const ExitInfo& e) {
+  if (!e.statusKnown) return "executor exited (status unknown: it was adopted after an agent restart)";
+  if (!e.setupError.empty()) return "executor failed to start: " + e.setupError;
+  if (e.signal) return "executor killed by signal " + std::to_string(e.signal);
+  return "executor exited with status " + std::to_string(e.exitCode);
+}
+
+}  // namespace
+
+std::string containerName(const std::string& frameworkId, const std::string& executorId) {
+  return fileSafeId(frameworkId) + "." + fileSafeId(executorId);
+}
+
+ExecutorManager::ExecutorManager(asio::io_context& io, Launcher& launcher,
+                                 std::vector<std::unique_ptr<Isolator>>& isolators,
+                                 CheckpointStore& checkpoints, ExecutorManagerOptions options,
+                                 Callbacks callbacks)
+    : io_(io),
+      launcher_(launcher),
+      isolators_(isolators),
+      checkpoints_(checkpoints),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)) {
+  updatePrefix_ = "agent-" + std::to_string(getpid()) + "-" +
+                  std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-";
+}
+
+ExecutorManager::~ExecutorManager() {
+  alive_.reset();
+  for (auto& conn : unregistered_) conn->close("agent stopping");
+  for (auto& [name, c] : containers_) {
+    if (c->conn) c->conn->close("agent stopping");
+  }
+}
+
+size_t ExecutorManager::liveTaskCount() const {
+  size_t n = 0;
+  for (const auto& [name, c] : containers_) n += c->tasks.size() + c->next.size();
+  return n;
+}
+
+bool ExecutorManager::sandboxInUse(const std::string& path) const {
+  for (const auto& [name, c] : containers_) {
+    if (c->sandbox == path) return true;
+  }
+  return false;
+}
+
+ExecutorManager::Container* ExecutorManager::find(const std::string& frameworkId,
+                                                  const std::string& executorId) {
+  auto it = containers_.find(containerName(frameworkId, executorId));
+  return it == containers_.end() ? nullptr : it->second.get();
+}
+
+ExecutorManager::Container* ExecutorManager::byName(const std::string& name, uint64_t generation) {
+  auto it = containers_.find(name);
+  if (it == containers_.end() || it->second->generation != generation) return nullptr;
+  return it->second.get();
+}
+
+ExecutorManager::Container& ExecutorManager::create(const wire::FrameworkInfo& framework,
+                                                    const wire::ExecutorInfo& executor) {
+  std::string name = containerName(framework.id(), executor.executor_id());
+  CHECK(!containers_.count(name));
+  auto c = std::make_unique<Container>(io_);
+  c->name = name;
+  c->generation = nextGeneration_++;
+  c->id = ContainerId{framework.id(), executor.executor_id()};
+  c->framework = framework;
+  c->executor = executor;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch()).count();
+  c->sandbox = options_.workDir + "/sandboxes/" + name + "." + std::to_string(ms);
+  Container& ref = *c;
+  containers_.emplace(name, std::move(c));
+  return ref;
+}
+
+Resources ExecutorManager::limitsOf(const Container& c) const {
+  Resources total;
+  if (auto r = Resources::fromWire(c.executor.resources())) total += *r;
+  for (const auto& [id, t] : c.tasks) {
+    if (auto r = Resources::fromWire(t.info.resources())) total += *r;
+  }
+  return total;
+}
+
+void ExecutorManager::armTimer(Container& c, asio::steady_timer& timer, Duration after,
+                               std::function<void(Container&)> fn) {
+  timer.expires_after(after);
+  std::weak_ptr<int> alive = alive_;
+  timer.async_wait([this, alive, name = c.name, gen = c.generation, fn = std::move(fn)](
+                       const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    if (Container* c = byName(name, gen)) fn(*c);
+  });
+}
+
+void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskInfo task) {
+  if (task.task_id().empty() || framework.id().empty()) {
+    LOG_ERROR("RunTask without a task or framework id; ignored");
+    return;
+  }
+  wire::ExecutorInfo executor;
+  if (task.has_executor()) executor = task.executor();
+  if (executor.executor_id().empty()) {
+    executor.set_executor_id(task.has_executor() ? task.task_id() : kCommandExecutorId);
+  }
+  executor.set_framework_id(framework.id());
+  if (!task.has_executor()) executor.set_name("allot-executor");
+  const std::string& fid = framework.id();
+  if (isBuiltin(executor) && task.command().shell().empty() && task.command().argv().empty()) {
+    return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_ERROR,
+                                     wire::REASON_INVALID_LAUNCH,
+                                     "a command task needs command.shell or command.argv"));
+  }
+  for (const auto& [name, c] : containers_) {
+    bool dup = c->framework.id() == fid && c->tasks.count(task.task_id());
+    for (const auto& n : c->next) dup = dup || (c->framework.id() == fid && n.task_id() == task.task_id());
+    if (dup) {
+      LOG_WARNING("task " << task.task_id() << " of framework " << fid << " already runs here; ignored");
+      return;
+    }
+  }
+  Container* c = find(fid, executor.executor_id());
+  if (c && (c->phase == Phase::kShuttingDown || c->exited)) {
+    c->next.push_back(std::move(task));  // for the executor that replaces this one
+    return;
+  }
+  if (!c && containers_.size() >= options_.executorsMax) {
+    return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_FAILED,
+                                     wire::REASON_EXEC_FAILED,
+                                     "the agent runs its limit of " +
+                                         std::to_string(options_.executorsMax) + " executors"));
+  }
+  if (c && c->tasks.size() >= options_.tasksPerExecutorMax) {
+    return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_FAILED,
+                                     wire::REASON_EXEC_FAILED, "executor runs its limit of tasks"));
+  }
+  if (!c) {
+    Container& fresh = create(framework, executor);
+    Task& t = fresh.tasks[task.task_id()];
+    t.info = std::move(task);
+    launch(fresh);
+    return;
+  }
+  c->framework = framework;
+  addTask(*c, std::move(task));
+}
+
+void ExecutorManager::addTask(Container& c, wire::TaskInfo task) {
+  c.idleTimer.cancel();
+  std::string id = task.task_id();
+  Task& t = c.tasks[id];
+  t.info = std::move(task);
+  updateLimits(c);
+  if (c.phase == Phase::kRunning && c.conn) sendLaunch(c, t);
+  checkpoint(c);
+}
+
+void ExecutorManager::launch(Container& c) {
+  std::error_code ec;
+  std::filesystem::create_directories(c.sandbox, ec);
+  if (ec) {
+    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                  "cannot create sandbox " + c.sandbox + ": " + ec.message());
+    return postFinalize(c);
+  }
+  LaunchSpec spec;
+  const wire::CommandInfo& cmd = c.executor.command();
+  if (isBuiltin(c.executor)) {
+    spec.argv = {options_.executorPath};
+  } else if (!cmd.shell().empty()) {
+    spec.argv = {"/bin/sh", "-c", cmd.shell()};
+  } else {
+    spec.argv.assign(cmd.argv().begin(), cmd.argv().end());
+  }
+  spec.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+              "ALLOT_AGENT_ENDPOINT=unix:" + socketPath(),
+              "ALLOT_AGENT_ID=" + agentId_,
+              "ALLOT_FRAMEWORK_ID=" + c.framework.id(),
+              "ALLOT_EXECUTOR_ID=" + c.executor.executor_id(),
+              "ALLOT_SANDBOX_DIR=" + c.sandbox,
+              "ALLOT_RECOVERY_TIMEOUT_S=" +
+                  std::to_string(std::chrono::duration<double>(options_.recoveryTimeout).count())};
+  if (const char* level = std::getenv("ALLOT_LOG_LEVEL")) spec.env.push_back(std::string("ALLOT_LOG_LEVEL=") + level);
+  for (const auto& [k, v] : cmd.environment()) spec.env.push_back(k + "=" + v);
+  spec.workDir = c.sandbox;
+  spec.stdoutPath = c.sandbox + "/stdout";
+  spec.stderrPath = c.sandbox + "/stderr";
+  Resources limits = limitsOf(c);
+  for (auto& iso : isolators_) {
+    if (auto st = iso->prepare(c.id, limits, &spec.setup); !st) {
+      failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
+                    std::string(iso->name()) + ": " + st.error().describe());
+      return postFinalize(c);
+    }
+  }
+  std::weak_ptr<int> alive = alive_;
+  auto pid = launcher_.launch(spec, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
+    if (!alive.expired()) onExit(name, gen, e);
+  });
+  if (!pid) {
+    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                  "executor " + spec.argv[0] + " could not start: " + pid.error().describe());
+    LOG_ERROR("container " << c.name << ": " << c.failure->message);
+    return postFinalize(c);
+  }
+  c.pid = *pid;
+  if (auto start = processStartTime(c.pid)) c.startTime = *start;
+  LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
+                               << " (pid " << c.pid << ") in " << c.sandbox);
+  for (auto& iso : isolators_) {
+    Status st = iso->isolate(c.id, c.pid);
+    if (st) {
+      st = iso->watch(c.id, [this, alive, name = c.name, gen = c.generation](const Limitation& l) {
+        if (alive.expired()) return;
+        if (Container* c = byName(name, gen)) {
+          c->limitation = l;
+          killContainer(*c, l.message);
+        }
+      });
+    }
+    if (!st) {
+      failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
+                    std::string(iso->name()) + ": " + st.error().describe());
+      killContainer(c, "isolation failed");
+      return;
+    }
+  }
+  armTimer(c, c.registerTimer, options_.registerTimeout, [this](Container& c) {
+    if (c.phase != Phase::kLaunching) return;
+    failContainer(c, wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED,
+                  "executor did not register within " + seconds(options_.registerTimeout));
+    killContainer(c, "executor did not register");
+  });
+  checkpoint(c);
+}
+
+void ExecutorManager::updateLimits(Container& c) {
+  if (isolators_.empty() || c.pid == 0) return;
+  Resources limits = limitsOf(c);
+  for (auto& iso : isolators_) {
+    if (auto st = iso->update(c.id, limits); !st) {
+      LOG_WARNING("container " << c.name << ": " << iso->name() << " update: " << st.error().describe());
+    }
+  }
+}
+
+void ExecutorManager::checkpoint(Container& c) {
+  if (c.pid == 0 || c.exited) return;
+  ExecutorCheckpoint ck;
+  ck.container = c.name;
+  ck.framework = c.framework;
+  ck.executor = c.executor;
+  ck.pid = c.pid;
+  ck.startTime = c.startTime;
+  ck.sandbox = c.sandbox;
+  for (const auto& [id, t] : c.tasks) {
+    ck.tasks.push_back(t.info);
+    if (t.latest) ck.latest[id] = *t.latest;
+  }
+  if (auto st = checkpoints_.saveExecutor(ck); !st) {
+    LOG_ERROR("checkpoint of " << c.name << ": " << st.error().describe());
+  }
+}
+
+void ExecutorManager::killTask(const wire::KillTask& m) {
+  for (auto& [name, cp] : containers_) {
+    Container& c = *cp;
+    if (c.framework.id() != m.framework_id()) continue;
+    for (auto n = c.next.begin(); n != c.next.end(); ++n) {
+      if (n->task_id() != m.task_id()) continue;
+      c.next.erase(n);
+      return emit(nullptr, agentStatus(m.framework_id(), c.executor.executor_id(), m.task_id(),
+                                       wire::TASK_KILLED, wire::REASON_KILLED_BY_FRAMEWORK,
+                                       "killed before its executor started"));
+    }
+    auto it = c.tasks.find(m.task_id());
+    if (it == c.tasks.end()) continue;
+    Task& t = it->second;
+    if (!t.sent) {
+      return emit(&c, agentStatus(m.framework_id(), c.executor.executor_id(), m.task_id(),
+                                  wire::TASK_KILLED, wire::REASON_KILLED_BY_FRAMEWORK,
+                                  "killed before its executor started"));
+    }
+    double grace = m.grace_s() > 0 ? m.grace_s()
+                   : t.info.kill_grace_s() > 0
+                       ? t.info.kill_grace_s()
+                       : std::chrono::duration<double>(options_.defaultKillGrace).count();
+    t.killing = true;
+    t.graceS = grace;
+    wire::Envelope e;
+    *e.mutable_kill_task() = m;
+    e.mutable_kill_task()->set_grace_s(grace);
+    sendToExecutor(c, e);
+    t.killTimer = std::make_unique<asio::steady_timer>(io_);
+    std::string taskId = m.task_id();
+    armTimer(c, *t.killTimer, secondsToDuration(grace) + options_.killSlack, [this, taskId, grace](Container& c) {
+      if (!c.tasks.count(taskId)) return;
+      killContainer(c, "task " + taskId + " outlived its kill grace period of " +
+                           seconds(secondsToDuration(grace)));
+    });
+    return;
+  }
+  emit(nullptr, agentStatus(m.framework_id(), "", m.task_id(), wire::TASK_LOST,
+                            wire::REASON_UNKNOWN_TASK, "the agent runs no task " + m.task_id()));
+}
+
+void ExecutorManager::shutdownFramework(const std::string& frameworkId) {
+  std::vector<Container*> matching;
+  for (auto& [name, c] : containers_) {
+    if (c->framework.id() == frameworkId) matching.push_back(c.get());
+  }
+  for (Container* c : matching) {
+    c->frameworkRemoved = true;
+    for (const auto& n : c->next) {
+      emit(nullptr, agentStatus(frameworkId, c->executor.executor_id(), n.task_id(), wire::TASK_KILLED,
+                                wire::REASON_FRAMEWORK_REMOVED, "framework was removed"));
+    }
+    c->next.clear();
+    if (c->phase != Phase::kRunning || !c->conn) {
+      killContainer(*c, "framework " + frameworkId + " was removed");
+      continue;
+    }
+    c->phase = Phase::kShuttingDown;
+    wire::Envelope e;
+    e.mutable_shutdown_executor()->set_framework_id(frameworkId);
+    e.mutable_shutdown_executor()->set_executor_id(c->executor.executor_id());
+    sendToExecutor(*c, e);
+    armTimer(*c, c->shutdownTimer, options_.shutdownTimeout, [this](Container& c) {
+      killContainer(c, "executor did not exit within " + seconds(options_.shutdownTimeout) +
+                           " of its shutdown");
+    });
+  }
+}
+
+void ExecutorManager::maybeIdle(Container& c) {
+  if (c.phase != Phase::kRunning || !c.tasks.empty() || !c.next.empty()) return;
+  armTimer(c, c.idleTimer, options_.idleShutdown, [this](Container& c) {
+    if (c.phase != Phase::kRunning || !c.tasks.empty() || !c.next.empty()) return;
+    c.phase = Phase::kShuttingDown;
+    wire::Envelope e;
+    e.mutable_shutdown_executor()->set_framework_id(c.framework.id());
+    e.mutable_shutdown_executor()->set_executor_id(c.executor.executor_id());
+    sendToExecutor(c, e);
+    armTimer(c, c.shutdownTimer, options_.shutdownTimeout, [this](Container& c) {
+      killContainer(c, "idle executor did not exit within " + seconds(options_.shutdownTimeout));
+    });
+  });
+}
+
+void ExecutorManager::failContainer(Container& c, wire::TaskState state, wire::Reason reason,
+                                    const std::string& why) {
+  if (!c.failure) c.failure = Failure{state, reason, why};
+}
+
+void ExecutorManager::killContainer(Container& c, const std::string& why) {
+  if (c.killedWhy.empty()) c.killedWhy = why;
+  if (c.pid <= 0 || c.exited) return postFinalize(c);
+  LOG_WARNING("killing executor " << c.executor.executor_id() << " of framework "
+                                  << c.framework.id() << " (pid " << c.pid << "): " << why);
+  (void)launcher_.signal(c.pid, SIGKILL);
+  killProcessTree(c.pid);
+}
+
+void ExecutorManager::onExit(const std::string& name, uint64_t generation, const ExitInfo& exit) {
+  Container* c = byName(name, generation);
+  if (!c) return;
+  c->exited = true;
+  c->exit = exit;
+  LOG_INFO("executor " << c->executor.executor_id() << " of framework " << c->framework.id()
+                       << ": " << describeExit(exit));
+  if (c->conn && c->conn->open()) {
+    // Read what it sent before dying; finalize when the link closes.
+    armTimer(*c, c->drainTimer, options_.drainTimeout, [this](Container& c) { finalize(c); });
+    return;
+  }
+  postFinalize(*c);
+}
+
+void ExecutorManager::postFinalize(Container& c) {
+  std::weak_ptr<int> alive = alive_;
+  asio::post(io_, [this, alive, name = c.name, gen = c.generation] {
+    if (alive.expired()) return;
+    if (Container* c = byName(name, gen)) finalize(*c);
+  });
+}
+
+void ExecutorManager::finalize(Container& c) {
+  if (c.pid > 0 && !c.exited) return;  // still running: its exit comes later
+  std::vector<std::string> ids;
+  for (const auto& [id, t] : c.tasks) ids.push_back(id);
+  for (const auto& id : ids) {
+    const Task& t = c.tasks.at(id);
+    wire::TaskStatus s = agentStatus(c.framework.id(), c.executor.executor_id(), id,
+                                     wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED, "");
+    std::string exitText = describeExit(c.exit);
+    if (!c.everRegistered && c.pid > 0) exitText += " before registering";
+    if (c.limitation) {
+      s.set_reason(c.limitation->reason);
+      s.set_message(c.limitation->message);
+      *s.mutable_usage() = c.limitation->usage;
+    } else if (c.failure) {
+      s.set_state(c.failure->state);
+      s.set_reason(c.failure->reason);
+      s.set_message(c.failure->message);
+    } else if (t.killing) {
+      s.set_state(wire::TASK_KILLED);
+      s.set_reason(wire::REASON_KILLED_BY_FRAMEWORK);
+      s.set_message("task killed with its executor: " + (c.killedWhy.empty() ? exitText : c.killedWhy));
+    } else if (c.frameworkRemoved) {
+      s.set_state(wire::TASK_KILLED);
+      s.set_reason(wire::REASON_FRAMEWORK_REMOVED);
+      s.set_message("framework was removed");
+    } else {
+      if (c.exit.statusKnown && c.exit.signal) {
+        s.set_reason(wire::REASON_EXECUTOR_SIGNALED);
+        s.set_signal(c.exit.signal);
+      } else if (c.exit.statusKnown) {
+        s.set_exit_code(c.exit.exitCode);
+      }
+      s.set_message(c.killedWhy.empty() ? exitText : exitText + " (" + c.killedWhy + ")");
+    }
+    emit(&c, std::move(s));
+  }
+  for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
+    if (auto st = (*it)->cleanup(c.id); !st) {
+      LOG_ERROR("container " << c.name << ": " << (*it)->name() << " cleanup: " << st.error().describe());
+    }
+  }
+  if (auto st = checkpoints_.removeExecutor(c.name); !st) LOG_ERROR(st.error().describe());
+  if (std::filesystem::exists(c.sandbox)) (void)touchDirectory(c.sandbox);
+  if (c.conn) c.conn->close("executor ended");
+  wire::FrameworkInfo framework = c.framework;
+  std::vector<wire::TaskInfo> next = std::move(c.next);
+  containers_.erase(c.name);
+  for (auto& task : next) runTask(framework, std::move(task));
+}
+
+wire::TaskStatus ExecutorManager::agentStatus(const std::string& frameworkId,
+                                              const std::string& executorId,
+                                              const std::string& taskId, wire::TaskState state,
+                                              wire::Reason reason, const std::string& message) {
+  wire::TaskStatus s;
+  s.set_task_id(taskId);
+  s.set_framework_id(frameworkId);
+  s.set_agent_id(agentId_);
+  s.set_executor_id(executorId);
+  s.set_state(state);
+  s.set_reason(reason);
+  s.set_message(message);
+  s.set_update_id(updatePrefix_ + std::to_string(++updateSequence_));
+  s.set_timestamp_s(wallSeconds());
+  return s;
+}
+
+void ExecutorManager::emit(Container* c, wire::TaskStatus status) {
+  if (auto st = callbacks_.onUpdate(status); !st) {
+    LOG_ERROR("update for task " << status.task_id() << " not persisted: " << st.error().describe());
+  }
+  if (c) applyStatus(*c, status);
+}
+
+void ExecutorManager::applyStatus(Container& c, const wire::TaskStatus& status) {
+  auto it = c.tasks.find(status.task_id());
+  if (it == c.tasks.end()) return;
+  if (isTerminal(status.state())) {
+    c.tasks.erase(it);
+    updateLimits(c);
+    maybeIdle(c);
+  } else {
+    it->second.latest = status;
+  }
+  checkpoint(c);
+}
+
+Status ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status) {
+  status.set_framework_id(c.framework.id());
+  status.set_executor_id(c.executor.executor_id());
+  status.set_agent_id(agentId_);
+  if (status.update_id().empty()) status.set_update_id(updatePrefix_ + std::to_string(++updateSequence_));
+  if (status.task_id().empty()) return Error{"status update without a task id"};
+  if (auto st = callbacks_.onUpdate(status); !st) return st;
+  applyStatus(c, status);
+  wire::Envelope ack;
+  auto* a = ack.mutable_status_acknowledgement();
+  a->set_framework_id(status.framework_id());
+  a->set_task_id(status.task_id());
+  a->set_update_id(status.update_id());
+  sendToExecutor(c, ack);
+  return okStatus();
+}
+
+}  // namespace allot

@@ -1,0 +1,164 @@
+// ExecutorManager: the agent's executors ("containers") and their tasks.
+//
+// - The first task of a framework's executor on this agent starts it: a
+//   sandbox <work-dir>/sandboxes/<container>.<ms> (its stdout and stderr in
+//   files there), the isolators' prepare() in table order, the launcher
+//   (env of proto/FORMAT.md), isolate() and watch(). Command tasks (no
+//   ExecutorInfo) share one built-in allot-executor per framework,
+//   executor id kCommandExecutorId. Later tasks go to the same executor.
+// - Executors connect to the Unix socket <work-dir>/agent.sock; tasks wait
+//   in the container until its executor registers (registerTimeout).
+// - Kill: KillTask is forwarded to the executor (SIGTERM .. SIGKILL after the
+//   grace period); if the task is still alive killSlack after the grace, the
+//   whole executor is SIGKILLed (see killProcessTree) and its isolators
+//   cleaned up. The framework gets TASK_KILLED.
+// - An executor that exits (crash, outside kill, limit) produces a terminal
+//   update for each task it had not finished: the reason says executor
+//   exited (exit code) or signaled (signal), or the limit it hit.
+// - An executor left without tasks for idleShutdown is asked to exit.
+// - Every change is checkpointed (CheckpointStore) so recover() can re-attach
+//   to executors that outlive an agent restart: it watch()es each recorded
+//   pid that is still the same process and waits for the executor to
+//   reconnect; executors that are gone (or never reconnect) have their
+//   tasks reported TASK_LOST.
+// Updates go out through Callbacks::onUpdate, which must persist them before
+// returning OK: only then is the executor acknowledged.
+// Thread: the agent's io_context thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/checkpoint.h"
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/result.h"
+#include "isolators/isolator.h"
+#include "launcher/launcher.h"
+#include "proto/allot.pb.h"
+
+namespace allot {
+
+inline constexpr const char* kCommandExecutorId = "allot-command-executor";
+
+struct ExecutorManagerOptions {
+  std::string workDir;
+  std::string executorPath;  // the built-in allot-executor
+  Duration recoveryTimeout = std::chrono::seconds(900);
+  Duration registerTimeout = std::chrono::seconds(30);
+  Duration defaultKillGrace = std::chrono::seconds(3);
+  Duration killSlack = std::chrono::seconds(2);
+  Duration idleShutdown = std::chrono::seconds(1);
+  Duration shutdownTimeout = std::chrono::seconds(10);
+  Duration drainTimeout = std::chrono::seconds(1);  // exit -> last updates read
+  size_t executorsMax = 1000;
+  size_t tasksPerExecutorMax = 10000;
+  size_t pendingConnectionsMax = 256;
+};
+
+class ExecutorManager {
+ public:
+  struct Callbacks {
+    // Persists and forwards one update (update_id set). An Error: not kept.
+    std::function<Status(const wire::TaskStatus&)> onUpdate;
+  };
+
+  ExecutorManager(asio::io_context& io, Launcher& launcher,
+                  std::vector<std::unique_ptr<Isolator>>& isolators, CheckpointStore& checkpoints,
+                  ExecutorManagerOptions options, Callbacks callbacks);
+  ~ExecutorManager();
+
+  // Binds <work-dir>/agent.sock (replacing a stale one) and accepts executors.
+  Status listen();
+  std::string socketPath() const { return options_.workDir + "/agent.sock"; }
+
+  void setAgentId(const std::string& agentId) { agentId_ = agentId; }
+
+  // Re-attaches to the executors of a previous agent run.
+  void recover(std::vector<ExecutorCheckpoint> checkpoints);
+
+  void runTask(const wire::FrameworkInfo& framework, wire::TaskInfo task);
+  void killTask(const wire::KillTask& kill);
+  void shutdownFramework(const std::string& frameworkId);
+
+  // Every framework, executor and live task, for RegisterAgent.
+  void fillRegistration(wire::RegisterAgent* registration) const;
+
+  size_t executorCount() const { return containers_.size(); }
+  size_t liveTaskCount() const;
+  bool sandboxInUse(const std::string& path) const;
+
+ private:
+  struct Task;
+  struct Container;
+
+  // Lifecycle (executor_manager.cpp).
+  Container* find(const std::string& frameworkId, const std::string& executorId);
+  Container* byName(const std::string& name, uint64_t generation);
+  Container& create(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor);
+  void launch(Container& c);
+  void addTask(Container& c, wire::TaskInfo task);
+  void onExit(const std::string& name, uint64_t generation, const ExitInfo& exit);
+  void finalize(Container& c);
+  void failContainer(Container& c, wire::TaskState state, wire::Reason reason, const std::string& why);
+  void killContainer(Container& c, const std::string& why);
+  void maybeIdle(Container& c);
+  void updateLimits(Container& c);
+  void checkpoint(Container& c);
+  void armTimer(Container& c, asio::steady_timer& timer, Duration after,
+                std::function<void(Container&)> fn);
+  Resources limitsOf(const Container& c) const;
+
+  // Updates (executor_manager.cpp).
+  wire::TaskStatus agentStatus(const std::string& frameworkId, const std::string& executorId,
+                               const std::string& taskId, wire::TaskState state,
+                               wire::Reason reason, const std::string& message);
+  // Persists and forwards an agent-made update, then applies it to `c`.
+  void emit(Container* c, wire::TaskStatus status);
+  void applyStatus(Container& c, const wire::TaskStatus& status);
+  Status acceptExecutorUpdate(Container& c, wire::TaskStatus status);
+  void postFinalize(Container& c);
+
+  // Executor link (executor_link.cpp).
+  void accept();
+  void onConnection(std::shared_ptr<class Connection> conn);
+  void onRegister(const std::shared_ptr<Connection>& conn, const wire::RegisterExecutor& m,
+                  std::pair<std::string, uint64_t>* bound);
+  void onExecutorMessage(Container& c, wire::Envelope& e);
+  void onLinkClosed(Container& c);
+  void sendLaunch(Container& c, Task& t);
+  void sendToExecutor(Container& c, const wire::Envelope& e);
+
+  asio::io_context& io_;
+  Launcher& launcher_;
+  std::vector<std::unique_ptr<Isolator>>& isolators_;
+  CheckpointStore& checkpoints_;
+  ExecutorManagerOptions options_;
+  Callbacks callbacks_;
+  std::string agentId_;
+  std::string updatePrefix_;
+  uint64_t updateSequence_ = 0;
+  uint64_t nextGeneration_ = 1;
+  std::map<std::string, std::unique_ptr<Container>> containers_;  // by name
+  std::optional<asio::local::stream_protocol::acceptor> acceptor_;
+  std::set<std::shared_ptr<Connection>> unregistered_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+// The container (file-safe) name of a framework's executor.
+std::string containerName(const std::string& frameworkId, const std::string& executorId);
+
+// SIGKILLs `pid` and everything below it: its descendants (by parent pid)
+// and, when it leads its own session, every process of that session. Used
+// when no cgroup isolator holds the executor. Returns how many processes
+// were signalled.
+size_t killProcessTree(pid_t pid);
+
+}  // namespace allot

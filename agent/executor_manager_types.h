@@ -1,0 +1,68 @@
+// Internal to agent/executor_manager*.cpp: the records ExecutorManager keeps
+// per container and per task.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/executor_manager.h"
+#include "proto/connection.h"
+
+namespace allot {
+
+enum class ContainerPhase {
+  kLaunching,     // started, waiting for RegisterExecutor
+  kRecovering,    // adopted after an agent restart, waiting for its reconnect
+  kRunning,       // registered
+  kShuttingDown,  // ShutdownExecutor sent
+};
+using Phase = ContainerPhase;
+
+// Why every unfinished task of a container ends, when decided by the agent.
+struct Failure {
+  wire::TaskState state;
+  wire::Reason reason;
+  std::string message;
+};
+
+struct ExecutorManager::Task {
+  wire::TaskInfo info;
+  std::optional<wire::TaskStatus> latest;
+  bool sent = false;     // LaunchTask went to the executor
+  bool killing = false;  // KillTask went to the executor
+  double graceS = 0;
+  std::unique_ptr<asio::steady_timer> killTimer;
+};
+
+struct ExecutorManager::Container {
+  explicit Container(asio::io_context& io)
+      : registerTimer(io), idleTimer(io), shutdownTimer(io), drainTimer(io) {}
+
+  std::string name;
+  uint64_t generation = 0;
+  ContainerId id;
+  wire::FrameworkInfo framework;
+  wire::ExecutorInfo executor;
+  Phase phase = Phase::kLaunching;
+  pid_t pid = 0;
+  uint64_t startTime = 0;
+  std::string sandbox;
+  std::shared_ptr<Connection> conn;
+  std::map<std::string, Task> tasks;  // live tasks by id
+  std::vector<wire::TaskInfo> next;   // for the executor that replaces this one
+  asio::steady_timer registerTimer;
+  asio::steady_timer idleTimer;
+  asio::steady_timer shutdownTimer;
+  asio::steady_timer drainTimer;
+  bool everRegistered = false;
+  bool exited = false;
+  bool frameworkRemoved = false;
+  ExitInfo exit;
+  std::optional<Limitation> limitation;
+  std::optional<Failure> failure;
+  std::string killedWhy;
+};
+
+}  // namespace allot

@@ -1,0 +1,193 @@
+// allot-agent: one per node. Detects the node's resources, registers with
+// the master, launches and supervises executors, reports their tasks
+// reliably and re-attaches to them after its own restart.
+//
+// Exit codes: 0 stopped by SIGTERM/SIGINT (executors keep running and are
+// re-attached by the next agent), 1 a start-up failure, 2 bad flags.
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "agent/agent.h"
+#include "agent/resources_detect.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/uring_poller.h"
+#include "launcher/launcher.h"
+#ifdef ALLOT_HAVE_ISOLATORS
+#include "isolators/isolator_table.h"
+#endif
+
+namespace {
+
+using namespace allot;
+
+struct Settings {
+  std::string master;
+  std::string zk;
+  std::string resources;
+  std::string isolation;
+  std::string workDir = "/var/lib/allot-agent";
+  std::string attributes;
+  std::string hostname;
+  std::string executorPath;
+  int64_t sandboxMaxAgeS = 7 * 24 * 3600;
+  double recoveryTimeoutS = 900;
+  double statusRetryS = 10;
+  double executorIdleS = 1;
+  double registerTimeoutS = 30;
+#ifdef ALLOT_HAVE_ISOLATORS
+  IsolatorOptions isolatorOptions;
+#endif
+};
+
+void addFlags(Flags& f, Settings* s) {
+  f.addString("master", &s->master, "HOST:PORT of the master");
+  f.addString("zk", &s->zk, "zk://host:port,.../path to find the leading master (not built yet)");
+  f.addString("resources", &s->resources,
+              "what this node offers, e.g. \"cpus:4;mem:4096;disk:10240;ports:[31000-32000]\"; "
+              "cpus, mem and disk not named are detected");
+  f.addString("isolation", &s->isolation, "comma list of isolators, e.g. cgroups/cpu,cgroups/mem");
+  f.addString("work-dir", &s->workDir, "sandboxes, checkpoints and the executor socket live here");
+  f.addString("attributes", &s->attributes, "\"rack:r1;zone:a\" passed to frameworks in offers");
+  f.addString("hostname", &s->hostname, "hostname reported to the master (default: gethostname)");
+  f.addString("executor-path", &s->executorPath,
+              "the built-in allot-executor (default: next to allot-agent)");
+  f.addInt("sandbox-max-age", &s->sandboxMaxAgeS, "seconds an ended executor's sandbox is kept");
+  f.addDouble("recovery-timeout", &s->recoveryTimeoutS,
+              "seconds executors wait for a restarted agent (and it for them)");
+  f.addDouble("status-update-retry", &s->statusRetryS,
+              "seconds between resends of unacknowledged status updates");
+  f.addDouble("executor-idle-timeout", &s->executorIdleS,
+              "seconds an executor without tasks lives before it is asked to exit");
+  f.addDouble("executor-register-timeout", &s->registerTimeoutS,
+              "seconds a started executor has to register before it is killed");
+#ifdef ALLOT_HAVE_ISOLATORS
+  addIsolatorFlags(f, &s->isolatorOptions);
+#endif
+}
+
+std::string defaultExecutorPath() {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "allot-executor";
+  std::filesystem::path dir = std::filesystem::path(std::string(self, n)).parent_path();
+  // Installed: side by side. Build tree: agent/ and cli/ are siblings.
+  for (auto candidate : {dir / "allot-executor", dir.parent_path() / "cli" / "allot-executor"}) {
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return dir / "allot-executor";
+}
+
+bool positive(double v, double max) { return v > 0 && v <= max; }
+
+Result<AgentConfig> makeConfig(const Settings& s) {
+  AgentConfig c;
+  if (!s.zk.empty()) return Error{"--zk: ZooKeeper master discovery is not built yet; use --master HOST:PORT"};
+  if (s.master.empty()) return Error{"--master HOST:PORT is required"};
+  auto hp = parseHostPort(s.master);
+  if (!hp) return Error{"--master: " + hp.error().describe()};
+  c.masterHost = hp->host;
+  c.masterPort = hp->port;
+  if (s.workDir.empty()) return Error{"--work-dir must not be empty"};
+  std::error_code ec;
+  std::filesystem::create_directories(s.workDir, ec);
+  if (ec) return Error{"--work-dir " + s.workDir + ": " + ec.message()};
+  c.workDir = std::filesystem::canonical(s.workDir, ec);
+  if (ec) return Error{"--work-dir " + s.workDir + ": " + ec.message()};
+  auto facts = readNodeFacts(c.workDir);
+  if (!facts) return facts.error();
+  auto resources = agentResources(s.resources, *facts);
+  if (!resources) return resources.error();
+  c.resources = *resources;
+  auto attributes = parseAttributes(s.attributes);
+  if (!attributes) return attributes.error();
+  c.attributes = *attributes;
+  c.hostname = s.hostname;
+  if (c.hostname.empty()) {
+    char host[HOST_NAME_MAX + 1] = {};
+    gethostname(host, sizeof host - 1);
+    c.hostname = host;
+  }
+  if (s.sandboxMaxAgeS < 0) return Error{"--sandbox-max-age must be >= 0"};
+  c.sandboxMaxAge = std::chrono::seconds(s.sandboxMaxAgeS);
+  if (!positive(s.recoveryTimeoutS, 86400 * 30)) return Error{"--recovery-timeout must be in (0, 30 days]"};
+  if (!positive(s.statusRetryS, 86400)) return Error{"--status-update-retry must be in (0, 86400]"};
+  if (!(s.executorIdleS >= 0 && s.executorIdleS <= 86400)) return Error{"--executor-idle-timeout must be in [0, 86400]"};
+  if (!positive(s.registerTimeoutS, 86400)) return Error{"--executor-register-timeout must be in (0, 86400]"};
+  c.statusRetry = secondsToDuration(s.statusRetryS);
+  c.executors.executorPath = s.executorPath.empty() ? defaultExecutorPath() : s.executorPath;
+  if (access(c.executors.executorPath.c_str(), X_OK) != 0) {
+    return Error::fromErrno("--executor-path " + c.executors.executorPath + " is not executable");
+  }
+  c.executors.recoveryTimeout = secondsToDuration(s.recoveryTimeoutS);
+  c.executors.idleShutdown = secondsToDuration(s.executorIdleS);
+  c.executors.registerTimeout = secondsToDuration(s.registerTimeoutS);
+  return c;
+}
+
+Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringPoller& poller) {
+  std::vector<std::unique_ptr<Isolator>> none;
+  if (s.isolation.empty()) return none;
+#ifdef ALLOT_HAVE_ISOLATORS
+  s.isolatorOptions.poller = &poller;
+  auto made = createIsolators(s.isolation, s.isolatorOptions);
+  if (!made) return Error{"--isolation: " + made.error().describe()};
+  return made;
+#else
+  return Error{"--isolation " + s.isolation + ": isolation is not built into this allot-agent yet"};
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setLogProgram("allot-agent");
+  Settings settings;
+  Flags flags("allot-agent", "Runs the allot agent: offers this node's resources to the master "
+                             "and runs the frameworks' executors.");
+  addFlags(flags, &settings);
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  auto config = makeConfig(settings);
+  if (!config) {
+    LOG_ERROR(config.error().describe());
+    std::fprintf(stderr, "allot-agent: %s\n", config.error().describe().c_str());
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  asio::io_context io;
+  auto poller = UringPoller::create(io);
+  if (!poller) {
+    LOG_ERROR("io_uring poller: " << poller.error().describe());
+    return 1;
+  }
+  auto isolators = makeIsolators(settings, **poller);
+  if (!isolators) {
+    std::fprintf(stderr, "allot-agent: %s\n", isolators.error().describe().c_str());
+    return 2;
+  }
+  auto launcher = Launcher::create(io, **poller);
+  if (!launcher) {
+    LOG_ERROR("launcher: " << launcher.error().describe());
+    return 1;
+  }
+  Agent agent(io, std::move(*config), **launcher, *isolators);
+  if (auto st = agent.start(); !st) {
+    LOG_ERROR("cannot start: " << st.error().describe());
+    return 1;
+  }
+  LOG_INFO("agent on " << settings.master << " with work dir " << settings.workDir
+                       << " (supervision: " << (*poller)->backend() << ")");
+  asio::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    LOG_INFO("signal " << sig << ": stopping; executors keep running for the next agent");
+    agent.stop();
+    io.stop();
+  });
+  io.run();
+  return 0;
+}

@@ -1,0 +1,78 @@
+// MasterLink: the agent's connection to the master. Connects, sends
+// Hello{ROLE_AGENT} and a RegisterAgent built by the caller (with every
+// executor and task, so a new master rebuilds its state), heartbeats at the
+// interval the master gives in AgentRegistered, and reconnects with capped
+// exponential backoff whenever the link drops or the master stops answering
+// heartbeats (kMissedHeartbeatsMax intervals without an ack).
+//
+// Thread: the agent's io_context thread; callbacks run there.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/result.h"
+#include "proto/allot.pb.h"
+
+namespace allot {
+
+inline constexpr int kMissedHeartbeatsMax = 3;
+
+class MasterLink {
+ public:
+  struct Options {
+    std::string host;
+    uint16_t port = 0;
+    std::string name;  // Hello.name
+    Duration reconnectMin = std::chrono::milliseconds(100);
+    Duration reconnectMax = std::chrono::seconds(5);
+  };
+  struct Callbacks {
+    // Fills the RegisterAgent sent on every (re)connection.
+    std::function<void(wire::RegisterAgent*)> buildRegistration;
+    std::function<void(const wire::AgentRegistered&)> onRegistered;
+    // Every other message from the master.
+    std::function<void(wire::Envelope&)> onMessage;
+    std::function<void(const std::string& reason)> onDisconnected;
+  };
+
+  MasterLink(asio::io_context& io, Options options, Callbacks callbacks);
+  ~MasterLink();
+
+  void start();
+  void stop();
+
+  // Sends when registered; an Error otherwise (the caller keeps what must
+  // be resent after the next registration).
+  Status send(const wire::Envelope& envelope);
+  bool registered() const { return registered_; }
+  uint64_t registrations() const { return registrations_; }
+
+ private:
+  struct Alive {};
+  void connect();
+  void onConnected(asio::ip::tcp::socket socket);
+  void onClosed(const std::string& reason);
+  void scheduleReconnect();
+  void beat();
+
+  asio::io_context& io_;
+  Options options_;
+  Callbacks callbacks_;
+  std::shared_ptr<class Connection> connection_;
+  asio::steady_timer reconnectTimer_;
+  asio::steady_timer heartbeatTimer_;
+  Duration backoff_;
+  Duration heartbeatInterval_ = std::chrono::seconds(1);
+  uint64_t sequence_ = 0;
+  uint64_t ackedSequence_ = 0;
+  uint64_t registrations_ = 0;
+  bool registered_ = false;
+  bool stopped_ = true;
+  std::shared_ptr<Alive> alive_ = std::make_shared<Alive>();
+};
+
+}  // namespace allot

@@ -1,0 +1,223 @@
+#include "agent/status_updates.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "base/log.h"
+#include "proto/frame.h"
+
+namespace allot {
+namespace {
+
+constexpr std::string_view kSuffix = ".updates";
+
+Status writeAll(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::fromErrno("write " + path);
+    done += static_cast<size_t>(n);
+  }
+  return okStatus();
+}
+
+}  // namespace
+
+std::string fileSafeId(const std::string& id) {
+  std::string out;
+  for (unsigned char c : id) {
+    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  if (out.empty() || out[0] == '.') out = "%" + out;
+  return out;
+}
+
+Status writeFileAtomically(const std::string& path, const std::string& data) {
+  std::string tmp = path + ".tmp";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  if (!fd) return Error::fromErrno("create " + tmp);
+  if (auto st = writeAll(fd.get(), data, tmp); !st) return st;
+  if (::fdatasync(fd.get()) != 0) return Error::fromErrno("fdatasync " + tmp);
+  fd.reset();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return Error::fromErrno("rename " + tmp + " to " + path);
+  return okStatus();
+}
+
+UpdateStore::UpdateStore(std::string dir, size_t updatesPerFrameworkMax)
+    : dir_(std::move(dir)), perFrameworkMax_(updatesPerFrameworkMax) {}
+
+std::string UpdateStore::pathOf(const std::string& frameworkId) const {
+  return dir_ + "/" + fileSafeId(frameworkId) + std::string(kSuffix);
+}
+
+Status UpdateStore::load() {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return Error{"create " + dir_ + ": " + ec.message()};
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    std::string name = entry.path().filename();
+    if (name.size() <= kSuffix.size() || !name.ends_with(kSuffix)) continue;
+    if (auto st = loadFile(entry.path()); !st) return st;
+  }
+  if (ec) return Error{"list " + dir_ + ": " + ec.message()};
+  return okStatus();
+}
+
+Status UpdateStore::loadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error::fromErrno("open " + path);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  FrameDecoder decoder;
+  decoder.append(bytes.data(), bytes.size());
+  wire::Envelope e;
+  std::string frameworkId;
+  std::vector<wire::Envelope> records;
+  while (true) {
+    auto more = decoder.next(&e);
+    if (!more) {
+      LOG_WARNING(path << ": dropping a corrupt tail: " << more.error().describe());
+      break;
+    }
+    if (!*more) break;
+    records.push_back(e);
+  }
+  if (decoder.midFrame()) LOG_WARNING(path << ": dropping a torn last record");
+  for (const auto& r : records) {
+    if (r.has_status_update()) frameworkId = r.status_update().status().framework_id();
+    if (r.has_status_acknowledgement()) frameworkId = r.status_acknowledgement().framework_id();
+    if (!frameworkId.empty()) break;
+  }
+  if (frameworkId.empty()) return okStatus();
+  Queue& q = queues_[frameworkId];
+  for (const auto& r : records) {
+    if (r.has_status_update()) insert(q, r.status_update().status());
+    if (r.has_status_acknowledgement()) erase(q, r.status_acknowledgement().update_id());
+  }
+  // Start from a compact log that holds exactly what survived.
+  return rewrite(q, frameworkId);
+}
+
+void UpdateStore::insert(Queue& q, const wire::TaskStatus& status) {
+  if (q.sequenceOf.count(status.update_id())) return;
+  uint64_t seq = q.nextSequence++;
+  q.bySequence.emplace(seq, status);
+  q.sequenceOf.emplace(status.update_id(), seq);
+}
+
+void UpdateStore::erase(Queue& q, const std::string& updateId) {
+  auto it = q.sequenceOf.find(updateId);
+  if (it == q.sequenceOf.end()) return;
+  q.bySequence.erase(it->second);
+  q.sequenceOf.erase(it);
+}
+
+Status UpdateStore::add(const wire::TaskStatus& status) {
+  CHECK(!status.framework_id().empty() && !status.update_id().empty());
+  Queue& q = queues_[status.framework_id()];
+  if (q.sequenceOf.count(status.update_id())) return okStatus();
+  bool overflow = q.bySequence.size() >= perFrameworkMax_;
+  if (overflow) {
+    const wire::TaskStatus& oldest = q.bySequence.begin()->second;
+    LOG_WARNING("framework " << status.framework_id() << " has " << q.bySequence.size()
+                             << " unacknowledged updates; dropping the oldest (task "
+                             << oldest.task_id() << ")");
+    erase(q, std::string(oldest.update_id()));
+  }
+  insert(q, status);
+  if (overflow) return rewrite(q, status.framework_id());
+  wire::Envelope record;
+  *record.mutable_status_update()->mutable_status() = status;
+  return append(q, status.framework_id(), record);
+}
+
+Result<bool> UpdateStore::acknowledge(const std::string& frameworkId, const std::string& updateId) {
+  auto qit = queues_.find(frameworkId);
+  if (qit == queues_.end() || !qit->second.sequenceOf.count(updateId)) return false;
+  Queue& q = qit->second;
+  erase(q, updateId);
+  ++q.tombstones;
+  if (q.bySequence.empty() || q.tombstones > 64 + q.bySequence.size()) {
+    if (auto st = rewrite(q, frameworkId); !st) return st.error();
+    return true;
+  }
+  wire::Envelope record;
+  auto* a = record.mutable_status_acknowledgement();
+  a->set_framework_id(frameworkId);
+  a->set_update_id(updateId);
+  if (auto st = append(q, frameworkId, record); !st) return st.error();
+  return true;
+}
+
+Status UpdateStore::append(Queue& q, const std::string& frameworkId, const wire::Envelope& record) {
+  std::string path = pathOf(frameworkId);
+  if (!q.log) {
+    q.log.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    if (!q.log) return Error::fromErrno("open " + path);
+  }
+  std::string frame;
+  if (auto st = appendFrame(record, &frame); !st) return st;
+  if (auto st = writeAll(q.log.get(), frame, path); !st) return st;
+  if (::fdatasync(q.log.get()) != 0) return Error::fromErrno("fdatasync " + path);
+  return okStatus();
+}
+
+Status UpdateStore::rewrite(Queue& q, const std::string& frameworkId) {
+  std::string path = pathOf(frameworkId);
+  q.log.reset();
+  q.tombstones = 0;
+  if (q.bySequence.empty()) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Error::fromErrno("unlink " + path);
+    return okStatus();
+  }
+  std::string data;
+  wire::Envelope record;
+  for (const auto& [seq, status] : q.bySequence) {
+    *record.mutable_status_update()->mutable_status() = status;
+    if (auto st = appendFrame(record, &data); !st) return st;
+  }
+  return writeFileAtomically(path, data);
+}
+
+Status UpdateStore::forgetFramework(const std::string& frameworkId) {
+  auto it = queues_.find(frameworkId);
+  if (it == queues_.end()) return okStatus();
+  it->second.bySequence.clear();
+  it->second.sequenceOf.clear();
+  Status st = rewrite(it->second, frameworkId);
+  queues_.erase(it);
+  return st;
+}
+
+bool UpdateStore::contains(const std::string& frameworkId, const std::string& updateId) const {
+  auto it = queues_.find(frameworkId);
+  return it != queues_.end() && it->second.sequenceOf.count(updateId);
+}
+
+std::vector<wire::TaskStatus> UpdateStore::pending() const {
+  std::vector<wire::TaskStatus> out;
+  for (const auto& [fid, q] : queues_) {
+    for (const auto& [seq, status] : q.bySequence) out.push_back(status);
+  }
+  return out;
+}
+
+size_t UpdateStore::size() const {
+  size_t n = 0;
+  for (const auto& [fid, q] : queues_) n += q.bySequence.size();
+  return n;
+}
+
+}  // namespace allot

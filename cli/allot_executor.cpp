@@ -1,0 +1,343 @@
+// allot-executor: the built-in command executor (sdk/executor.h).
+//
+// The agent starts one per framework on a node; every command task of that
+// framework runs here as a child in its own process group (inside the
+// executor's session, so the agent can kill the whole executor tree), with
+// its stdout and stderr in <sandbox>/<task>.stdout and .stderr.
+// Each task reports RUNNING, then FINISHED (exit 0), FAILED (exit code or
+// signal, REASON_COMMAND_EXITED; REASON_EXEC_FAILED when it could not start)
+// or KILLED. Children are supervised through pidfds polled by Asio, never
+// waitpid loops. The executor exits on ShutdownExecutor once its tasks are
+// gone and their updates acknowledged, or when the agent stays away longer
+// than ALLOT_RECOVERY_TIMEOUT_S.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "base/asio.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "base/unique_fd.h"
+#include "sdk/executor.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace allot;
+
+constexpr double kDefaultGraceS = 3;
+constexpr size_t kTasksMax = 10000;
+constexpr auto kQuiescenceCheck = std::chrono::milliseconds(20);
+
+std::string fileSafe(const std::string& id) {
+  std::string out = id;
+  for (char& c : out) {
+    if (c == '/' || c == '\0') c = '_';
+  }
+  if (out.empty() || out[0] == '.') out = "_" + out;
+  return out;
+}
+
+// Everything the child needs, built before fork: after fork only
+// async-signal-safe calls are made.
+struct ChildPlan {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  std::string workDir;
+  std::string stdoutPath;
+  std::string stderrPath;
+};
+
+[[noreturn]] void runChild(const ChildPlan& plan, std::vector<char*>& argv,
+                           std::vector<char*>& envp, int errorFd) {
+  auto fail = [&](int step) {
+    int report[2] = {step, errno};
+    (void)!write(errorFd, report, sizeof report);
+    _exit(127);
+  };
+  setpgid(0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  int out = open(plan.stdoutPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (out < 0 || dup2(out, 1) < 0) fail(1);
+  int err = open(plan.stderrPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (err < 0 || dup2(err, 2) < 0) fail(1);
+  int in = open("/dev/null", O_RDONLY);
+  if (in < 0 || dup2(in, 0) < 0) fail(1);
+  if (!plan.workDir.empty() && chdir(plan.workDir.c_str()) != 0) fail(2);
+  execvpe(argv[0], argv.data(), envp.data());
+  fail(3);
+  _exit(127);
+}
+
+const char* stepName(int step) {
+  switch (step) {
+    case 1: return "opening the task's stdout/stderr";
+    case 2: return "changing into the sandbox";
+    default: return "exec";
+  }
+}
+
+class CommandExecutor final : public Executor {
+ public:
+  explicit CommandExecutor(asio::io_context& io) : io_(io), quiescenceTimer_(io) {}
+
+  void setDriver(ExecutorDriver* driver) { driver_ = driver; }
+  int exitCode() const { return exitCode_; }
+
+  void launchTask(ExecutorDriver& d, const wire::TaskInfo& task) override {
+    if (children_.count(task.task_id())) return;  // a resent launch
+    if (shuttingDown_) return report(task.task_id(), wire::TASK_KILLED, wire::REASON_KILLED_BY_FRAMEWORK, "executor is shutting down");
+    if (children_.size() >= kTasksMax) {
+      return report(task.task_id(), wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                    "executor runs its limit of " + std::to_string(kTasksMax) + " tasks");
+    }
+    const wire::CommandInfo& cmd = task.command();
+    if (cmd.shell().empty() && cmd.argv().empty()) {
+      return report(task.task_id(), wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                    "task has no command (neither shell nor argv)");
+    }
+    auto started = start(task, planFor(task));
+    if (!started) {
+      return report(task.task_id(), wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                    started.error().describe());
+    }
+    report(task.task_id(), wire::TASK_RUNNING, wire::REASON_NONE, "");
+  }
+
+  void killTask(ExecutorDriver&, const std::string& taskId, double graceS) override {
+    auto it = children_.find(taskId);
+    if (it == children_.end()) {
+      // Not running here (already ended or never launched): the agent still
+      // wants a terminal answer.
+      return report(taskId, wire::TASK_KILLED, wire::REASON_KILLED_BY_FRAMEWORK, "task was not running");
+    }
+    beginKill(*it->second, graceS, wire::REASON_KILLED_BY_FRAMEWORK);
+  }
+
+  void shutdown(ExecutorDriver& d, double graceS) override {
+    shuttingDown_ = true;
+    for (auto& [id, child] : children_) {
+      beginKill(*child, d.stopped() ? 0.001 : graceS, wire::REASON_KILLED_BY_FRAMEWORK);
+    }
+    checkQuiescence();
+  }
+
+ private:
+  struct Child {
+    wire::TaskInfo task;
+    pid_t pid = 0;
+    std::unique_ptr<asio::posix::stream_descriptor> pidfd;
+    std::unique_ptr<asio::steady_timer> killTimer;
+    std::unique_ptr<asio::steady_timer> durationTimer;
+    bool killing = false;
+    wire::Reason killReason = wire::REASON_NONE;
+  };
+
+  ChildPlan planFor(const wire::TaskInfo& task) {
+    ChildPlan plan;
+    const wire::CommandInfo& cmd = task.command();
+    if (!cmd.shell().empty()) {
+      plan.argv = {"/bin/sh", "-c", cmd.shell()};
+    } else {
+      plan.argv.assign(cmd.argv().begin(), cmd.argv().end());
+    }
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string kv = *e;
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    for (const auto& [k, v] : cmd.environment()) env[k] = v;
+    env["ALLOT_TASK_ID"] = task.task_id();
+    for (const auto& [k, v] : env) plan.env.push_back(k + "=" + v);
+    plan.workDir = driver_->options().sandboxDir;
+    std::string base = (plan.workDir.empty() ? std::string(".") : plan.workDir) + "/" + fileSafe(task.task_id());
+    plan.stdoutPath = base + ".stdout";
+    plan.stderrPath = base + ".stderr";
+    return plan;
+  }
+
+  Result<pid_t> start(const wire::TaskInfo& task, const ChildPlan& plan) {
+    std::vector<char*> argv, envp;
+    for (const auto& a : plan.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const auto& e : plan.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    int pipeFds[2];
+    if (pipe2(pipeFds, O_CLOEXEC) != 0) return Error::fromErrno("pipe2");
+    UniqueFd readEnd(pipeFds[0]), writeEnd(pipeFds[1]);
+    pid_t pid = fork();
+    if (pid < 0) return Error::fromErrno("fork");
+    if (pid == 0) runChild(plan, argv, envp, writeEnd.get());
+    setpgid(pid, pid);  // also in the parent: no window where a kill misses the group
+    writeEnd.reset();
+    int report[2] = {0, 0};
+    ssize_t n;
+    do {
+      n = read(readEnd.get(), report, sizeof report);
+    } while (n < 0 && errno == EINTR);
+    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd < 0) {
+      Error e = Error::fromErrno("pidfd_open for task " + task.task_id());
+      kill(-pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      return e;
+    }
+    auto child = std::make_unique<Child>();
+    child->task = task;
+    child->pid = pid;
+    child->pidfd = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
+    if (n == static_cast<ssize_t>(sizeof report)) {
+      siginfo_t info{};
+      waitid(P_PIDFD, pidfd, &info, WEXITED);
+      return Error{std::string(stepName(report[0])) + " of " + plan.argv[0] + " failed",
+                   report[1]};
+    }
+    watchExit(*child);
+    armMaxDuration(*child);
+    children_[task.task_id()] = std::move(child);
+    return pid;
+  }
+
+  void watchExit(Child& child) {
+    std::string taskId = child.task.task_id();
+    child.pidfd->async_wait(asio::posix::stream_descriptor::wait_read,
+                            [this, taskId](const boost::system::error_code& ec) {
+                              if (!ec) onExit(taskId);
+                            });
+  }
+
+  void armMaxDuration(Child& child) {
+    if (!(child.task.max_duration_s() > 0)) return;
+    child.durationTimer = std::make_unique<asio::steady_timer>(io_);
+    child.durationTimer->expires_after(secondsToDuration(child.task.max_duration_s()));
+    std::string taskId = child.task.task_id();
+    child.durationTimer->async_wait([this, taskId](const boost::system::error_code& ec) {
+      auto it = children_.find(taskId);
+      if (ec || it == children_.end()) return;
+      beginKill(*it->second, 0, wire::REASON_MAX_DURATION);
+    });
+  }
+
+  void beginKill(Child& child, double graceS, wire::Reason reason) {
+    if (child.killing && graceS > 0) return;
+    child.killing = true;
+    child.killReason = reason;
+    if (graceS <= 0) graceS = child.task.kill_grace_s() > 0 ? child.task.kill_grace_s() : kDefaultGraceS;
+    kill(-child.pid, SIGTERM);
+    child.killTimer = std::make_unique<asio::steady_timer>(io_);
+    child.killTimer->expires_after(secondsToDuration(graceS));
+    pid_t pid = child.pid;
+    std::string taskId = child.task.task_id();
+    child.killTimer->async_wait([this, pid, taskId](const boost::system::error_code& ec) {
+      if (!ec && children_.count(taskId)) kill(-pid, SIGKILL);
+    });
+  }
+
+  void onExit(const std::string& taskId) {
+    auto it = children_.find(taskId);
+    if (it == children_.end()) return;
+    Child& child = *it->second;
+    siginfo_t info{};
+    if (waitid(P_PIDFD, child.pidfd->native_handle(), &info, WEXITED) != 0) {
+      LOG_WARNING("waitid for task " << taskId << ": " << std::strerror(errno));
+    }
+    kill(-child.pid, SIGKILL);  // leftovers of the task's process group
+    wire::TaskStatus s;
+    s.set_task_id(taskId);
+    if (info.si_code == CLD_EXITED) {
+      s.set_exit_code(info.si_status);
+    } else {
+      s.set_signal(info.si_status);
+    }
+    if (child.killing) {
+      s.set_state(wire::TASK_KILLED);
+      s.set_reason(child.killReason);
+      s.set_message(child.killReason == wire::REASON_MAX_DURATION ? "task exceeded its max_duration_s"
+                                                                  : "task killed");
+    } else if (info.si_code == CLD_EXITED && info.si_status == 0) {
+      s.set_state(wire::TASK_FINISHED);
+      s.set_reason(wire::REASON_COMMAND_EXITED);
+      s.set_message("command exited with status 0");
+    } else {
+      s.set_state(wire::TASK_FAILED);
+      s.set_reason(wire::REASON_COMMAND_EXITED);
+      s.set_message(info.si_code == CLD_EXITED
+                        ? "command exited with status " + std::to_string(info.si_status)
+                        : "command killed by signal " + std::to_string(info.si_status));
+    }
+    children_.erase(it);
+    if (auto st = driver_->sendStatus(s); !st) LOG_ERROR("status of " << taskId << ": " << st.error().describe());
+    checkQuiescence();
+  }
+
+  void report(const std::string& taskId, wire::TaskState state, wire::Reason reason,
+              const std::string& message) {
+    wire::TaskStatus s;
+    s.set_task_id(taskId);
+    s.set_state(state);
+    s.set_reason(reason);
+    s.set_message(message);
+    if (auto st = driver_->sendStatus(s); !st) LOG_ERROR("status of " << taskId << ": " << st.error().describe());
+  }
+
+  // After a shutdown: exit once no child is left and the agent has every
+  // update (or is gone for good).
+  void checkQuiescence() {
+    if (!shuttingDown_) return;
+    if (children_.empty() && (driver_->quiescent() || driver_->stopped())) {
+      driver_->stop();
+      quiescenceTimer_.expires_after(std::chrono::milliseconds(50));
+      quiescenceTimer_.async_wait([this](const boost::system::error_code&) { io_.stop(); });
+      return;
+    }
+    quiescenceTimer_.expires_after(kQuiescenceCheck);
+    quiescenceTimer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) checkQuiescence();
+    });
+  }
+
+  asio::io_context& io_;
+  asio::steady_timer quiescenceTimer_;
+  ExecutorDriver* driver_ = nullptr;
+  std::map<std::string, std::unique_ptr<Child>> children_;
+  bool shuttingDown_ = false;
+  int exitCode_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setLogProgram("allot-executor");
+  Flags flags("allot-executor",
+              "The built-in command executor. Started by allot-agent with the ALLOT_* "
+              "environment of proto/FORMAT.md; runs each task's command in the sandbox.");
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  signal(SIGPIPE, SIG_IGN);
+  auto options = ExecutorOptions::fromEnvironment();
+  if (!options) {
+    LOG_ERROR("cannot start: " << options.error().describe()
+                               << " (allot-executor is started by allot-agent)");
+    return 2;
+  }
+  asio::io_context io;
+  CommandExecutor executor(io);
+  ExecutorDriver driver(io, executor, *options);
+  executor.setDriver(&driver);
+  if (auto st = driver.start(); !st) {
+    LOG_ERROR("cannot start: " << st.error().describe());
+    return 2;
+  }
+  io.run();
+  return executor.exitCode();
+}

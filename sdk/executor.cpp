@@ -1,0 +1,248 @@
+#include "sdk/executor.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/flags.h"
+#include "base/log.h"
+#include "proto/connection.h"
+
+namespace allot {
+namespace {
+
+double wallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+bool isTerminal(wire::TaskState s) {
+  return s == wire::TASK_FINISHED || s == wire::TASK_FAILED || s == wire::TASK_KILLED ||
+         s == wire::TASK_LOST || s == wire::TASK_ERROR;
+}
+
+Result<std::string> requireEnv(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return Error{std::string("environment variable ") + name + " is not set"};
+  return std::string(v);
+}
+
+Result<asio::generic::stream_protocol::endpoint> parseEndpoint(const std::string& text) {
+  if (text.rfind("unix:", 0) == 0) {
+    std::string path = text.substr(5);
+    if (path.empty() || path.size() >= 108) return Error{"endpoint " + text + ": bad socket path"};
+    return asio::generic::stream_protocol::endpoint(asio::local::stream_protocol::endpoint(path));
+  }
+  if (text.rfind("tcp:", 0) == 0) {
+    auto hp = parseHostPort(text.substr(4));
+    if (!hp) return Error{"endpoint " + text + ": " + hp.error().describe()};
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(hp->host, ec);
+    if (ec) return Error{"endpoint " + text + ": host must be a numeric address"};
+    return asio::generic::stream_protocol::endpoint(asio::ip::tcp::endpoint(address, hp->port));
+  }
+  return Error{"endpoint " + text + ": expected unix:PATH or tcp:HOST:PORT"};
+}
+
+}  // namespace
+
+Result<ExecutorOptions> ExecutorOptions::fromEnvironment() {
+  ExecutorOptions o;
+  auto endpoint = requireEnv("ALLOT_AGENT_ENDPOINT");
+  if (!endpoint) return endpoint.error();
+  auto framework = requireEnv("ALLOT_FRAMEWORK_ID");
+  if (!framework) return framework.error();
+  auto executor = requireEnv("ALLOT_EXECUTOR_ID");
+  if (!executor) return executor.error();
+  o.endpoint = *endpoint;
+  o.frameworkId = *framework;
+  o.executorId = *executor;
+  if (const char* a = std::getenv("ALLOT_AGENT_ID")) o.agentId = a;
+  if (const char* s = std::getenv("ALLOT_SANDBOX_DIR")) o.sandboxDir = s;
+  if (const char* t = std::getenv("ALLOT_RECOVERY_TIMEOUT_S")) {
+    char* end = nullptr;
+    double seconds = std::strtod(t, &end);
+    if (end == t || *end != '\0' || !(seconds >= 0) || seconds > 86400 * 365) {
+      return Error{std::string("ALLOT_RECOVERY_TIMEOUT_S=") + t + ": not a number of seconds"};
+    }
+    o.recoveryTimeout = secondsToDuration(seconds);
+  }
+  return o;
+}
+
+ExecutorDriver::ExecutorDriver(asio::io_context& io, Executor& executor, ExecutorOptions options)
+    : io_(io),
+      executor_(executor),
+      options_(std::move(options)),
+      reconnectTimer_(io),
+      backoff_(options_.reconnectMin) {
+  char prefix[64];
+  std::snprintf(prefix, sizeof prefix, "%d-%lld-", static_cast<int>(getpid()),
+                static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count()));
+  updatePrefix_ = options_.executorId + "-" + prefix;
+}
+
+ExecutorDriver::~ExecutorDriver() {
+  alive_.reset();
+  if (connection_) connection_->close("executor driver destroyed");
+}
+
+Status ExecutorDriver::start() {
+  auto endpoint = parseEndpoint(options_.endpoint);
+  if (!endpoint) return endpoint.error();
+  endpoint_ = *endpoint;
+  stopped_ = false;
+  disconnectedSince_ = SteadyClock::now();
+  connect();
+  return okStatus();
+}
+
+void ExecutorDriver::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  registered_ = false;
+  registrationSent_ = false;
+  reconnectTimer_.cancel();
+  if (connection_) connection_->closeAfterFlush("executor stopped");
+}
+
+void ExecutorDriver::connect() {
+  auto socket = std::make_shared<asio::generic::stream_protocol::socket>(io_);
+  std::weak_ptr<Alive> alive = alive_;
+  socket->async_connect(endpoint_, [this, alive, socket](const boost::system::error_code& ec) {
+    if (alive.expired() || stopped_) return;
+    if (ec) {
+      LOG_DEBUG("executor: connecting to " << options_.endpoint << ": " << ec.message());
+      scheduleReconnect();
+      return;
+    }
+    attach(std::move(*socket));
+  });
+}
+
+void ExecutorDriver::attach(asio::generic::stream_protocol::socket socket) {
+  Connection::Options copts;
+  copts.localRole = wire::ROLE_EXECUTOR;
+  copts.localName = options_.executorId;
+  copts.acceptRoles = {wire::ROLE_AGENT};
+  connection_ = Connection::create(std::move(socket), copts);
+  std::weak_ptr<Alive> alive = alive_;
+  Connection::Handlers handlers;
+  handlers.onHello = [this, alive](const wire::Hello&) {
+    if (!alive.expired()) sendRegistration();
+  };
+  handlers.onMessage = [this, alive](wire::Envelope& e) {
+    if (!alive.expired()) onMessage(e);
+  };
+  handlers.onClose = [this, alive, conn = connection_.get()](const std::string& reason) {
+    if (!alive.expired() && connection_.get() == conn) onClosed(reason);
+  };
+  connection_->start(std::move(handlers));
+}
+
+void ExecutorDriver::sendRegistration() {
+  wire::Envelope e;
+  auto* r = e.mutable_register_executor();
+  r->set_framework_id(options_.frameworkId);
+  r->set_executor_id(options_.executorId);
+  for (const auto& [id, task] : tasks_) *r->add_tasks() = task;
+  for (const auto& [id, status] : unacked_) *r->add_unacknowledged() = status;
+  (void)connection_->send(e);
+  // From here on updates may follow on this link: the agent reads them after
+  // the registration.
+  registrationSent_ = true;
+}
+
+void ExecutorDriver::onMessage(const wire::Envelope& e) {
+  switch (e.body_case()) {
+    case wire::Envelope::kExecutorRegistered: {
+      registered_ = true;
+      backoff_ = options_.reconnectMin;
+      if (!e.executor_registered().agent_id().empty()) {
+        options_.agentId = e.executor_registered().agent_id();
+      }
+      executor_.registered(*this, e.executor_registered());
+      // Updates sent before this registration went with RegisterExecutor.
+      return;
+    }
+    case wire::Envelope::kLaunchTask: {
+      const wire::TaskInfo& task = e.launch_task().task();
+      tasks_[task.task_id()] = task;
+      return executor_.launchTask(*this, task);
+    }
+    case wire::Envelope::kKillTask:
+      return executor_.killTask(*this, e.kill_task().task_id(), e.kill_task().grace_s());
+    case wire::Envelope::kStatusAcknowledgement:
+      unacked_.erase(e.status_acknowledgement().update_id());
+      return;
+    case wire::Envelope::kShutdownExecutor:
+      shutdownCalled_ = true;
+      return executor_.shutdown(*this, e.shutdown_executor().grace_s());
+    case wire::Envelope::kError:
+      LOG_ERROR("executor: agent reports: " << e.error().message());
+      return;
+    default:
+      LOG_DEBUG("executor: ignoring message field " << e.body_case());
+  }
+}
+
+void ExecutorDriver::onClosed(const std::string& reason) {
+  bool was = registered_;
+  registered_ = false;
+  registrationSent_ = false;
+  connection_.reset();
+  disconnectedSince_ = SteadyClock::now();
+  if (stopped_) return;
+  LOG_WARNING("executor: link to agent closed (" << reason << "); reconnecting for up to "
+                                                 << std::chrono::duration<double>(options_.recoveryTimeout).count()
+                                                 << " s");
+  if (was) executor_.disconnected(*this);
+  scheduleReconnect();
+}
+
+void ExecutorDriver::scheduleReconnect() {
+  if (SteadyClock::now() - disconnectedSince_ > options_.recoveryTimeout) {
+    LOG_ERROR("executor: agent at " << options_.endpoint << " did not come back within the "
+                                    << "recovery timeout; shutting down");
+    stopped_ = true;
+    if (!shutdownCalled_) {
+      shutdownCalled_ = true;
+      executor_.shutdown(*this, 0);
+    }
+    return;
+  }
+  reconnectTimer_.expires_after(backoff_);
+  backoff_ = std::min(backoff_ * 2, options_.reconnectMax);
+  std::weak_ptr<Alive> alive = alive_;
+  reconnectTimer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired() || stopped_) return;
+    connect();
+  });
+}
+
+std::string ExecutorDriver::nextUpdateId() {
+  char seq[24];
+  std::snprintf(seq, sizeof seq, "%012llu", static_cast<unsigned long long>(++updateSequence_));
+  return updatePrefix_ + seq;
+}
+
+Status ExecutorDriver::sendStatus(wire::TaskStatus status) {
+  if (status.task_id().empty()) return Error{"sendStatus: task_id is empty"};
+  if (unacked_.size() >= options_.unacknowledgedMax) {
+    return Error{"sendStatus: " + std::to_string(unacked_.size()) +
+                 " updates wait for the agent's acknowledgement (limit reached)"};
+  }
+  status.set_framework_id(options_.frameworkId);
+  status.set_executor_id(options_.executorId);
+  status.set_agent_id(options_.agentId);
+  status.set_update_id(nextUpdateId());
+  if (status.timestamp_s() == 0) status.set_timestamp_s(wallSeconds());
+  if (isTerminal(status.state())) tasks_.erase(status.task_id());
+  auto& kept = unacked_[status.update_id()] = std::move(status);
+  if (!registrationSent_ || !connection_) return okStatus();  // resent on reconnect
+  wire::Envelope e;
+  *e.mutable_status_update()->mutable_status() = kept;
+  return connection_->send(e);
+}
+
+}  // namespace allot
