@@ -47,7 +47,7 @@ if command -v gnuplot >/dev/null && [ -s "$data" ]; then
 set terminal png size 800,500
 set output "$out/scale-overhead.png"
 set title "Probe overhead vs emulated agents ($frameworks frameworks)"
-set xlabel "agents"; set ylabel "overhead (ms)"; set logscale y
+set xlabel "agents"; set ylabel "overhead (ms)"; set logscale y; set yrange [1:3000]
 set key left top
 plot "$data" using 1:2 with linespoints title "allot median", \
      "$data" using 1:3 with linespoints title "allot worst", \
