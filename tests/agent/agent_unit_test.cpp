@@ -1,0 +1,291 @@
+// Unit tests of the agent's pure pieces: resources, attributes, the update
+// store, checkpoints, sandbox gc and the process-tree kill.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "agent/checkpoint.h"
+#include "agent/executor_manager.h"
+#include "agent/gc.h"
+#include "agent/resources_detect.h"
+#include "agent/status_updates.h"
+
+namespace allot {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/allot-agent-unit-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+wire::TaskStatus status(const std::string& fid, const std::string& tid, const std::string& uid,
+                        wire::TaskState state = wire::TASK_RUNNING) {
+  wire::TaskStatus s;
+  s.set_framework_id(fid);
+  s.set_task_id(tid);
+  s.set_update_id(uid);
+  s.set_state(state);
+  return s;
+}
+
+TEST(AgentResources, DetectsWhatTheFlagDoesNotName) {
+  NodeFacts facts{8, 16384, 100000};
+  auto r = agentResources("ports:[31000-32000];mem:2048", facts);
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->scalar("cpus"), 8);
+  EXPECT_EQ(r->scalar("mem"), 2048);  // as written, no reserve
+  EXPECT_EQ(r->scalar("disk"), 90000);
+  EXPECT_EQ(r->toString().find("ports:[31000-32000]") != std::string::npos, true);
+}
+
+TEST(AgentResources, DetectedMemoryKeepsAReserve) {
+  auto r = agentResources("", NodeFacts{2, 16384, 1000});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->scalar("mem"), 14745);  // floor(16384 - 10%): 10% > 1 GiB
+  auto small = agentResources("", NodeFacts{1, 1500, 1000});
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->scalar("mem"), 750);  // too small for the reserve: half
+}
+
+TEST(AgentResources, MalformedTextIsAnErrorNamingTheFlag) {
+  NodeFacts facts{1, 1024, 1024};
+  for (const char* bad : {"cpus:abc", "cpus:-1", "mem", "ports:[5-1]", "cpus:1;cpus:2"}) {
+    auto r = agentResources(bad, facts);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("--resources"), std::string::npos) << r.error().message;
+  }
+  EXPECT_FALSE(agentResources("cpus:0", facts));
+}
+
+TEST(AgentResources, ReadsThisNode) {
+  TempDir dir;
+  auto facts = readNodeFacts(dir.path());
+  ASSERT_TRUE(facts) << facts.error().describe();
+  EXPECT_GE(facts->cpus, 1);
+  EXPECT_GT(facts->memTotalMib, 0);
+  EXPECT_FALSE(readNodeFacts("/nonexistent/dir"));
+}
+
+TEST(AgentAttributes, ParsesPairsAndRejectsBadOnes) {
+  auto a = parseAttributes("rack:r1;zone:a");
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->size(), 2u);
+  EXPECT_EQ((*a)[1].name(), "zone");
+  EXPECT_EQ((*a)[1].value(), "a");
+  EXPECT_FALSE(parseAttributes("rack"));
+  EXPECT_FALSE(parseAttributes(":x"));
+  EXPECT_FALSE(parseAttributes("a:1;a:2"));
+  EXPECT_TRUE(parseAttributes("")->empty());
+}
+
+TEST(UpdateStore, KeepsUpdatesUntilAcknowledgedAcrossReload) {
+  TempDir dir;
+  {
+    UpdateStore store(dir.path());
+    ASSERT_TRUE(store.load());
+    ASSERT_TRUE(store.add(status("f1", "t1", "u1")));
+    ASSERT_TRUE(store.add(status("f1", "t1", "u2", wire::TASK_FINISHED)));
+    ASSERT_TRUE(store.add(status("f/2", "t2", "u3")));
+    ASSERT_TRUE(store.add(status("f1", "t1", "u1")));  // duplicate: no-op
+    EXPECT_EQ(store.size(), 3u);
+    auto acked = store.acknowledge("f1", "u1");
+    ASSERT_TRUE(acked);
+    EXPECT_TRUE(*acked);
+    EXPECT_FALSE(*store.acknowledge("f1", "u1"));
+    EXPECT_FALSE(*store.acknowledge("nobody", "u9"));
+  }
+  UpdateStore reloaded(dir.path());
+  ASSERT_TRUE(reloaded.load());
+  EXPECT_EQ(reloaded.size(), 2u);
+  EXPECT_TRUE(reloaded.contains("f1", "u2"));
+  EXPECT_TRUE(reloaded.contains("f/2", "u3"));
+  EXPECT_FALSE(reloaded.contains("f1", "u1"));
+}
+
+TEST(UpdateStore, DropsATornLastRecord) {
+  TempDir dir;
+  {
+    UpdateStore store(dir.path());
+    ASSERT_TRUE(store.load());
+    ASSERT_TRUE(store.add(status("f1", "t1", "u1")));
+    ASSERT_TRUE(store.add(status("f1", "t2", "u2")));
+  }
+  std::string file = dir.path() + "/f1.updates";
+  auto size = fs::file_size(file);
+  fs::resize_file(file, size - 3);
+  UpdateStore reloaded(dir.path());
+  ASSERT_TRUE(reloaded.load());
+  EXPECT_EQ(reloaded.size(), 1u);
+  EXPECT_TRUE(reloaded.contains("f1", "u1"));
+}
+
+TEST(UpdateStore, BoundedPerFrameworkDropsTheOldest) {
+  TempDir dir;
+  UpdateStore store(dir.path(), 3);
+  ASSERT_TRUE(store.load());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store.add(status("f", "t" + std::to_string(i), "u" + std::to_string(i))));
+  }
+  EXPECT_EQ(store.size(), 3u);
+  EXPECT_FALSE(store.contains("f", "u1"));
+  EXPECT_TRUE(store.contains("f", "u4"));
+  auto pending = store.pending();
+  ASSERT_EQ(pending.size(), 3u);
+  EXPECT_EQ(pending[0].update_id(), "u2");  // arrival order
+}
+
+TEST(UpdateStore, CompactsTheLogAfterManyAcknowledgements) {
+  TempDir dir;
+  UpdateStore store(dir.path());
+  ASSERT_TRUE(store.load());
+  ASSERT_TRUE(store.add(status("f", "keep", "k")));
+  for (int i = 0; i < 500; ++i) {
+    std::string id = "u" + std::to_string(i);
+    ASSERT_TRUE(store.add(status("f", "t", id)));
+    ASSERT_TRUE(store.acknowledge("f", id));
+  }
+  EXPECT_LT(fs::file_size(dir.path() + "/f.updates"), 20000u);
+  UpdateStore reloaded(dir.path());
+  ASSERT_TRUE(reloaded.load());
+  EXPECT_EQ(reloaded.size(), 1u);
+}
+
+TEST(Checkpoint, RoundTripsAnExecutor) {
+  ExecutorCheckpoint c;
+  c.framework.set_id("F1");
+  c.framework.set_name("fw");
+  c.executor.set_executor_id("E1");
+  c.pid = 1234;
+  c.startTime = 98765;
+  c.sandbox = "/work dir/sandboxes/F1.E1.1";
+  wire::TaskInfo t;
+  t.set_task_id("T1");
+  c.tasks.push_back(t);
+  c.latest["T1"] = status("F1", "T1", "u1");
+  auto back = decodeCheckpoint(encodeCheckpoint(c));
+  ASSERT_TRUE(back) << back.error().describe();
+  EXPECT_EQ(back->pid, 1234);
+  EXPECT_EQ(back->startTime, 98765u);
+  EXPECT_EQ(back->sandbox, c.sandbox);
+  EXPECT_EQ(back->framework.name(), "fw");
+  EXPECT_EQ(back->executor.executor_id(), "E1");
+  ASSERT_EQ(back->tasks.size(), 1u);
+  EXPECT_EQ(back->latest.at("T1").update_id(), "u1");
+  std::string bytes = encodeCheckpoint(c);
+  EXPECT_FALSE(decodeCheckpoint(bytes.substr(0, bytes.size() - 2)));
+  EXPECT_FALSE(decodeCheckpoint("garbage"));
+}
+
+TEST(Checkpoint, StoreSavesLoadsAndSetsCorruptFilesAside) {
+  TempDir dir;
+  CheckpointStore store(dir.path() + "/meta");
+  ASSERT_TRUE(store.init());
+  EXPECT_EQ(*store.loadAgentId(), "");
+  ASSERT_TRUE(store.saveAgentId("A-1"));
+  EXPECT_EQ(*store.loadAgentId(), "A-1");
+  ExecutorCheckpoint c;
+  c.container = "F1.E1";
+  c.framework.set_id("F1");
+  c.executor.set_executor_id("E1");
+  c.pid = 42;
+  ASSERT_TRUE(store.saveExecutor(c));
+  std::ofstream(dir.path() + "/meta/executors/bad") << "not a checkpoint";
+  auto loaded = store.loadExecutors();
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].container, "F1.E1");
+  EXPECT_TRUE(fs::exists(dir.path() + "/meta/executors/bad.corrupt"));
+  ASSERT_TRUE(store.removeExecutor("F1.E1"));
+  EXPECT_TRUE(store.loadExecutors().empty());
+}
+
+TEST(Checkpoint, ContainerNamesAreFileSafe) {
+  EXPECT_EQ(containerName("F-1", "exec/1"), "F-1.exec%2F1");
+  EXPECT_EQ(fileSafeId(".."), "%..");
+  EXPECT_NE(containerName("a.b", "c"), containerName("a", "b.c").append("x"));
+}
+
+TEST(SandboxGc, RemovesOnlyOldSandboxesNotInUse) {
+  TempDir dir;
+  for (const char* name : {"old", "young", "busy"}) fs::create_directories(dir.path() + "/" + name);
+  auto now = std::chrono::system_clock::now();
+  // Age "old" and "busy" by two hours.
+  for (const char* name : {"old", "busy"}) {
+    fs::last_write_time(dir.path() + "/" + name, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  }
+  GcResult r = collectSandboxes(dir.path(), std::chrono::hours(1),
+                                [&](const std::string& p) { return p == dir.path() + "/busy"; }, now);
+  EXPECT_EQ(r.removed, 1u);
+  EXPECT_EQ(r.kept, 2u);
+  EXPECT_FALSE(fs::exists(dir.path() + "/old"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/young"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/busy"));
+  EXPECT_TRUE(r.errors.empty()) << r.errors;
+}
+
+TEST(ProcessTree, KillsASessionLeaderAndEverythingUnderIt) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t leader = fork();
+  ASSERT_GE(leader, 0);
+  if (leader == 0) {
+    setsid();
+    // A grandchild in its own process group and a plain child.
+    if (fork() == 0) {
+      setpgid(0, 0);
+      if (fork() == 0) pause();
+      pause();
+    }
+    if (fork() == 0) pause();
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GE(killProcessTree(leader), 4u);
+  int st = 0;
+  ASSERT_EQ(waitpid(leader, &st, 0), leader);
+  EXPECT_TRUE(WIFSIGNALED(st));
+  // Nothing of that session is left.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream f(stat.substr(close + 2));
+    char state;
+    long ppid, pgrp, session;
+    f >> state >> ppid >> pgrp >> session;
+    if (session == leader) {
+      EXPECT_EQ(state, 'Z') << "pid " << name << " survived";
+    }
+  }
+  close(ready[0]);
+  close(ready[1]);
+}
+
+}  // namespace
+}  // namespace allot
