@@ -266,7 +266,12 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
   FrameworkRecord& fw = it->second;
   LOG_INFO("removing framework " << frameworkId << ": " << why);
   std::vector<std::string> offers(fw.offers.begin(), fw.offers.end());
-  for (const auto& o : offers) removeOffer(o, false, true);
+  for (const auto& o : offers) removeOffer(o, true, true);
+  for (const auto& [taskId, task] : fw.tasks) {
+    auto agent = agents_.find(task.info.agent_id());
+    if (agent == agents_.end()) continue;
+    allocator_->recover(fw.handle, agent->second.handle, task.charged, std::nullopt, clock_.now());
+  }
   for (auto& [agentId, agent] : agents_) {
     bool present = agent.tasks.erase(frameworkId) + agent.executors.erase(frameworkId) > 0;
     if (present && agent.peer) {
@@ -295,8 +300,7 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   AgentRecord& agent = it->second;
   if (!inserted) {
     // Re-registration: forget the old accounting, rebuild it from the message.
-    std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
-    for (const auto& o : offers) removeOffer(o, false, true);
+    recoverAgentHoldings(agent);
     if (agent.peer && *agent.peer != peer) {
       peers_[*agent.peer].id.clear();
       outbox_.close(*agent.peer, "agent " + id + " re-registered on a new connection");
@@ -383,6 +387,23 @@ Status Master::adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m)
   return okStatus();
 }
 
+// Returns everything allocated on the agent (its offers, rescinded, and its
+// tasks' resources) to the allocator, before the agent's handle goes away.
+void Master::recoverAgentHoldings(AgentRecord& agent) {
+  std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
+  for (const auto& o : offers) removeOffer(o, true, true);
+  for (const auto& [fid, taskIds] : agent.tasks) {
+    auto fw = frameworks_.find(fid);
+    if (fw == frameworks_.end()) continue;
+    for (const auto& tid : taskIds) {
+      auto t = fw->second.tasks.find(tid);
+      if (t == fw->second.tasks.end()) continue;
+      allocator_->recover(fw->second.handle, agent.handle, t->second.charged, std::nullopt,
+                          clock_.now());
+    }
+  }
+}
+
 void Master::onHeartbeat(PeerId peer, AgentRecord& agent, const wire::Heartbeat& m) {
   wire::Envelope e;
   e.mutable_heartbeat_ack()->set_sequence(m.sequence());
@@ -403,8 +424,7 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
   if (it == agents_.end()) return;
   AgentRecord& agent = it->second;
   LOG_WARNING("removing agent " << agentId << ": " << why);
-  std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
-  for (const auto& o : offers) removeOffer(o, false, true);
+  recoverAgentHoldings(agent);
   for (auto& [fid, taskIds] : agent.tasks) {
     auto fwIt = frameworks_.find(fid);
     if (fwIt == frameworks_.end()) continue;

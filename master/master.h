@@ -146,6 +146,7 @@ class Master {
   void disconnectFramework(FrameworkRecord& fw);
   void removeFramework(const std::string& frameworkId, const std::string& why);
   void disconnectAgent(AgentRecord& agent);
+  void recoverAgentHoldings(AgentRecord& agent);
   void removeAgent(const std::string& agentId, const std::string& why);
   void checkTimeouts(TimePoint now);
   FrameworkParams paramsOf(const wire::FrameworkInfo& info) const;

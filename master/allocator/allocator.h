@@ -16,6 +16,11 @@
 // considers dirty agents only; allocate(now, true) considers every agent and
 // also expires refusal filters.
 //
+// Who holds what is the master's knowledge (its offers and tasks); the
+// allocator keeps only each agent's free resources and each framework's
+// total, so a grant costs no bookkeeping copy. The master recovers offers
+// and tasks before removing an agent or a framework.
+//
 // Handles are dense small integers, reused after removal; the master must
 // not use a handle after removing it. Thread: single-threaded (the master's
 // io_context thread). Limits: kMaxAgents agents, kMaxFrameworks frameworks.
@@ -64,13 +69,15 @@ class Allocator {
   virtual ~Allocator() = default;
 
   virtual AgentHandle addAgent(const Resources& total) = 0;
-  // Forgets the agent and everything allocated on it.
+  // Forgets the agent. The caller first recover()s everything it allocated
+  // there (offers and tasks), so frameworks' shares stay exact.
   virtual void removeAgent(AgentHandle agent) = 0;
   // Inactive agents (disconnected, awaiting re-registration) are not offered.
   virtual void setAgentActive(AgentHandle agent, bool active) = 0;
 
   virtual FrameworkHandle addFramework(const FrameworkParams& params) = 0;
-  // Forgets the framework; its allocations return to the agents' free pools.
+  // Forgets the framework. The caller first recover()s everything allocated
+  // to it (offers and tasks), so agents' free pools stay exact.
   virtual void removeFramework(FrameworkHandle framework) = 0;
   virtual void updateFramework(FrameworkHandle framework, const FrameworkParams& params) = 0;
   // Inactive frameworks (disconnected, or suppressed with

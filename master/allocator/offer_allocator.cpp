@@ -56,9 +56,6 @@ AgentHandle OfferAllocator::addAgent(const Resources& total) {
 void OfferAllocator::removeAgent(AgentHandle handle) {
   CHECK(handle < agents_.size() && agents_[handle].live);
   AgentSlot& slot = agents_[handle];
-  for (auto& [fw, held] : slot.held) {
-    addDense(&frameworks_[fw].allocatedMillis, held, -1);
-  }
   for (FrameworkHandle fw : slot.refusedBy) {
     if (frameworks_[fw].live) dropRefusal(fw, handle);
   }
@@ -96,19 +93,6 @@ FrameworkHandle OfferAllocator::addFramework(const FrameworkParams& params) {
 void OfferAllocator::removeFramework(FrameworkHandle handle) {
   CHECK(handle < frameworks_.size() && frameworks_[handle].live);
   FrameworkSlot& slot = frameworks_[handle];
-  // Rare (a framework leaves): a scan of every agent is cheaper than an
-  // index updated on every grant.
-  for (AgentHandle agent = 0; agent < agents_.size(); ++agent) {
-    AgentSlot& a = agents_[agent];
-    auto it = std::find_if(a.held.begin(), a.held.end(), [&](const auto& h) {
-      return h.first == handle && !h.second.empty();
-    });
-    if (it == a.held.end()) continue;
-    a.free += it->second;
-    it->second = Resources();
-    freeChanged(a);
-    markDirty(agent);
-  }
   refusalCount_ -= slot.refusals.size();
   slot = FrameworkSlot{};
   freeFrameworkHandles_.push_back(handle);
@@ -139,37 +123,6 @@ void OfferAllocator::setStandingFilters(FrameworkHandle handle,
   fullPending_ = true;
 }
 
-// Entries whose resources went back to zero stay in `held` and are reused
-// by the next grant on this agent: copy-assignment into them reuses their
-// storage, which keeps malloc off the allocation round's hot path.
-void OfferAllocator::addHeld(AgentSlot& agent, FrameworkHandle framework,
-                             const Resources& resources) {
-  std::pair<FrameworkHandle, Resources>* spare = nullptr;
-  for (auto& entry : agent.held) {
-    if (entry.first == framework) {
-      entry.second += resources;
-      return;
-    }
-    if (!spare && entry.second.empty()) spare = &entry;
-  }
-  if (spare) {
-    spare->first = framework;
-    spare->second = resources;
-    return;
-  }
-  agent.held.emplace_back(framework, resources);
-}
-
-void OfferAllocator::subtractHeld(AgentSlot& agent, FrameworkHandle framework,
-                                  const Resources& resources) {
-  for (auto& entry : agent.held) {
-    if (entry.first == framework && !entry.second.empty()) {
-      entry.second -= resources;
-      return;
-    }
-  }
-}
-
 void OfferAllocator::allocateUsed(FrameworkHandle framework, AgentHandle agent,
                                   const Resources& resources) {
   CHECK(frameworks_[framework].live && agents_[agent].live);
@@ -177,7 +130,6 @@ void OfferAllocator::allocateUsed(FrameworkHandle framework, AgentHandle agent,
   FrameworkSlot& fw = frameworks_[framework];
   a.free -= resources;
   freeChanged(a);
-  addHeld(a, framework, resources);
   addDense(&fw.allocatedMillis, resources, 1);
 }
 
@@ -187,7 +139,6 @@ void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
   CHECK(frameworks_[framework].live && agents_[agent].live);
   AgentSlot& a = agents_[agent];
   FrameworkSlot& fw = frameworks_[framework];
-  subtractHeld(a, framework, resources);
   addDense(&fw.allocatedMillis, resources, -1);
   a.free += resources;
   freeChanged(a);
@@ -353,7 +304,6 @@ void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>*
     Grant grant{f, *agent, std::move(a.free)};
     a.free = Resources();
     a.offerable = false;
-    addHeld(a, f, grant.resources);
     addDense(&fw.allocatedMillis, grant.resources, 1);
     grants->push_back(std::move(grant));
     ordering_->push(entryFor(f));

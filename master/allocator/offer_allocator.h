@@ -55,9 +55,6 @@ class OfferAllocator final : public Allocator {
     bool offerable = false;  // free reaches the minimum offer
     Resources total;
     Resources free;
-    // Per framework holding something here (few per agent); entries with
-    // empty resources are spares (see addHeld).
-    std::vector<std::pair<FrameworkHandle, Resources>> held;
     std::vector<FrameworkHandle> refusedBy;  // may hold stale entries
   };
 
@@ -95,8 +92,6 @@ class OfferAllocator final : public Allocator {
   size_t nameIndex(const std::string& name);
   void addDense(std::vector<int64_t>* dense, const Resources& r, int sign);
   void markDirty(AgentHandle agent);
-  void addHeld(AgentSlot& agent, FrameworkHandle framework, const Resources& resources);
-  void subtractHeld(AgentSlot& agent, FrameworkHandle framework, const Resources& resources);
   void dropRefusal(FrameworkHandle framework, AgentHandle agent);
   void dropRefusalsOutgrownBy(AgentHandle agent);
   void expireRefusals(TimePoint now);

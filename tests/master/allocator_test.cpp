@@ -233,7 +233,7 @@ TEST(Allocation, MinimumOfferAndInactiveParticipants) {
   EXPECT_EQ(grants[0].agent, idle);
 }
 
-TEST(Allocation, RemovingAFrameworkFreesItsResources) {
+TEST(Allocation, RecoveredResourcesOfARemovedFrameworkGoToOthers) {
   auto a = make("drf");
   FakeClock clock;
   AgentHandle agent = a->addAgent(res("cpus:2;mem:100"));
@@ -242,6 +242,7 @@ TEST(Allocation, RemovingAFrameworkFreesItsResources) {
   a->allocate(clock.now(), true, &grants);
   ASSERT_EQ(grants.size(), 1u);
   EXPECT_TRUE(a->freeResources(agent).empty());
+  a->recover(gone, agent, grants[0].resources, std::nullopt, clock.now());
   a->removeFramework(gone);
   EXPECT_EQ(a->freeResources(agent), res("cpus:2;mem:100"));
   FrameworkHandle next = addActive(*a);

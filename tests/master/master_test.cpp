@@ -229,6 +229,8 @@ TEST_F(MasterTest, SilentAgentIsRemovedItsTasksLostAndFrameworksTold) {
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].agent_lost().agent_id(), agentId);
   EXPECT_EQ(master_->taskCount(), 0u);
+  EXPECT_EQ(master_->dominantShare(updates[0].framework_id()), 0.0);
+  EXPECT_EQ(master_->allocator().totalResources().scalarMillis("cpus"), 0);
 }
 
 TEST_F(MasterTest, UpdatesReachTheFrameworkAndAcknowledgementsTheAgent) {
@@ -290,6 +292,12 @@ TEST_F(MasterTest, DisconnectedFrameworkIsRemovedAfterItsFailoverTimeout) {
   auto shutdowns = outbox_.take(kAgentPeer, wire::Envelope::kShutdownFramework);
   ASSERT_EQ(shutdowns.size(), 1u);
   EXPECT_EQ(shutdowns[0].shutdown_framework().framework_id(), fid);
+  // Its task's resources went back to the agent: a new framework gets all.
+  registerFramework(kOtherFrameworkPeer);
+  master_->allocate();
+  auto offers2 = offersTo(kOtherFrameworkPeer);
+  ASSERT_EQ(offers2.size(), 1u);
+  EXPECT_EQ(*Resources::fromWire(offers2[0].resources()), *Resources::parse("cpus:4;mem:4096"));
 }
 
 TEST_F(MasterTest, SecondSchedulerTakesOverTheFramework) {
@@ -324,6 +332,12 @@ TEST_F(MasterTest, NewMasterRebuildsStateFromReregistrations) {
   master_->peerMessage(kAgentPeer, e);
   EXPECT_EQ(master_->taskCount(), 1u);
   EXPECT_EQ(registerFramework(kFrameworkPeer, "m1-F2"), "m1-F2");
+  EXPECT_NEAR(*master_->dominantShare("m1-F2"), 0.25, 1e-9);
+  // The agent re-registers again (new connection): nothing is counted twice.
+  hello(kOtherFrameworkPeer + 10, wire::ROLE_AGENT);
+  master_->peerMessage(kOtherFrameworkPeer + 10, e);
+  EXPECT_EQ(master_->taskCount(), 1u);
+  EXPECT_NEAR(*master_->dominantShare("m1-F2"), 0.25, 1e-9);
   wire::Envelope rec;
   rec.mutable_reconcile();
   master_->peerMessage(kFrameworkPeer, rec);
