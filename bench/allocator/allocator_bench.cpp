@@ -151,7 +151,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const auto& [cell, ms] : allot_) {
       auto a = anchor_.find(cell);
       double anchor = a == anchor_.end() ? 0 : a->second;
-      std::printf("%-14s %14.3f %16.3f %7.0fx\n", cell.c_str(), ms, anchor,
+      std::printf("%-14s %14.3f %16.3f %7.1fx\n", cell.c_str(), ms, anchor,
                   ms > 0 ? anchor / ms : 0);
     }
     std::printf("Published anchor: Mesos 1.7+ ~1060 ms per cycle at 10000 agents / 1000 frameworks;"
