@@ -202,6 +202,7 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     c.startTime = ck.startTime;
     c.phase = Phase::kRecovering;
     c.everRegistered = true;
+    c.ownSession = ::getsid(ck.pid) == ck.pid;
     for (auto& t : ck.tasks) {
       Task& task = c.tasks[t.task_id()];
       task.info = t;
@@ -298,6 +299,15 @@ std::unordered_map<pid_t, ProcEntry> readProcessTable() {
 }
 
 }  // namespace
+
+size_t killSession(pid_t sessionId) {
+  if (sessionId <= 1 || sessionId == ::getsid(0)) return 0;
+  size_t n = 0;
+  for (const auto& [pid, e] : readProcessTable()) {
+    if (e.session == sessionId && pid != ::getpid() && ::kill(pid, SIGKILL) == 0) ++n;
+  }
+  return n;
+}
 
 size_t killProcessTree(pid_t root) {
   if (root <= 1) return 0;

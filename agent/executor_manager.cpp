@@ -244,6 +244,7 @@ void ExecutorManager::launch(Container& c) {
     return postFinalize(c);
   }
   c.pid = *pid;
+  c.ownSession = ::getsid(c.pid) == c.pid;
   if (auto start = processStartTime(c.pid)) c.startTime = *start;
   LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
                                << " (pid " << c.pid << ") in " << c.sandbox);
@@ -406,6 +407,11 @@ void ExecutorManager::onExit(const std::string& name, uint64_t generation, const
   if (!c) return;
   c->exited = true;
   c->exit = exit;
+  // Tasks the executor left behind (it crashed or was killed from outside)
+  // stay in its session; without a cgroup isolator that is how to find them.
+  if (c->ownSession) {
+    if (size_t n = killSession(c->pid)) LOG_INFO("killed " << n << " processes left by executor " << c->name);
+  }
   LOG_INFO("executor " << c->executor.executor_id() << " of framework " << c->framework.id()
                        << ": " << describeExit(exit));
   if (c->conn && c->conn->open()) {

@@ -161,4 +161,8 @@ std::string containerName(const std::string& frameworkId, const std::string& exe
 // were signalled.
 size_t killProcessTree(pid_t pid);
 
+// SIGKILLs every process of session `sessionId` (what is left of an
+// executor's tasks after the executor itself died). Returns the count.
+size_t killSession(pid_t sessionId);
+
 }  // namespace allot
