@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "base/asio.h"
 #include "base/result.h"
@@ -35,6 +36,10 @@ class UringPoller {
   virtual ~UringPoller() = default;
 
   static Result<std::unique_ptr<UringPoller>> create(asio::io_context& io);
+  // The epoll fallback on its own (what create() returns when io_uring is
+  // refused); tests use it to check both backends behave the same.
+  static Result<std::unique_ptr<UringPoller>> createEpoll(asio::io_context& io,
+                                                          std::string reason = "requested");
 
   // Starts watching `fd` for `events` (POLLIN, ...).
   virtual Result<WatchId> watch(int fd, uint32_t events, bool multishot, Callback callback) = 0;

@@ -86,4 +86,9 @@ class Launcher {
   virtual size_t supervisedCount() const = 0;
 };
 
+// Makes the calling process a child subreaper (prctl PR_SET_CHILD_SUBREAPER):
+// processes whose parent dies (a task's children when its executor exits)
+// are re-parented to it, and the Launcher reaps them on SIGCHLD.
+Status becomeSubreaper();
+
 }  // namespace allot

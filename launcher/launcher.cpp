@@ -1,0 +1,322 @@
+#include "launcher/launcher.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <unordered_map>
+
+#include "base/log.h"
+#include "base/unique_fd.h"
+
+namespace allot {
+namespace {
+
+// What the child reports through the close-on-exec pipe when a step fails.
+enum class Step : int {
+  kSignals = 1, kSetsid, kStdin, kStdout, kStderr, kChdir, kCgroup, kNetns,
+  kSetgroups, kSetgid, kSetuid, kNoNewPrivs, kSeccomp, kExec,
+};
+
+const char* stepName(Step step) {
+  switch (step) {
+    case Step::kSignals: return "reset signals";
+    case Step::kSetsid: return "setsid";
+    case Step::kStdin: return "open /dev/null as stdin";
+    case Step::kStdout: return "open stdout file";
+    case Step::kStderr: return "open stderr file";
+    case Step::kChdir: return "chdir to the working directory";
+    case Step::kCgroup: return "join cgroup";
+    case Step::kNetns: return "setns into the network namespace";
+    case Step::kSetgroups: return "setgroups";
+    case Step::kSetgid: return "setgid";
+    case Step::kSetuid: return "setuid";
+    case Step::kNoNewPrivs: return "prctl(PR_SET_NO_NEW_PRIVS)";
+    case Step::kSeccomp: return "install the seccomp filter";
+    case Step::kExec: return "exec";
+  }
+  return "setup";
+}
+
+struct ChildFailure {
+  Step step;
+  int errnum;
+  int index;  // which cgroup file, when step == kCgroup
+};
+
+// Everything the child needs, prepared before clone so the child only
+// makes async-signal-safe calls.
+struct Prepared {
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::vector<std::string> storage;
+  const LaunchSpec* spec = nullptr;
+  char pidText[24] = {};
+};
+
+Prepared prepare(const LaunchSpec& spec) {
+  Prepared p;
+  p.spec = &spec;
+  p.storage.reserve(spec.argv.size() + spec.env.size());
+  for (const auto& a : spec.argv) p.storage.push_back(a);
+  for (const auto& e : spec.env) p.storage.push_back(e);
+  size_t i = 0;
+  for (; i < spec.argv.size(); ++i) p.argv.push_back(p.storage[i].data());
+  p.argv.push_back(nullptr);
+  for (; i < p.storage.size(); ++i) p.envp.push_back(p.storage[i].data());
+  p.envp.push_back(nullptr);
+  return p;
+}
+
+[[noreturn]] void childFail(int pipeFd, Step step, int index = 0) {
+  ChildFailure f{step, errno, index};
+  ssize_t ignored = write(pipeFd, &f, sizeof f);
+  (void)ignored;
+  _exit(127);
+}
+
+void formatPid(char* out) {
+  pid_t pid = getpid();
+  char digits[16];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + pid % 10);
+    pid /= 10;
+  } while (pid > 0);
+  for (int i = 0; i < n; ++i) out[i] = digits[n - 1 - i];
+  out[n] = '\n';
+  out[n + 1] = '\0';
+}
+
+int openOutput(const std::string& path) {
+  if (path.empty()) return open("/dev/null", O_WRONLY | O_CLOEXEC);
+  return open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+}
+
+// Runs in the child between clone and exec: async-signal-safe calls only.
+[[noreturn]] void runChild(Prepared& p, int pipeFd) {
+  const LaunchSpec& spec = *p.spec;
+  const ChildSetup& setup = spec.setup;
+  sigset_t all;
+  sigfillset(&all);
+  if (sigprocmask(SIG_UNBLOCK, &all, nullptr) != 0) childFail(pipeFd, Step::kSignals);
+  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);  // EINVAL for KILL/STOP is fine
+  if (setsid() < 0) childFail(pipeFd, Step::kSetsid);
+  int in = open("/dev/null", O_RDONLY);
+  if (in < 0 || dup2(in, 0) < 0) childFail(pipeFd, Step::kStdin);
+  int out = openOutput(spec.stdoutPath);
+  if (out < 0 || dup2(out, 1) < 0) childFail(pipeFd, Step::kStdout);
+  int err = openOutput(spec.stderrPath);
+  if (err < 0 || dup2(err, 2) < 0) childFail(pipeFd, Step::kStderr);
+  if (!spec.workDir.empty() && chdir(spec.workDir.c_str()) != 0) childFail(pipeFd, Step::kChdir);
+  formatPid(p.pidText);
+  for (size_t i = 0; i < setup.cgroupProcsFiles.size(); ++i) {
+    int fd = open(setup.cgroupProcsFiles[i].c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, p.pidText, strlen(p.pidText)) < 0) {
+      childFail(pipeFd, Step::kCgroup, static_cast<int>(i));
+    }
+    close(fd);
+  }
+  if (setup.netnsFd >= 0 && setns(setup.netnsFd, CLONE_NEWNET) != 0) childFail(pipeFd, Step::kNetns);
+  if (setup.gid >= 0) {
+    if (setgroups(0, nullptr) != 0) childFail(pipeFd, Step::kSetgroups);
+    if (setgid(setup.gid) != 0) childFail(pipeFd, Step::kSetgid);
+  }
+  if (setup.uid >= 0 && setuid(setup.uid) != 0) childFail(pipeFd, Step::kSetuid);
+  if ((setup.noNewPrivs || !setup.seccompBpf.empty()) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+    childFail(pipeFd, Step::kNoNewPrivs);
+  }
+  if (!setup.seccompBpf.empty()) {
+    sock_fprog prog{};
+    prog.len = static_cast<unsigned short>(setup.seccompBpf.size() / sizeof(sock_filter));
+    prog.filter = reinterpret_cast<sock_filter*>(const_cast<char*>(setup.seccompBpf.data()));
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) childFail(pipeFd, Step::kSeccomp);
+  }
+  // Every fd of the agent stays behind (sockets, the ring, cgroup files).
+  syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+  execvpe(p.argv[0], p.argv.data(), p.envp.data());
+  childFail(pipeFd, Step::kExec);
+}
+
+// clone3 with a pidfd (and CLONE_INTO_CGROUP when asked); fork + pidfd_open
+// where clone3 is refused. Returns the pid (0 in the child) and *pidfd.
+pid_t cloneWithPidfd(const ChildSetup& setup, int* pidfd) {
+  clone_args args{};
+  args.flags = CLONE_PIDFD;
+  args.pidfd = reinterpret_cast<uint64_t>(pidfd);
+  args.exit_signal = SIGCHLD;
+  if (setup.cgroupDirFd >= 0) {
+    args.flags |= CLONE_INTO_CGROUP;
+    args.cgroup = static_cast<uint64_t>(setup.cgroupDirFd);
+  }
+  long pid = syscall(SYS_clone3, &args, sizeof args);
+  if (pid >= 0 || (errno != ENOSYS && errno != EPERM)) return static_cast<pid_t>(pid);
+  pid = fork();
+  if (pid > 0) *pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  return static_cast<pid_t>(pid);
+}
+
+ExitInfo exitInfoFrom(pid_t pid, const siginfo_t& info) {
+  ExitInfo e;
+  e.pid = pid;
+  e.statusKnown = true;
+  if (info.si_code == CLD_EXITED) {
+    e.exited = true;
+    e.exitCode = info.si_status;
+  } else {
+    e.signal = info.si_status;
+    e.coreDumped = info.si_code == CLD_DUMPED;
+  }
+  return e;
+}
+
+class RealLauncher final : public Launcher {
+ public:
+  RealLauncher(asio::io_context& io, UringPoller& poller) : poller_(poller), sigchld_(io, SIGCHLD) {
+    waitForOrphans();
+  }
+
+  ~RealLauncher() override {
+    for (auto& [pid, child] : children_) poller_.cancel(child.watch);
+  }
+
+  Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) override {
+    if (spec.argv.empty()) return Error{"launch: empty argv"};
+    Prepared prepared = prepare(spec);
+    int pipeFds[2];
+    if (pipe2(pipeFds, O_CLOEXEC) != 0) return Error::fromErrno("pipe2");
+    UniqueFd readEnd(pipeFds[0]), writeEnd(pipeFds[1]);
+    int pidfd = -1;
+    pid_t pid = cloneWithPidfd(spec.setup, &pidfd);
+    if (pid == 0) runChild(prepared, writeEnd.get());
+    if (pid < 0) return Error::fromErrno("clone3/fork for " + spec.argv[0]);
+    UniqueFd pidfdOwner(pidfd);
+    writeEnd.reset();
+    // Blocks until exec (EOF) or a setup failure: microseconds, and it makes
+    // "no such executable" an error of launch() instead of an exit 127.
+    ChildFailure failure{};
+    ssize_t n;
+    do {
+      n = read(readEnd.get(), &failure, sizeof failure);
+    } while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof failure)) {
+      siginfo_t info{};
+      waitid(P_PID, pid, &info, WEXITED);
+      std::string what = stepName(failure.step);
+      if (failure.step == Step::kExec) what += " " + spec.argv[0];
+      if (failure.step == Step::kCgroup) what += " " + spec.setup.cgroupProcsFiles[failure.index];
+      if (failure.step == Step::kChdir) what += " " + spec.workDir;
+      if (failure.step == Step::kStdout) what += " " + spec.stdoutPath;
+      if (failure.step == Step::kStderr) what += " " + spec.stderrPath;
+      return Error{what, failure.errnum};
+    }
+    if (pidfd < 0) return Error::fromErrno("pidfd_open for pid " + std::to_string(pid));
+    if (Status st = supervise(pid, std::move(pidfdOwner), true, std::move(onExit)); !st) {
+      return st.error();
+    }
+    return pid;
+  }
+
+  Status watch(pid_t pid, ExitCallback onExit) override {
+    UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+    if (pidfd.get() < 0) return Error::fromErrno("pidfd_open for pid " + std::to_string(pid));
+    return supervise(pid, std::move(pidfd), false, std::move(onExit));
+  }
+
+  Status signal(pid_t pid, int sig) override {
+    auto it = children_.find(pid);
+    if (it == children_.end()) return Error{"pid " + std::to_string(pid) + " is not supervised"};
+    if (syscall(SYS_pidfd_send_signal, it->second.pidfd.get(), sig, nullptr, 0) != 0) {
+      return Error::fromErrno("pidfd_send_signal " + std::to_string(sig) + " to pid " +
+                              std::to_string(pid));
+    }
+    return okStatus();
+  }
+
+  size_t supervisedCount() const override { return children_.size(); }
+
+ private:
+  struct Child {
+    UniqueFd pidfd;
+    UringPoller::WatchId watch = 0;
+    bool ourChild = false;
+    ExitCallback onExit;
+  };
+
+  Status supervise(pid_t pid, UniqueFd pidfd, bool ourChild, ExitCallback onExit) {
+    int fd = pidfd.get();
+    auto id = poller_.watch(fd, POLLIN, false, [this, pid](uint32_t) { onExited(pid); });
+    if (!id) return id.error();
+    children_[pid] = Child{std::move(pidfd), *id, ourChild, std::move(onExit)};
+    return okStatus();
+  }
+
+  void onExited(pid_t pid) {
+    auto it = children_.find(pid);
+    if (it == children_.end()) return;
+    Child child = std::move(it->second);
+    children_.erase(it);
+    siginfo_t info{};
+    ExitInfo exit;
+    exit.pid = pid;
+    // Our own children (and adopted orphans) can be reaped for a status;
+    // processes of an earlier agent run cannot (ECHILD).
+    if (waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &info, WEXITED | WNOHANG) == 0 &&
+        info.si_pid == pid) {
+      exit = exitInfoFrom(pid, info);
+    }
+    child.pidfd.reset();
+    child.onExit(exit);
+  }
+
+  // Orphans re-parented to the agent (it is a subreaper) are reaped when
+  // SIGCHLD says so; supervised children are left to their pidfd watch.
+  void waitForOrphans() {
+    sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      reapOrphans();
+      waitForOrphans();
+    });
+  }
+
+  void reapOrphans() {
+    for (;;) {
+      siginfo_t info{};
+      if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
+      if (children_.count(info.si_pid)) return;  // its pidfd watch reaps it
+      siginfo_t reaped{};
+      waitid(P_PID, info.si_pid, &reaped, WEXITED | WNOHANG);
+    }
+  }
+
+  UringPoller& poller_;
+  asio::signal_set sigchld_;
+  std::unordered_map<pid_t, Child> children_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Launcher>> Launcher::create(asio::io_context& io, UringPoller& poller) {
+  return std::unique_ptr<Launcher>(new RealLauncher(io, poller));
+}
+
+Status becomeSubreaper() {
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+    return Error::fromErrno("prctl(PR_SET_CHILD_SUBREAPER)");
+  }
+  return okStatus();
+}
+
+}  // namespace allot

@@ -1,0 +1,220 @@
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+
+#include "base/asio.h"
+#include "base/unique_fd.h"
+#include "base/uring_poller.h"
+#include "launcher/launcher.h"
+
+namespace allot {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool runUntil(asio::io_context& io, const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(5ms);
+  }
+  return done();
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Zombie children of this process, from /proc.
+int zombieChildren() {
+  int zombies = 0;
+  std::string self = std::to_string(getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = readFile(entry.path().string() + "/stat");
+    auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string state, ppid;
+    rest >> state >> ppid;
+    if (ppid == self && state == "Z") ++zombies;
+  }
+  return zombies;
+}
+
+class LauncherTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    auto poller = GetParam() ? UringPoller::create(io_) : UringPoller::createEpoll(io_);
+    ASSERT_TRUE(poller.ok());
+    poller_ = std::move(*poller);
+    if (GetParam() && poller_->backend() != "io_uring") {
+      GTEST_SKIP() << "io_uring unavailable here: " << poller_->backend();
+    }
+    launcher_ = std::move(*Launcher::create(io_, *poller_));
+    dir_ = std::filesystem::temp_directory_path() / ("allot-launcher-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    launcher_.reset();
+    poller_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  LaunchSpec shell(const std::string& command) {
+    LaunchSpec spec;
+    spec.argv = {"/bin/sh", "-c", command};
+    spec.env = {"PATH=/usr/bin:/bin"};
+    spec.workDir = dir_.string();
+    spec.stdoutPath = (dir_ / "stdout").string();
+    spec.stderrPath = (dir_ / "stderr").string();
+    return spec;
+  }
+
+  // Launches and waits for the exit.
+  ExitInfo runToExit(const LaunchSpec& spec) {
+    std::optional<ExitInfo> exit;
+    auto pid = launcher_->launch(spec, [&](const ExitInfo& e) { exit = e; });
+    EXPECT_TRUE(pid.ok()) << (pid.ok() ? "" : pid.error().describe());
+    if (!pid.ok()) return {};
+    EXPECT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 10s));
+    return exit.value_or(ExitInfo{});
+  }
+
+  asio::io_context io_;
+  std::unique_ptr<UringPoller> poller_;
+  std::unique_ptr<Launcher> launcher_;
+  std::filesystem::path dir_;
+};
+
+TEST_P(LauncherTest, ExitCodeIsReported) {
+  ExitInfo e = runToExit(shell("exit 3"));
+  EXPECT_TRUE(e.statusKnown);
+  EXPECT_TRUE(e.exited);
+  EXPECT_EQ(e.exitCode, 3);
+}
+
+TEST_P(LauncherTest, DeathBySignalIsReported) {
+  ExitInfo e = runToExit(shell("kill -9 $$"));
+  EXPECT_FALSE(e.exited);
+  EXPECT_EQ(e.signal, SIGKILL);
+}
+
+TEST_P(LauncherTest, ExecFailureIsAnErrorNamingTheBinary) {
+  LaunchSpec spec = shell("");
+  spec.argv = {"/no/such/binary"};
+  auto pid = launcher_->launch(spec, [](const ExitInfo&) { FAIL() << "no exit for a failed launch"; });
+  ASSERT_FALSE(pid.ok());
+  EXPECT_EQ(pid.error().errnum, ENOENT);
+  EXPECT_NE(pid.error().describe().find("exec /no/such/binary"), std::string::npos)
+      << pid.error().describe();
+  EXPECT_EQ(launcher_->supervisedCount(), 0u);
+  EXPECT_EQ(zombieChildren(), 0);
+}
+
+TEST_P(LauncherTest, MissingWorkingDirectoryIsAnError) {
+  LaunchSpec spec = shell("true");
+  spec.workDir = "/no/such/dir";
+  auto pid = launcher_->launch(spec, [](const ExitInfo&) {});
+  ASSERT_FALSE(pid.ok());
+  EXPECT_NE(pid.error().describe().find("chdir"), std::string::npos) << pid.error().describe();
+}
+
+TEST_P(LauncherTest, OutputGoesToFilesAndEnvironmentIsExactlyTheOneGiven) {
+  LaunchSpec spec = shell("echo out:$GREETING; echo err >&2; env | grep -c =");
+  spec.env = {"PATH=/usr/bin:/bin", "GREETING=hello"};
+  ExitInfo e = runToExit(spec);
+  EXPECT_EQ(e.exitCode, 0);
+  // sh adds PWD (and SHLVL on some shells) on its own: at most 4 variables.
+  std::string out = readFile(spec.stdoutPath);
+  EXPECT_EQ(out.substr(0, 10), "out:hello\n");
+  EXPECT_LE(std::stoi(out.substr(10)), 4);
+  EXPECT_EQ(readFile(spec.stderrPath), "err\n");
+}
+
+TEST_P(LauncherTest, ManyChildrenAreEachReportedOnceAndNoneIsLeftAZombie) {
+  constexpr int kChildren = 200;
+  std::map<pid_t, int> reports;
+  for (int i = 0; i < kChildren; ++i) {
+    LaunchSpec spec = shell("exit " + std::to_string(i % 7));
+    auto pid = launcher_->launch(spec, [&](const ExitInfo& e) { ++reports[e.pid]; });
+    ASSERT_TRUE(pid.ok()) << pid.error().describe();
+  }
+  ASSERT_TRUE(runUntil(io_, [&] { return reports.size() == kChildren; }, 20s));
+  runUntil(io_, [] { return false; }, 100ms);
+  for (const auto& [pid, count] : reports) EXPECT_EQ(count, 1) << "pid " << pid;
+  EXPECT_EQ(launcher_->supervisedCount(), 0u);
+  EXPECT_EQ(zombieChildren(), 0);
+}
+
+TEST_P(LauncherTest, SignalGoesThroughThePidfd) {
+  std::optional<ExitInfo> exit;
+  auto pid = launcher_->launch(shell("exec sleep 100"), [&](const ExitInfo& e) { exit = e; });
+  ASSERT_TRUE(pid.ok());
+  ASSERT_TRUE(launcher_->signal(*pid, SIGTERM).ok());
+  ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 5s));
+  EXPECT_EQ(exit->signal, SIGTERM);
+  EXPECT_FALSE(launcher_->signal(*pid, SIGTERM).ok()) << "a reaped pid must not be signalled";
+}
+
+TEST_P(LauncherTest, WatchesAProcessItDidNotStart) {
+  // The shell backgrounds a sleeper and exits: the sleeper is an orphan,
+  // re-parented away from us (this test process is no subreaper).
+  ExitInfo shellExit = runToExit(shell("sleep 100 >/dev/null 2>&1 & echo $!"));
+  ASSERT_EQ(shellExit.exitCode, 0);
+  pid_t orphan = std::stoi(readFile((dir_ / "stdout").string()));
+  std::optional<ExitInfo> exit;
+  ASSERT_TRUE(launcher_->watch(orphan, [&](const ExitInfo& e) { exit = e; }).ok());
+  EXPECT_FALSE(runUntil(io_, [&] { return exit.has_value(); }, 200ms));
+  ::kill(orphan, SIGKILL);
+  ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 5s));
+  EXPECT_EQ(exit->pid, orphan);
+  EXPECT_FALSE(exit->statusKnown);
+}
+
+TEST_P(LauncherTest, PollerOneShotMultishotAndCancel) {
+  UniqueFd efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  int oneShot = 0, multi = 0;
+  auto drain = [&] {
+    uint64_t v;
+    while (read(efd.get(), &v, sizeof v) > 0) {
+    }
+  };
+  ASSERT_TRUE(poller_->watch(efd.get(), POLLIN, false, [&](uint32_t) { ++oneShot; }).ok());
+  auto multiId = poller_->watch(efd.get(), POLLIN, true, [&](uint32_t) {
+    ++multi;
+    drain();
+  });
+  ASSERT_TRUE(multiId.ok());
+  for (int i = 0; i < 3; ++i) {
+    uint64_t one = 1;
+    ASSERT_EQ(write(efd.get(), &one, sizeof one), 8);
+    int before = multi;
+    ASSERT_TRUE(runUntil(io_, [&] { return multi == before + 1; }, 2s)) << "write " << i;
+  }
+  EXPECT_EQ(oneShot, 1);
+  poller_->cancel(*multiId);
+  uint64_t one = 1;
+  ASSERT_EQ(write(efd.get(), &one, sizeof one), 8);
+  runUntil(io_, [] { return false; }, 100ms);
+  EXPECT_EQ(multi, 3) << "a cancelled watch fired";
+  EXPECT_EQ(poller_->watchCount(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LauncherTest, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "IoUring" : "Epoll"; });
+
+}  // namespace
+}  // namespace allot
