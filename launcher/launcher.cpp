@@ -13,6 +13,8 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
+#include <sched.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -63,6 +65,7 @@ struct Prepared {
   std::vector<char*> envp;
   std::vector<std::string> storage;
   const LaunchSpec* spec = nullptr;
+  std::vector<int> ignoredSignals;
   char pidText[24] = {};
 };
 
@@ -77,6 +80,12 @@ Prepared prepare(const LaunchSpec& spec) {
   p.argv.push_back(nullptr);
   for (; i < p.storage.size(); ++i) p.envp.push_back(p.storage[i].data());
   p.envp.push_back(nullptr);
+  for (int sig = 1; sig < SIGRTMIN; ++sig) {
+    struct sigaction action {};
+    if (sigaction(sig, nullptr, &action) == 0 && action.sa_handler == SIG_IGN) {
+      p.ignoredSignals.push_back(sig);
+    }
+  }
   return p;
 }
 
@@ -112,7 +121,9 @@ int openOutput(const std::string& path) {
   sigset_t all;
   sigfillset(&all);
   if (sigprocmask(SIG_UNBLOCK, &all, nullptr) != 0) childFail(pipeFd, Step::kSignals);
-  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);  // EINVAL for KILL/STOP is fine
+  // exec resets caught signals; ignored ones would stay ignored (the agent
+  // ignores SIGPIPE), so reset exactly those.
+  for (int sig : p.ignoredSignals) signal(sig, SIG_DFL);
   if (setsid() < 0) childFail(pipeFd, Step::kSetsid);
   int in = open("/dev/null", O_RDONLY);
   if (in < 0 || dup2(in, 0) < 0) childFail(pipeFd, Step::kStdin);
@@ -150,20 +161,40 @@ int openOutput(const std::string& path) {
   childFail(pipeFd, Step::kExec);
 }
 
-// clone3 with a pidfd (and CLONE_INTO_CGROUP when asked); fork + pidfd_open
-// where clone3 is refused. Returns the pid (0 in the child) and *pidfd.
-pid_t cloneWithPidfd(const ChildSetup& setup, int* pidfd) {
-  clone_args args{};
-  args.flags = CLONE_PIDFD;
-  args.pidfd = reinterpret_cast<uint64_t>(pidfd);
-  args.exit_signal = SIGCHLD;
-  if (setup.cgroupDirFd >= 0) {
-    args.flags |= CLONE_INTO_CGROUP;
-    args.cgroup = static_cast<uint64_t>(setup.cgroupDirFd);
+struct ChildArgs {
+  Prepared* prepared;
+  int pipeFd;
+};
+
+int childMain(void* arg) {
+  auto* a = static_cast<ChildArgs*>(arg);
+  runChild(*a->prepared, a->pipeFd);
+}
+
+// Starts the child with a pidfd. Without a cgroup directory this is a
+// vfork-style clone (CLONE_VM | CLONE_VFORK, as posix_spawn does: no page
+// tables copied, the parent resumes once the child has exec'd or failed).
+// CLONE_INTO_CGROUP needs clone3, which here is fork-like. fork +
+// pidfd_open is the last resort where clone3 is refused.
+pid_t startChild(ChildArgs* args, int* pidfd) {
+  const ChildSetup& setup = args->prepared->spec->setup;
+  if (setup.cgroupDirFd < 0) {
+    constexpr size_t kStackBytes = 256 * 1024;
+    static thread_local std::vector<char> stack(kStackBytes);
+    int pid = clone(childMain, stack.data() + stack.size(),
+                    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, args, pidfd);
+    return pid;
   }
-  long pid = syscall(SYS_clone3, &args, sizeof args);
+  clone_args ca{};
+  ca.flags = CLONE_PIDFD | CLONE_INTO_CGROUP;
+  ca.pidfd = reinterpret_cast<uint64_t>(pidfd);
+  ca.exit_signal = SIGCHLD;
+  ca.cgroup = static_cast<uint64_t>(setup.cgroupDirFd);
+  long pid = syscall(SYS_clone3, &ca, sizeof ca);
+  if (pid == 0) runChild(*args->prepared, args->pipeFd);
   if (pid >= 0 || (errno != ENOSYS && errno != EPERM)) return static_cast<pid_t>(pid);
   pid = fork();
+  if (pid == 0) runChild(*args->prepared, args->pipeFd);
   if (pid > 0) *pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   return static_cast<pid_t>(pid);
 }
@@ -199,8 +230,8 @@ class RealLauncher final : public Launcher {
     if (pipe2(pipeFds, O_CLOEXEC) != 0) return Error::fromErrno("pipe2");
     UniqueFd readEnd(pipeFds[0]), writeEnd(pipeFds[1]);
     int pidfd = -1;
-    pid_t pid = cloneWithPidfd(spec.setup, &pidfd);
-    if (pid == 0) runChild(prepared, writeEnd.get());
+    ChildArgs args{&prepared, writeEnd.get()};
+    pid_t pid = startChild(&args, &pidfd);
     if (pid < 0) return Error::fromErrno("clone3/fork for " + spec.argv[0]);
     UniqueFd pidfdOwner(pidfd);
     writeEnd.reset();

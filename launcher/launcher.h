@@ -1,6 +1,8 @@
 // Launcher: starts executor processes and tells the agent when they end.
 //
-// Processes start with clone3(CLONE_PIDFD) (fork + pidfd_open as fallback);
+// Processes start with a vfork-style clone(CLONE_PIDFD), or clone3 with
+// CLONE_INTO_CGROUP when a cgroup2 directory is given (fork + pidfd_open as
+// the fallback);
 // exits are observed by a poll on each pidfd through UringPoller (io_uring),
 // then reaped with waitid(P_PIDFD). No SIGCHLD handler, no waitpid loops, no
 // zombies. The agent is made a child subreaper so orphaned grandchildren

@@ -144,6 +144,14 @@ TEST_P(LauncherTest, OutputGoesToFilesAndEnvironmentIsExactlyTheOneGiven) {
   EXPECT_EQ(readFile(spec.stderrPath), "err\n");
 }
 
+TEST_P(LauncherTest, SignalsIgnoredByTheAgentAreDefaultInTheChild) {
+  auto previous = signal(SIGPIPE, SIG_IGN);
+  ExitInfo e = runToExit(shell("grep SigIgn /proc/self/status"));
+  signal(SIGPIPE, previous);
+  EXPECT_EQ(e.exitCode, 0);
+  EXPECT_EQ(readFile((dir_ / "stdout").string()), "SigIgn:\t0000000000000000\n");
+}
+
 TEST_P(LauncherTest, ManyChildrenAreEachReportedOnceAndNoneIsLeftAZombie) {
   constexpr int kChildren = 200;
   std::map<pid_t, int> reports;
