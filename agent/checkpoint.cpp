@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstring>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -99,11 +101,67 @@ Result<uint64_t> processStartTime(pid_t pid) {
 
 CheckpointStore::CheckpointStore(std::string metaDir) : dir_(std::move(metaDir)) {}
 
+CheckpointStore::~CheckpointStore() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
 Status CheckpointStore::init() {
   std::error_code ec;
   std::filesystem::create_directories(dir_ + "/executors", ec);
   if (ec) return Error{"create " + dir_ + "/executors: " + ec.message()};
+  if (!writer_.joinable()) writer_ = std::thread([this] { writerLoop(); });
   return okStatus();
+}
+
+void CheckpointStore::flush() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return jobs_.empty() && !busy_; });
+}
+
+void CheckpointStore::enqueue(Job job) {
+  {
+    std::unique_lock lock(mutex_);
+    if (writer_.joinable() && jobs_.size() < kCheckpointQueueMax) {
+      jobs_.push_back(std::move(job));
+      wake_.notify_one();
+      return;
+    }
+  }
+  flush();
+  perform(job);
+}
+
+void CheckpointStore::writerLoop() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stopping, all written
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    perform(job);
+    lock.lock();
+    busy_ = false;
+    if (jobs_.empty()) idle_.notify_all();
+  }
+}
+
+void CheckpointStore::perform(const Job& job) {
+  if (job.data.empty()) {
+    if (::unlink(job.path.c_str()) != 0 && errno != ENOENT) {
+      LOG_ERROR("checkpoint: unlink " << job.path << ": " << std::strerror(errno));
+    }
+    return;
+  }
+  if (auto st = writeFileAtomically(job.path, job.data, /*durable=*/false); !st) {
+    LOG_ERROR("checkpoint: " << st.error().describe());
+  }
 }
 
 Status CheckpointStore::saveAgentId(const std::string& agentId) {
@@ -125,16 +183,17 @@ std::string CheckpointStore::executorPath(const std::string& container) const {
 }
 
 Status CheckpointStore::saveExecutor(const ExecutorCheckpoint& checkpoint) {
-  return writeFileAtomically(executorPath(checkpoint.container), encodeCheckpoint(checkpoint));
-}
-
-Status CheckpointStore::removeExecutor(const std::string& container) {
-  std::string path = executorPath(container);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Error::fromErrno("unlink " + path);
+  enqueue(Job{executorPath(checkpoint.container), encodeCheckpoint(checkpoint)});
   return okStatus();
 }
 
-std::vector<ExecutorCheckpoint> CheckpointStore::loadExecutors() const {
+Status CheckpointStore::removeExecutor(const std::string& container) {
+  enqueue(Job{executorPath(container), ""});
+  return okStatus();
+}
+
+std::vector<ExecutorCheckpoint> CheckpointStore::loadExecutors() {
+  flush();
   std::vector<ExecutorCheckpoint> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/executors", ec)) {

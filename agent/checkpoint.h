@@ -4,14 +4,25 @@
 //   meta/agent_id                   the id the master gave this agent
 //   meta/executors/<container>      one file per live executor
 //
-// Every write is atomic (temp file, fdatasync, rename): a crash leaves the
-// old or the new version, never a mix. Thread: the agent's loop thread.
+// Every write is atomic (temp file, rename): a crash of the agent leaves
+// the old or the new version, never a mix. Executor checkpoints are written
+// by one background thread, in the order they were asked for, so file
+// creation (slow on a journaling file system) stays off the loop and the
+// launch path; they are not fsync'd: they only matter to executors that
+// outlive the agent, and none outlives a crash of the node. A checkpoint
+// lost with a crashed agent is harmless: recovery trusts what a
+// reconnecting executor reports. The agent id is written synchronously
+// and fsync'd. Thread: methods on the agent's loop thread.
 #pragma once
 
 #include <sys/types.h>
 
+#include <condition_variable>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/result.h"
@@ -30,12 +41,19 @@ struct ExecutorCheckpoint {
   std::map<std::string, wire::TaskStatus> latest;     // by task id
 };
 
+// Named limit on queued background writes; past it saveExecutor() writes
+// synchronously (back-pressure instead of unbounded memory).
+inline constexpr size_t kCheckpointQueueMax = 4096;
+
 class CheckpointStore {
  public:
   explicit CheckpointStore(std::string metaDir);
+  ~CheckpointStore();  // finishes every queued write
 
-  // Creates meta/ and meta/executors/.
+  // Creates meta/ and meta/executors/ and starts the writer thread.
   Status init();
+  // Waits until every queued write is on disk (for tests and shutdown).
+  void flush();
 
   Status saveAgentId(const std::string& agentId);
   // Empty when the agent never registered.
@@ -45,12 +63,26 @@ class CheckpointStore {
   Status removeExecutor(const std::string& container);
   // Every readable executor checkpoint; unreadable ones are logged, renamed
   // to *.corrupt and skipped.
-  std::vector<ExecutorCheckpoint> loadExecutors() const;
+  std::vector<ExecutorCheckpoint> loadExecutors();
 
  private:
+  struct Job {
+    std::string path;
+    std::string data;  // empty: remove the file
+  };
   std::string executorPath(const std::string& container) const;
+  void enqueue(Job job);
+  void writerLoop();
+  static void perform(const Job& job);
 
   std::string dir_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable idle_;
+  std::deque<Job> jobs_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread writer_;
 };
 
 // Serialization, exposed for tests.

@@ -286,6 +286,22 @@ void ExecutorManager::updateLimits(Container& c) {
 }
 
 void ExecutorManager::checkpoint(Container& c) {
+  // Coalesced and written after the current handler: a LaunchTask or an
+  // update goes out first, and a batch of launches costs one write. Safe
+  // because recovery trusts what a reconnecting executor reports.
+  if (c.checkpointPending) return;
+  c.checkpointPending = true;
+  std::weak_ptr<int> alive = alive_;
+  asio::post(io_, [this, alive, name = c.name, gen = c.generation] {
+    if (alive.expired()) return;
+    if (Container* c = byName(name, gen)) {
+      c->checkpointPending = false;
+      writeCheckpoint(*c);
+    }
+  });
+}
+
+void ExecutorManager::writeCheckpoint(Container& c) {
   if (c.pid == 0 || c.exited) return;
   ExecutorCheckpoint ck;
   ck.container = c.name;

@@ -112,6 +112,7 @@ class ExecutorManager {
   void maybeIdle(Container& c);
   void updateLimits(Container& c);
   void checkpoint(Container& c);
+  void writeCheckpoint(Container& c);
   void armTimer(Container& c, asio::steady_timer& timer, Duration after,
                 std::function<void(Container&)> fn);
   Resources limitsOf(const Container& c) const;

@@ -59,6 +59,7 @@ struct ExecutorManager::Container {
   bool everRegistered = false;
   bool exited = false;
   bool frameworkRemoved = false;
+  bool checkpointPending = false;
   bool ownSession = false;  // the executor leads its own session (tasks stay in it)
   ExitInfo exit;
   std::optional<Limitation> limitation;

@@ -16,6 +16,7 @@ namespace allot {
 namespace {
 
 constexpr std::string_view kSuffix = ".updates";
+constexpr size_t kTombstonesBeforeCompaction = 256;
 
 Status writeAll(int fd, const std::string& data, const std::string& path) {
   size_t done = 0;
@@ -26,6 +27,11 @@ Status writeAll(int fd, const std::string& data, const std::string& path) {
     done += static_cast<size_t>(n);
   }
   return okStatus();
+}
+
+bool isTerminalState(wire::TaskState s) {
+  return s == wire::TASK_FINISHED || s == wire::TASK_FAILED || s == wire::TASK_KILLED ||
+         s == wire::TASK_LOST || s == wire::TASK_ERROR;
 }
 
 }  // namespace
@@ -45,12 +51,12 @@ std::string fileSafeId(const std::string& id) {
   return out;
 }
 
-Status writeFileAtomically(const std::string& path, const std::string& data) {
+Status writeFileAtomically(const std::string& path, const std::string& data, bool durable) {
   std::string tmp = path + ".tmp";
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   if (!fd) return Error::fromErrno("create " + tmp);
   if (auto st = writeAll(fd.get(), data, tmp); !st) return st;
-  if (::fdatasync(fd.get()) != 0) return Error::fromErrno("fdatasync " + tmp);
+  if (durable && ::fdatasync(fd.get()) != 0) return Error::fromErrno("fdatasync " + tmp);
   fd.reset();
   if (::rename(tmp.c_str(), path.c_str()) != 0) return Error::fromErrno("rename " + tmp + " to " + path);
   return okStatus();
@@ -140,7 +146,7 @@ Status UpdateStore::add(const wire::TaskStatus& status) {
   if (overflow) return rewrite(q, status.framework_id());
   wire::Envelope record;
   *record.mutable_status_update()->mutable_status() = status;
-  return append(q, status.framework_id(), record);
+  return append(q, status.framework_id(), record, isTerminalState(status.state()));
 }
 
 Result<bool> UpdateStore::acknowledge(const std::string& frameworkId, const std::string& updateId) {
@@ -149,7 +155,9 @@ Result<bool> UpdateStore::acknowledge(const std::string& frameworkId, const std:
   Queue& q = qit->second;
   erase(q, updateId);
   ++q.tombstones;
-  if (q.bySequence.empty() || q.tombstones > 64 + q.bySequence.size()) {
+  // Compact only when tombstones dominate: creating and unlinking files is
+  // the slow part of an ext4 journal, appends are cheap.
+  if (q.tombstones > kTombstonesBeforeCompaction + q.bySequence.size()) {
     if (auto st = rewrite(q, frameworkId); !st) return st.error();
     return true;
   }
@@ -157,11 +165,12 @@ Result<bool> UpdateStore::acknowledge(const std::string& frameworkId, const std:
   auto* a = record.mutable_status_acknowledgement();
   a->set_framework_id(frameworkId);
   a->set_update_id(updateId);
-  if (auto st = append(q, frameworkId, record); !st) return st.error();
+  if (auto st = append(q, frameworkId, record, false); !st) return st.error();
   return true;
 }
 
-Status UpdateStore::append(Queue& q, const std::string& frameworkId, const wire::Envelope& record) {
+Status UpdateStore::append(Queue& q, const std::string& frameworkId, const wire::Envelope& record,
+                           bool durable) {
   std::string path = pathOf(frameworkId);
   if (!q.log) {
     q.log.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
@@ -170,7 +179,7 @@ Status UpdateStore::append(Queue& q, const std::string& frameworkId, const wire:
   std::string frame;
   if (auto st = appendFrame(record, &frame); !st) return st;
   if (auto st = writeAll(q.log.get(), frame, path); !st) return st;
-  if (::fdatasync(q.log.get()) != 0) return Error::fromErrno("fdatasync " + path);
+  if (durable && ::fdatasync(q.log.get()) != 0) return Error::fromErrno("fdatasync " + path);
   return okStatus();
 }
 

@@ -2,9 +2,13 @@
 // framework has not acknowledged yet (SPEC section 4: at-least-once).
 //
 // One append-only log per framework under `dir` (<framework>.updates): an
-// add appends the update, an acknowledgement appends a tombstone, each
-// fdatasync'd before the call returns; the log is rewritten (temp file +
-// rename) when tombstones outnumber live entries. load() rebuilds the queue
+// add appends the update, an acknowledgement appends a tombstone; the log
+// is rewritten (temp file + rename) when tombstones outnumber live entries.
+// Every record reaches the kernel before the call returns (an agent crash
+// loses nothing). Terminal updates are also fdatasync'd: they must survive
+// a node crash, since the framework learns how its task ended from nothing
+// else. A non-terminal update or a tombstone lost with the node is harmless
+// (the task died with the node; a lost tombstone means one more resend). load() rebuilds the queue
 // after a restart; a torn last record (crash mid-append) is dropped.
 //
 // Bounded: past updatesPerFrameworkMax pending updates of one framework,
@@ -59,7 +63,7 @@ class UpdateStore {
 
   std::string pathOf(const std::string& frameworkId) const;
   Status loadFile(const std::string& path);
-  Status append(Queue& q, const std::string& frameworkId, const wire::Envelope& record);
+  Status append(Queue& q, const std::string& frameworkId, const wire::Envelope& record, bool durable);
   Status rewrite(Queue& q, const std::string& frameworkId);
   void insert(Queue& q, const wire::TaskStatus& status);
   void erase(Queue& q, const std::string& updateId);
@@ -72,7 +76,9 @@ class UpdateStore {
 // A file-name-safe spelling of an id: [A-Za-z0-9._-] kept, the rest %XX.
 std::string fileSafeId(const std::string& id);
 
-// Writes `data` to `path` atomically: temp file, fdatasync, rename.
-Status writeFileAtomically(const std::string& path, const std::string& data);
+// Writes `data` to `path` atomically: temp file, (fdatasync when durable),
+// rename. Without durable a crash of the agent still leaves the old or the
+// new file; only a crash of the node may lose the new one.
+Status writeFileAtomically(const std::string& path, const std::string& data, bool durable = true);
 
 }  // namespace allot

@@ -1,0 +1,268 @@
+// agent_bench: the agent's footprint and launch latency (docs/benchmarks.md,
+// "## Agent"). Plays the master on loopback for one real allot-agent:
+//   1. idle: RSS and CPU of the registered agent over --window seconds;
+//   2. launch latency: --launches RunTasks one after another, each timed
+//      from RunTask sent to the task's RUNNING update received (fork + exec
+//      confirmed by allot-executor), p50/p99; the first launch (which also
+//      starts the executor) is reported apart;
+//   3. busy: RSS and CPU with --running tasks (sleep) running.
+// Usage: agent_bench --agent PATH [--launches 1000] [--running 100] [--window 10]
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "base/asio.h"
+#include "base/flags.h"
+#include "proto/connection.h"
+
+namespace {
+
+using namespace allot;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+struct Sample {
+  double rssMib = 0;
+  double cpuSeconds = 0;
+};
+
+Sample sample(pid_t pid) {
+  Sample s;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  while (status >> key) {
+    if (key == "VmRSS:") {
+      double kib;
+      status >> kib;
+      s.rssMib = kib / 1024;
+      break;
+    }
+  }
+  std::ifstream statFile("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(statFile, stat);
+  std::istringstream f(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  for (int i = 3; i < 14; ++i) f >> field;
+  double utime = 0, stime = 0;
+  f >> utime >> stime;
+  s.cpuSeconds = (utime + stime) / sysconf(_SC_CLK_TCK);
+  return s;
+}
+
+class FakeMaster {
+ public:
+  explicit FakeMaster(asio::io_context& io) : io_(io), acceptor_(io) {
+    asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), 0);
+    acceptor_.open(ep.protocol());
+    acceptor_.bind(ep);
+    acceptor_.listen();
+    acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket s) {
+      if (ec) return;
+      Connection::Options o;
+      o.localRole = wire::ROLE_MASTER;
+      o.acceptRoles = {wire::ROLE_AGENT};
+      conn_ = Connection::create(std::move(s), o);
+      Connection::Handlers h;
+      h.onMessage = [this](wire::Envelope& e) { onMessage(e); };
+      conn_->start(std::move(h));
+    });
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+  void onMessage(wire::Envelope& e) {
+    if (e.has_register_agent()) {
+      wire::Envelope r;
+      r.mutable_agent_registered()->set_agent_id("bench-agent");
+      r.mutable_agent_registered()->set_master_id("bench-master");
+      r.mutable_agent_registered()->set_heartbeat_interval_s(5);
+      (void)conn_->send(r);
+      registered = true;
+    } else if (e.has_heartbeat()) {
+      wire::Envelope a;
+      a.mutable_heartbeat_ack()->set_sequence(e.heartbeat().sequence());
+      (void)conn_->send(a);
+    } else if (e.has_status_update()) {
+      const auto& s = e.status_update().status();
+      states[s.task_id()] = s.state();
+      if (s.state() == wire::TASK_RUNNING && !runningAt.count(s.task_id())) runningAt[s.task_id()] = Clock::now();
+      wire::Envelope a;
+      a.mutable_status_acknowledgement()->set_framework_id(s.framework_id());
+      a.mutable_status_acknowledgement()->set_task_id(s.task_id());
+      a.mutable_status_acknowledgement()->set_update_id(s.update_id());
+      (void)conn_->send(a);
+    }
+  }
+
+  void run(const std::string& id, const std::string& shell) {
+    wire::Envelope e;
+    e.mutable_run_task()->mutable_framework()->set_id("bench-fw");
+    e.mutable_run_task()->mutable_framework()->set_name("agent_bench");
+    auto* t = e.mutable_run_task()->mutable_task();
+    t->set_task_id(id);
+    t->mutable_command()->set_shell(shell);
+    sentAt[id] = Clock::now();
+    (void)conn_->send(e);
+  }
+
+  void kill(const std::string& id) {
+    wire::Envelope e;
+    e.mutable_kill_task()->set_framework_id("bench-fw");
+    e.mutable_kill_task()->set_task_id(id);
+    e.mutable_kill_task()->set_grace_s(1);
+    (void)conn_->send(e);
+  }
+
+  bool registered = false;
+  std::map<std::string, wire::TaskState> states;
+  std::map<std::string, Clock::time_point> sentAt, runningAt;
+
+ private:
+  asio::io_context& io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::shared_ptr<Connection> conn_;
+};
+
+bool runUntil(asio::io_context& io, const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (!done() && Clock::now() < deadline) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(5));
+  }
+  return done();
+}
+
+Sample window(asio::io_context& io, pid_t pid, double seconds, double* cpuPercent) {
+  Sample a = sample(pid);
+  runUntil(io, [] { return false; }, std::chrono::milliseconds(static_cast<int>(seconds * 1000)));
+  Sample b = sample(pid);
+  *cpuPercent = 100 * (b.cpuSeconds - a.cpuSeconds) / seconds;
+  return b;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
+  return v[i];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string agent;
+  int64_t launches = 1000, running = 100;
+  double windowS = 10;
+  std::string command = "true";
+  std::string base = "/tmp";
+  Flags flags("agent_bench", "Agent footprint and launch latency against a fake master.");
+  flags.addString("agent", &agent, "path of allot-agent (required)");
+  flags.addInt("launches", &launches, "sequential launches to time");
+  flags.addInt("running", &running, "tasks kept running for the busy footprint");
+  flags.addDouble("window", &windowS, "seconds per CPU/RSS window");
+  flags.addString("command", &command, "shell command of each timed launch");
+  flags.addString("dir", &base, "parent of the agent's temporary work dir (its file system matters)");
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  if (agent.empty()) {
+    std::fprintf(stderr, "agent_bench: --agent PATH is required\n");
+    return 2;
+  }
+  asio::io_context io;
+  FakeMaster master(io);
+  std::string tmpl = base + "/allot-agent-bench-XXXXXX";
+  if (!mkdtemp(tmpl.data())) {
+    std::perror(("agent_bench: mkdtemp in " + base).c_str());
+    return 1;
+  }
+  std::string dir = tmpl;
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen((dir + "/agent.log").c_str(), "w", stderr);
+    std::string m = "127.0.0.1:" + std::to_string(master.port());
+    execl(agent.c_str(), agent.c_str(), "--master", m.c_str(), "--work-dir", (dir + "/work").c_str(),
+          "--resources", "cpus:64;mem:65536;disk:1024", "--recovery-timeout", "10",
+          "--executor-idle-timeout", "30", nullptr);
+    _exit(127);
+  }
+  int rc = 0;
+  auto fail = [&](const char* what) {
+    std::fprintf(stderr, "agent_bench: %s (agent log in %s/agent.log)\n", what, dir.c_str());
+    rc = 1;
+  };
+  if (!runUntil(io, [&] { return master.registered; }, std::chrono::seconds(15))) {
+    fail("agent did not register");
+  }
+  double idleCpu = 0, busyCpu = 0;
+  Sample idle, busy;
+  std::vector<double> latenciesMs;
+  double firstMs = 0;
+  if (rc == 0) {
+    runUntil(io, [] { return false; }, std::chrono::seconds(1));
+    idle = window(io, pid, windowS, &idleCpu);
+    for (int64_t i = 0; i < launches && rc == 0; ++i) {
+      std::string id = "launch-" + std::to_string(i);
+      master.run(id, command);
+      if (!runUntil(io, [&] { return master.runningAt.count(id) > 0; }, std::chrono::seconds(30))) {
+        fail("a task did not reach RUNNING within 30 s");
+        break;
+      }
+      double ms = std::chrono::duration<double, std::milli>(master.runningAt[id] - master.sentAt[id]).count();
+      if (i == 0) {
+        firstMs = ms;
+      } else {
+        latenciesMs.push_back(ms);
+      }
+    }
+  }
+  if (rc == 0) {
+    for (int64_t i = 0; i < running; ++i) master.run("sleeper-" + std::to_string(i), "sleep 600");
+    bool allRunning = runUntil(io, [&] {
+      for (int64_t i = 0; i < running; ++i) {
+        if (!master.runningAt.count("sleeper-" + std::to_string(i))) return false;
+      }
+      return true;
+    }, std::chrono::seconds(60));
+    if (!allRunning) fail("not every sleeper reached RUNNING");
+    runUntil(io, [] { return false; }, std::chrono::seconds(1));
+    busy = window(io, pid, windowS, &busyCpu);
+    for (int64_t i = 0; i < running; ++i) master.kill("sleeper-" + std::to_string(i));
+    runUntil(io, [&] {
+      for (int64_t i = 0; i < running; ++i) {
+        auto s = master.states["sleeper-" + std::to_string(i)];
+        if (s != wire::TASK_KILLED) return false;
+      }
+      return true;
+    }, std::chrono::seconds(30));
+  }
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+  // Leftover executors (the agent leaves them for its successor) go too.
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::error_code ec;
+    auto cwd = fs::read_symlink(e.path() / "cwd", ec);
+    if (!ec && cwd.string().rfind(dir, 0) == 0) ::kill(std::stoi(e.path().filename()), SIGKILL);
+  }
+  if (rc != 0) return rc;
+  fs::remove_all(dir);
+  double p50 = percentile(latenciesMs, 0.5), p99 = percentile(latenciesMs, 0.99);
+  std::printf("| measure | allot-agent | target | kubelet anchor |\n|---|---|---|---|\n");
+  std::printf("| RSS idle | %.1f MiB | < 20 MiB | 200 MiB limit |\n", idle.rssMib);
+  std::printf("| CPU idle | %.2f %% of a core | < 1 %% | 10 %% (0.1 core) |\n", idleCpu);
+  std::printf("| RSS, %lld tasks running | %.1f MiB | < 20 MiB | |\n", static_cast<long long>(running), busy.rssMib);
+  std::printf("| CPU, %lld tasks running | %.2f %% of a core | < 1 %% | |\n", static_cast<long long>(running), busyCpu);
+  std::printf("| launch latency p50 (n=%zu) | %.2f ms | < 2 ms | |\n", latenciesMs.size(), p50);
+  std::printf("| launch latency p99 | %.2f ms | | |\n", p99);
+  std::printf("| first launch (starts the executor) | %.2f ms | | |\n", firstMs);
+  bool met = idle.rssMib < 20 && idleCpu < 1 && busy.rssMib < 20 && busyCpu < 1 && p50 < 2;
+  std::printf("\ntargets %s\n", met ? "met" : "NOT met");
+  return 0;
+}
