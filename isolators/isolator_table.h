@@ -37,4 +37,11 @@ std::vector<std::string> knownIsolators();
 Result<std::vector<std::unique_ptr<Isolator>>> createIsolators(std::string_view isolation,
                                                                const IsolatorOptions& options);
 
+// Added for tests: the same on a given host (e.g. fakeCgroupHost() in a temp
+// dir) instead of the detected one.
+struct CgroupHost;
+Result<std::vector<std::unique_ptr<Isolator>>> createIsolatorsOn(const CgroupHost& host,
+                                                                 std::string_view isolation,
+                                                                 const IsolatorOptions& options);
+
 }  // namespace allot

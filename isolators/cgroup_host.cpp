@@ -1,0 +1,129 @@
+#include "isolators/cgroup_host.h"
+
+#include <libcgroup.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "isolators/cgroupfs.h"
+
+namespace allot {
+namespace {
+
+const char* kV1Controllers[] = {"cpu", "cpuacct", "memory", "blkio", "pids", "freezer", "cpuset"};
+
+std::string v1Name(const std::string& controller) { return controller == "io" ? "blkio" : controller; }
+
+std::string findCgroup2Mount() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // "... mount-point ... - fstype source options"
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, devices, root, mountPoint;
+    fields >> id >> parent >> devices >> root >> mountPoint;
+    return mountPoint;
+  }
+  return "";
+}
+
+std::set<std::string> words(const std::string& text) {
+  std::set<std::string> out;
+  std::istringstream in(text);
+  std::string w;
+  while (in >> w) out.insert(w);
+  return out;
+}
+
+}  // namespace
+
+CgroupVersion CgroupHost::versionOf(const std::string& controller) const {
+  if (!v2.empty() && v2Usable.count(controller)) return CgroupVersion::kV2;
+  if (v1.count(v1Name(controller))) return CgroupVersion::kV1;
+  return CgroupVersion::kNone;
+}
+
+std::string CgroupHost::hierarchyOf(const std::string& controller) const {
+  switch (versionOf(controller)) {
+    case CgroupVersion::kV2: return v2;
+    case CgroupVersion::kV1: return v1.at(v1Name(controller));
+    case CgroupVersion::kNone: return "";
+  }
+  return "";
+}
+
+std::string CgroupHost::describe() const {
+  std::string out = std::string(cgroupModeName(mode)) + " (v1:";
+  for (const auto& [c, m] : v1) out += " " + c;
+  out += v1.empty() ? " none" : "";
+  out += "; v2: " + (v2.empty() ? std::string("none") : v2) + " usable:";
+  for (const auto& c : v2Usable) out += " " + c;
+  out += v2Usable.empty() ? " none" : "";
+  return out + ")";
+}
+
+const char* cgroupModeName(CgroupMode mode) {
+  switch (mode) {
+    case CgroupMode::kLegacy: return "legacy cgroups v1";
+    case CgroupMode::kHybrid: return "hybrid cgroups v1+v2";
+    case CgroupMode::kUnified: return "unified cgroups v2";
+  }
+  return "?";
+}
+
+Result<CgroupHost> detectCgroupHost(const std::string& root) {
+  CgroupHost host;
+  // libcgroup reads the mount table correctly for v1 hierarchies (including
+  // co-mounted ones like cpu,cpuacct); see docs/decisions.md.
+  if (cgroup_init() == 0) {
+    for (const char* c : kV1Controllers) {
+      char* mount = nullptr;
+      if (cgroup_get_subsys_mount_point(c, &mount) == 0 && mount) host.v1[c] = mount;
+      free(mount);
+    }
+  }
+  host.v2 = findCgroup2Mount();
+  if (!host.v2.empty()) {
+    // The delegation boundary: what the root's parent enables for it. On a
+    // unified host the top level lists its controllers in cgroup.controllers
+    // and enables them in cgroup.subtree_control.
+    std::string parent = host.v2;
+    auto slash = root.rfind('/');
+    if (slash != std::string::npos) parent += "/" + root.substr(0, slash);
+    auto enabled = cgroupfs::readFile(parent + "/cgroup.subtree_control");
+    if (enabled) host.v2Usable = words(*enabled);
+    // A v1 hierarchy that holds a controller keeps it away from v2.
+    for (auto it = host.v2Usable.begin(); it != host.v2Usable.end();) {
+      it = host.v1.count(v1Name(*it)) ? host.v2Usable.erase(it) : std::next(it);
+    }
+  }
+  if (host.v1.empty() && host.v2.empty()) return Error{"no cgroup hierarchy is mounted"};
+  host.mode = host.v1.empty() ? CgroupMode::kUnified
+              : host.v2.empty() ? CgroupMode::kLegacy
+                                : CgroupMode::kHybrid;
+  return host;
+}
+
+CgroupHost fakeCgroupHost(const std::string& dir, CgroupMode mode) {
+  CgroupHost host;
+  host.fake = true;
+  cgroupfs::setFakeRoot(dir);
+  host.mode = mode;
+  if (mode != CgroupMode::kUnified) {
+    for (const char* c : kV1Controllers) {
+      host.v1[c] = dir + "/" + c;
+      (void)cgroupfs::makeDir(host.v1[c]);
+    }
+  }
+  if (mode != CgroupMode::kLegacy) {
+    host.v2 = dir + "/unified";
+    (void)cgroupfs::makeDir(host.v2);
+    if (mode == CgroupMode::kUnified) host.v2Usable = {"cpu", "cpuset", "io", "memory", "pids"};
+  }
+  return host;
+}
+
+}  // namespace allot

@@ -1,0 +1,47 @@
+// CgroupHost: which cgroup hierarchies this host has and where each
+// controller lives, detected once at agent start (legacy v1, hybrid, or
+// unified v2). Isolators use v2 for a controller when the agent's v2 root
+// can use it, else the v1 hierarchy, else they refuse to start.
+//
+// A fake host (a temp directory laid out like /sys/fs/cgroup) lets unit
+// tests check the exact files and values written without root.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "base/result.h"
+
+namespace allot {
+
+enum class CgroupMode { kLegacy, kHybrid, kUnified };
+enum class CgroupVersion { kNone, kV1, kV2 };
+
+struct CgroupHost {
+  CgroupMode mode = CgroupMode::kLegacy;
+  std::map<std::string, std::string> v1;  // controller -> mount point
+  std::string v2;                          // cgroup2 mount point, "" when none
+  // Controllers the agent may enable below its v2 root (those enabled in
+  // the root's parent's cgroup.subtree_control: the delegation boundary).
+  std::set<std::string> v2Usable;
+  bool fake = false;
+
+  // v2 names: "cpu", "memory", "io", "pids", "cpuset"; v1 "blkio" is "io".
+  CgroupVersion versionOf(const std::string& controller) const;
+  // The directory of the hierarchy holding `controller`.
+  std::string hierarchyOf(const std::string& controller) const;
+  std::string describe() const;
+};
+
+// Detects the real host: v1 mounts through libcgroup, cgroup2 from
+// /proc/self/mountinfo. `root` is the agent's subtree name (--cgroups-root).
+Result<CgroupHost> detectCgroupHost(const std::string& root);
+
+// A fake host under `dir`: v1 controllers as subdirectories, or a v2
+// hierarchy with every controller usable.
+CgroupHost fakeCgroupHost(const std::string& dir, CgroupMode mode);
+
+const char* cgroupModeName(CgroupMode mode);
+
+}  // namespace allot

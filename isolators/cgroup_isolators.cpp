@@ -1,0 +1,213 @@
+#include "isolators/cgroup_isolators.h"
+
+#include <sstream>
+
+#include "base/log.h"
+#include "isolators/cgroup_values.h"
+#include "isolators/cgroupfs.h"
+
+namespace allot {
+
+CgroupIsolator::CgroupIsolator(std::shared_ptr<CgroupLayer> layer, std::string controller)
+    : layer_(std::move(layer)), controller_(std::move(controller)) {}
+
+Status CgroupIsolator::recover(const std::vector<ContainerId>& known) {
+  std::set<std::string> keep;
+  for (const auto& id : known) keep.insert(id.name());
+  Status result;
+  for (const auto& name : layer_->existing()) {
+    if (keep.count(name)) continue;
+    // An orphan (the agent died mid-launch, or its checkpoint lost it): the
+    // directory name is all we have, and all destroying needs.
+    LOG_INFO("destroying unknown container cgroup " << name);
+    Status st = layer_->destroyByName(name);
+    if (!st && result) result = st;
+  }
+  return result;
+}
+
+Status CgroupIsolator::prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) {
+  if (Status st = layer_->create(id, setup); !st) return st;
+  return apply(id, limits);
+}
+
+Status CgroupIsolator::isolate(const ContainerId& id, pid_t pid) { return layer_->join(id, pid); }
+
+Status CgroupIsolator::watch(const ContainerId&, std::function<void(const Limitation&)>) {
+  return okStatus();
+}
+
+Status CgroupIsolator::update(const ContainerId& id, const Resources& limits) {
+  return apply(id, limits);
+}
+
+Status CgroupIsolator::cleanup(const ContainerId& id) {
+  forget(id);
+  return layer_->destroy(id);
+}
+
+namespace {
+
+class CpuIsolator final : public CgroupIsolator {
+ public:
+  CpuIsolator(std::shared_ptr<CgroupLayer> layer, bool cfsQuota)
+      : CgroupIsolator(std::move(layer), "cpu"), cfsQuota_(cfsQuota) {}
+  std::string_view name() const override { return "cgroups/cpu"; }
+
+  Status usage(const ContainerId& id, wire::ResourceUsage* usage) override {
+    if (v2()) {
+      auto us = cgroupfs::readKey(file(id, "cpu.stat"), "usage_usec");
+      if (!us) return us.error();
+      usage->set_cpu_time_s(static_cast<double>(*us) / 1e6);
+      return okStatus();
+    }
+    if (!layer_->host().v1.count("cpuacct")) return okStatus();
+    auto ns = cgroupfs::readInt(layer_->dir(id, "cpuacct") + "/cpuacct.usage");
+    if (!ns) return ns.error();
+    usage->set_cpu_time_s(static_cast<double>(*ns) / 1e9);
+    return okStatus();
+  }
+
+ protected:
+  Status apply(const ContainerId& id, const Resources& limits) override {
+    double cpus = limits.scalar("cpus");
+    if (v2()) {
+      if (Status st = cgroupfs::writeFile(file(id, "cpu.weight"), std::to_string(cpuWeight(cpus))); !st) {
+        return st;
+      }
+      if (!cfsQuota_) return okStatus();
+      int64_t quota = cfsQuotaUs(cpus);
+      return cgroupfs::writeFile(file(id, "cpu.max"), (quota < 0 ? std::string("max") : std::to_string(quota)) +
+                                                          " " + std::to_string(kCfsPeriodUs));
+    }
+    if (Status st = cgroupfs::writeFile(file(id, "cpu.shares"), std::to_string(cpuShares(cpus))); !st) {
+      return st;
+    }
+    if (!cfsQuota_) return okStatus();
+    if (Status st = cgroupfs::writeFile(file(id, "cpu.cfs_period_us"), std::to_string(kCfsPeriodUs)); !st) {
+      return st;
+    }
+    return cgroupfs::writeFile(file(id, "cpu.cfs_quota_us"), std::to_string(cfsQuotaUs(cpus)));
+  }
+
+ private:
+  bool cfsQuota_;
+};
+
+class PidsIsolator final : public CgroupIsolator {
+ public:
+  PidsIsolator(std::shared_ptr<CgroupLayer> layer, int64_t configured)
+      : CgroupIsolator(std::move(layer), "pids"), configured_(configured) {}
+  std::string_view name() const override { return "cgroups/pids"; }
+
+  Status usage(const ContainerId& id, wire::ResourceUsage* usage) override {
+    auto n = cgroupfs::readInt(file(id, "pids.current"));
+    if (!n) return n.error();
+    usage->set_processes(static_cast<uint32_t>(*n));
+    return okStatus();
+  }
+
+ protected:
+  Status apply(const ContainerId& id, const Resources& limits) override {
+    return cgroupfs::writeFile(file(id, "pids.max"),
+                               std::to_string(pidsMax(limits.scalar("cpus"), configured_)));
+  }
+
+ private:
+  int64_t configured_;
+};
+
+class BlkioIsolator final : public CgroupIsolator {
+ public:
+  BlkioIsolator(std::shared_ptr<CgroupLayer> layer, std::vector<DeviceLimit> devices, int64_t weight)
+      : CgroupIsolator(std::move(layer), "io"), devices_(std::move(devices)), weight_(weight) {}
+  std::string_view name() const override { return "cgroups/blkio"; }
+
+  // v1 blkio.throttle.io_service_bytes: "MAJ:MIN Read N" lines; v2 io.stat:
+  // "MAJ:MIN rbytes=N wbytes=N ...".
+  Status usage(const ContainerId& id, wire::ResourceUsage* usage) override {
+    auto text = cgroupfs::readFile(file(id, v2() ? "io.stat" : "blkio.throttle.io_service_bytes"));
+    if (!text) return text.error();
+    uint64_t read = 0, written = 0;
+    std::istringstream in(*text);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream words(line);
+      std::string dev, a, b;
+      words >> dev >> a >> b;
+      if (v2()) {
+        for (std::istringstream kv(line.substr(dev.size())); kv >> a;) {
+          if (a.rfind("rbytes=", 0) == 0) read += std::stoull(a.substr(7));
+          if (a.rfind("wbytes=", 0) == 0) written += std::stoull(a.substr(7));
+        }
+      } else if (a == "Read") {
+        read += std::stoull(b);
+      } else if (a == "Write") {
+        written += std::stoull(b);
+      }
+    }
+    usage->set_io_read_bytes(read);
+    usage->set_io_write_bytes(written);
+    return okStatus();
+  }
+
+ protected:
+  Status apply(const ContainerId& id, const Resources& limits) override {
+    double cpus = limits.scalar("cpus");
+    if (v2()) {
+      // io.weight exists only with a weight-capable scheduler on some device.
+      if (cgroupfs::exists(file(id, "io.weight")) || layer_->host().fake) {
+        std::string w = "default " + std::to_string(ioWeightV2(cpus, weight_));
+        if (Status st = cgroupfs::writeFile(file(id, "io.weight"), w); !st) return st;
+      }
+      for (const auto& d : devices_) {
+        if (Status st = cgroupfs::writeFile(file(id, "io.max"), ioMaxLine(d)); !st) return st;
+      }
+      return okStatus();
+    }
+    // blkio.weight belongs to CFQ (gone since 5.0) or BFQ (blkio.bfq.weight).
+    for (const char* name : {"blkio.weight", "blkio.bfq.weight"}) {
+      if (!cgroupfs::exists(file(id, name)) && !(layer_->host().fake && name[6] == 'w')) continue;
+      if (Status st = cgroupfs::writeFile(file(id, name), std::to_string(blkioWeightV1(cpus, weight_))); !st) {
+        return st;
+      }
+      break;
+    }
+    for (const auto& d : devices_) {
+      const std::pair<const char*, int64_t> throttles[] = {{"read_bps_device", d.rbps},
+                                                           {"write_bps_device", d.wbps},
+                                                           {"read_iops_device", d.riops},
+                                                           {"write_iops_device", d.wiops}};
+      for (const auto& [suffix, value] : throttles) {
+        // 0 removes a v1 throttle rule.
+        std::string path = file(id, std::string("blkio.throttle.") + suffix);
+        if (Status st = cgroupfs::writeFile(path, d.device + " " + std::to_string(value)); !st) return st;
+      }
+    }
+    return okStatus();
+  }
+
+ private:
+  std::vector<DeviceLimit> devices_;
+  int64_t weight_;
+};
+
+}  // namespace
+
+std::unique_ptr<Isolator> makeCpuIsolator(std::shared_ptr<CgroupLayer> layer, bool cfsQuota) {
+  return std::make_unique<CpuIsolator>(std::move(layer), cfsQuota);
+}
+
+std::unique_ptr<Isolator> makePidsIsolator(std::shared_ptr<CgroupLayer> layer, int64_t pidsMax) {
+  return std::make_unique<PidsIsolator>(std::move(layer), pidsMax);
+}
+
+Result<std::unique_ptr<Isolator>> makeBlkioIsolator(std::shared_ptr<CgroupLayer> layer,
+                                                    const IsolatorOptions& options) {
+  auto devices = parseDeviceLimits(options.blkioLimits);
+  if (!devices) return Error{"--cgroups-blkio-limits: " + devices.error().describe()};
+  return std::unique_ptr<Isolator>(
+      std::make_unique<BlkioIsolator>(std::move(layer), std::move(*devices), options.blkioWeight));
+}
+
+}  // namespace allot

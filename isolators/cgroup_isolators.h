@@ -1,0 +1,60 @@
+// The cgroup isolators: one per controller, all sharing one CgroupLayer (the
+// container's directories, created by the first prepare() and removed, with
+// every process in them, by the first cleanup(); the others then find
+// nothing to do). Each isolator writes only its own controller's files,
+// v1 or v2 as the host decided (CgroupHost::versionOf).
+//
+//   cgroups/cpu    cpu.shares | cpu.weight, optional CFS quota | cpu.max;
+//                  usage: cpu time (cpuacct.usage | cpu.stat usage_usec)
+//   cgroups/mem    memory.limit_in_bytes | memory.max (+ swap off, v2
+//                  memory.oom.group); OOM as an event (v1 eventfd on
+//                  memory.oom_control, v2 inotify on memory.events) through
+//                  the UringPoller; usage: current and peak bytes
+//   cgroups/blkio  blkio.weight | io.weight and per-device throttles;
+//                  usage: bytes read and written
+//   cgroups/pids   pids.max; usage: process count
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "isolators/cgroup_layer.h"
+#include "isolators/isolator.h"
+#include "isolators/isolator_table.h"
+
+namespace allot {
+
+class CgroupIsolator : public Isolator {
+ public:
+  CgroupIsolator(std::shared_ptr<CgroupLayer> layer, std::string controller);
+
+  Status recover(const std::vector<ContainerId>& known) override;
+  Status prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) override;
+  Status isolate(const ContainerId& id, pid_t pid) override;
+  Status watch(const ContainerId& id, std::function<void(const Limitation&)> onLimitation) override;
+  Status update(const ContainerId& id, const Resources& limits) override;
+  Status cleanup(const ContainerId& id) override;
+
+ protected:
+  // Writes this controller's limits (prepare and update).
+  virtual Status apply(const ContainerId& id, const Resources& limits) = 0;
+  // Drops per-container state (cleanup, before the directories go).
+  virtual void forget(const ContainerId&) {}
+
+  bool v2() const { return layer_->host().versionOf(controller_) == CgroupVersion::kV2; }
+  // A file of this controller in the container's directory.
+  std::string file(const ContainerId& id, const std::string& name) const {
+    return layer_->dir(id, controller_) + "/" + name;
+  }
+
+  std::shared_ptr<CgroupLayer> layer_;
+  std::string controller_;
+};
+
+std::unique_ptr<Isolator> makeCpuIsolator(std::shared_ptr<CgroupLayer> layer, bool cfsQuota);
+std::unique_ptr<Isolator> makeMemIsolator(std::shared_ptr<CgroupLayer> layer, UringPoller* poller);
+Result<std::unique_ptr<Isolator>> makeBlkioIsolator(std::shared_ptr<CgroupLayer> layer,
+                                                    const IsolatorOptions& options);
+std::unique_ptr<Isolator> makePidsIsolator(std::shared_ptr<CgroupLayer> layer, int64_t pidsMax);
+
+}  // namespace allot

@@ -1,0 +1,175 @@
+// cgroups/mem: the hard memory limit and OOM as an event.
+//
+// v1: an eventfd registered on memory.oom_control through
+// cgroup.event_control; it also fires when the cgroup is removed, so a wake
+// counts as an OOM only when memory.oom_control's oom_kill is non-zero.
+// v2: an inotify IN_MODIFY watch on memory.events, re-read right after the
+// watch is added (an OOM before the watch is not missed); oom_kill > 0 is
+// an OOM. memory.oom.group=1 makes the kernel kill the whole group; on v1
+// the agent's cleanup does that (freezer + SIGKILL).
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <map>
+
+#include "base/log.h"
+#include "base/unique_fd.h"
+#include "isolators/cgroup_isolators.h"
+#include "isolators/cgroup_values.h"
+#include "isolators/cgroupfs.h"
+
+namespace allot {
+namespace {
+
+constexpr size_t kMaxWatchedContainers = 100000;
+
+class MemIsolator final : public CgroupIsolator {
+ public:
+  MemIsolator(std::shared_ptr<CgroupLayer> layer, UringPoller* poller)
+      : CgroupIsolator(std::move(layer), "memory"), poller_(poller) {}
+  ~MemIsolator() override {
+    for (auto& [name, w] : watches_) poller_->cancel(w.pollId);
+  }
+  std::string_view name() const override { return "cgroups/mem"; }
+
+  Status watch(const ContainerId& id, std::function<void(const Limitation&)> onLimitation) override {
+    if (watches_.count(id.name())) return okStatus();
+    if (!poller_) return Error{"cgroups/mem: no event poller to watch OOM events with"};
+    if (watches_.size() >= kMaxWatchedContainers) return Error{"cgroups/mem: too many containers watched"};
+    Watch w;
+    w.onLimitation = std::move(onLimitation);
+    w.id = id;
+    Status st = v2() ? armV2(id, &w) : armV1(id, &w);
+    if (!st) return st;
+    std::string key = id.name();
+    auto made = poller_->watch(w.fd.get(), POLLIN, true, [this, key](uint32_t) { onEvent(key); });
+    if (!made) return made.error();
+    w.pollId = *made;
+    watches_.emplace(key, std::move(w));
+    onEvent(key);  // an OOM that happened before the watch existed
+    return okStatus();
+  }
+
+  Status usage(const ContainerId& id, wire::ResourceUsage* usage) override {
+    auto current = cgroupfs::readInt(file(id, v2() ? "memory.current" : "memory.usage_in_bytes"));
+    if (!current) return current.error();
+    usage->set_mem_bytes(static_cast<uint64_t>(*current));
+    auto peak = cgroupfs::readInt(file(id, v2() ? "memory.peak" : "memory.max_usage_in_bytes"));
+    if (peak) usage->set_mem_peak_bytes(static_cast<uint64_t>(*peak));
+    return okStatus();
+  }
+
+ protected:
+  Status apply(const ContainerId& id, const Resources& limits) override {
+    int64_t bytes = memoryBytes(limits.scalar("mem"));
+    limits_[id.name()] = bytes;
+    if (v2()) {
+      std::string value = bytes < 0 ? "max" : std::to_string(bytes);
+      if (Status st = cgroupfs::writeFile(file(id, "memory.max"), value); !st) return st;
+      if (Status st = cgroupfs::writeFile(file(id, "memory.oom.group"), "1"); !st) return st;
+      // Swap would let the executor exceed its limit: none (absent without swap).
+      if (cgroupfs::exists(file(id, "memory.swap.max")) || layer_->host().fake) {
+        return cgroupfs::writeFile(file(id, "memory.swap.max"), "0");
+      }
+      return okStatus();
+    }
+    // v1: memsw (memory+swap) must stay >= the memory limit, so the order
+    // of the two writes depends on the direction.
+    std::string memsw = file(id, "memory.memsw.limit_in_bytes");
+    bool haveMemsw = cgroupfs::exists(memsw);
+    auto old = cgroupfs::readInt(file(id, "memory.limit_in_bytes"));
+    bool raising = bytes < 0 || !old || *old < 0 || bytes >= *old;
+    std::string value = std::to_string(bytes);
+    if (haveMemsw && !raising) {
+      if (Status st = cgroupfs::writeFile(memsw, value); !st) return st;
+    }
+    Status st = cgroupfs::writeFile(file(id, "memory.limit_in_bytes"), value);
+    if (!st && st.error().errnum == EBUSY) {
+      return Error{"cannot lower the memory limit of " + id.name() + " to " + value +
+                       " bytes below its current usage", EBUSY};
+    }
+    if (!st) return st;
+    if (haveMemsw && raising) return cgroupfs::writeFile(memsw, value);
+    return okStatus();
+  }
+
+  void forget(const ContainerId& id) override {
+    auto it = watches_.find(id.name());
+    if (it != watches_.end()) {
+      poller_->cancel(it->second.pollId);  // before the fds close
+      watches_.erase(it);
+    }
+    limits_.erase(id.name());
+  }
+
+ private:
+  struct Watch {
+    ContainerId id;
+    UniqueFd fd;          // v1 eventfd, v2 inotify
+    UniqueFd controlFd;   // v1 memory.oom_control, open while registered
+    UringPoller::WatchId pollId = 0;
+    std::function<void(const Limitation&)> onLimitation;
+    bool fired = false;
+  };
+
+  Status armV1(const ContainerId& id, Watch* w) {
+    w->fd = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (w->fd.get() < 0) return Error::fromErrno("eventfd");
+    std::string control = file(id, "memory.oom_control");
+    w->controlFd = UniqueFd(open(control.c_str(), O_RDONLY | O_CLOEXEC));
+    if (w->controlFd.get() < 0) return Error::fromErrno("open " + control);
+    return cgroupfs::writeFile(file(id, "cgroup.event_control"),
+                               std::to_string(w->fd.get()) + " " + std::to_string(w->controlFd.get()));
+  }
+
+  Status armV2(const ContainerId& id, Watch* w) {
+    w->fd = UniqueFd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (w->fd.get() < 0) return Error::fromErrno("inotify_init1");
+    std::string events = file(id, "memory.events");
+    if (inotify_add_watch(w->fd.get(), events.c_str(), IN_MODIFY) < 0) {
+      return Error::fromErrno("inotify_add_watch " + events);
+    }
+    return okStatus();
+  }
+
+  // Drains the fd, then decides from the counters (a wake alone can be a
+  // cgroup removal on v1, or another memory.events counter on v2).
+  void onEvent(const std::string& key) {
+    auto it = watches_.find(key);
+    if (it == watches_.end()) return;
+    Watch& w = it->second;
+    char buf[4096];
+    while (read(w.fd.get(), buf, sizeof buf) > 0) {
+    }
+    if (w.fired) return;
+    auto kills = cgroupfs::readKey(file(w.id, v2() ? "memory.events" : "memory.oom_control"), "oom_kill");
+    if (!kills || *kills <= 0) return;
+    w.fired = true;
+    Limitation limitation;
+    limitation.reason = wire::REASON_MEMORY_LIMIT;
+    int64_t limit = limits_.count(key) ? limits_[key] : -1;
+    limitation.message = "memory limit " + (limit < 0 ? std::string("(none)") : std::to_string(limit >> 20) + " MiB") +
+                         " exceeded (OOM kill)";
+    (void)usage(w.id, &limitation.usage);
+    LOG_INFO("container " << key << ": " << limitation.message << ", peak "
+                          << limitation.usage.mem_peak_bytes() << " bytes");
+    auto callback = w.onLimitation;  // may call cleanup(), which erases w
+    callback(limitation);
+  }
+
+  UringPoller* poller_;
+  std::map<std::string, Watch> watches_;
+  std::map<std::string, int64_t> limits_;
+};
+
+}  // namespace
+
+std::unique_ptr<Isolator> makeMemIsolator(std::shared_ptr<CgroupLayer> layer, UringPoller* poller) {
+  return std::make_unique<MemIsolator>(std::move(layer), poller);
+}
+
+}  // namespace allot
