@@ -1,0 +1,219 @@
+#include "isolators/cgroup_layer.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "base/log.h"
+#include "isolators/cgroupfs.h"
+
+namespace allot {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Waits for `done` for at most `limit`, checking every few milliseconds:
+// the kernel gives no event for "frozen" on v1 or "empty" here.
+template <typename F>
+bool waitFor(F done, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+std::string ownV2Cgroup() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  }
+  return "";
+}
+
+}  // namespace
+
+CgroupLayer::CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers)
+    : host_(std::move(host)), root_(std::move(root)), controllers_(std::move(controllers)) {}
+
+std::vector<std::string> CgroupLayer::hierarchies() const {
+  std::set<std::string> out;
+  bool anyV1 = false;
+  for (const auto& c : controllers_) {
+    std::string h = host_.hierarchyOf(c);
+    if (!h.empty()) out.insert(h);
+    anyV1 |= host_.versionOf(c) == CgroupVersion::kV1;
+    if (c == "cpu" && host_.versionOf("cpu") == CgroupVersion::kV1 && host_.v1.count("cpuacct")) {
+      out.insert(host_.v1.at("cpuacct"));
+    }
+  }
+  if (anyV1 && host_.v1.count("freezer")) out.insert(host_.v1.at("freezer"));
+  return {out.begin(), out.end()};
+}
+
+Status CgroupLayer::prepareCpuset(const std::string& dir) {
+  // A new v1 cpuset starts with no cpus and no memory nodes: nothing could
+  // join it. Start from the parent's.
+  std::string parent = dir.substr(0, dir.rfind('/'));
+  for (const char* file : {"cpuset.cpus", "cpuset.mems"}) {
+    auto current = cgroupfs::readFile(dir + "/" + file);
+    if (current && current->find_first_not_of(" \n") != std::string::npos) continue;
+    auto value = cgroupfs::readFile(parent + "/" + file);
+    if (!value) return value.error();
+    if (Status st = cgroupfs::writeFile(dir + "/" + file, *value); !st) return st;
+  }
+  return okStatus();
+}
+
+Status CgroupLayer::setUp() {
+  for (const auto& h : hierarchies()) {
+    std::string dir = h + "/" + root_;
+    if (Status st = cgroupfs::makeDir(dir); !st) return st;
+    if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset") && !host_.fake) {
+      if (Status st = prepareCpuset(dir); !st) return st;
+    }
+  }
+  bool usesV2 = false;
+  for (const auto& c : controllers_) usesV2 |= host_.versionOf(c) == CgroupVersion::kV2;
+  if (!usesV2) return okStatus();
+  std::string root = host_.v2 + "/" + root_;
+  if (!host_.fake && ownV2Cgroup() == "/" + root_) {
+    if (Status st = cgroupfs::makeDir(root + "/agent"); !st) return st;
+    if (Status st = cgroupfs::writeFile(root + "/agent/cgroup.procs", std::to_string(getpid())); !st) {
+      return st;
+    }
+    LOG_INFO("moved the agent into " << root << "/agent (no processes in inner cgroups)");
+  }
+  std::string enable;
+  for (const auto& c : controllers_) {
+    if (host_.versionOf(c) == CgroupVersion::kV2) enable += (enable.empty() ? "+" : " +") + c;
+  }
+  return cgroupfs::writeFile(root + "/cgroup.subtree_control", enable);
+}
+
+std::string CgroupLayer::dir(const ContainerId& id, const std::string& controller) const {
+  std::string h = host_.hierarchyOf(controller);
+  if (h.empty() && host_.v1.count(controller)) h = host_.v1.at(controller);  // cpuacct, freezer
+  return h + "/" + root_ + "/" + id.name();
+}
+
+Status CgroupLayer::create(const ContainerId& id, ChildSetup* setup) {
+  for (const auto& h : hierarchies()) {
+    std::string dir = h + "/" + root_ + "/" + id.name();
+    if (Status st = cgroupfs::makeDir(dir); !st) return st;
+    if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset") && !host_.fake) {
+      if (Status st = prepareCpuset(dir); !st) return st;
+    }
+    if (h == host_.v2) {
+      auto it = dirFds_.find(id.name());
+      if (it == dirFds_.end()) {
+        UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (fd.get() < 0) return Error::fromErrno("open " + dir);
+        it = dirFds_.emplace(id.name(), std::move(fd)).first;
+      }
+      setup->cgroupDirFd = it->second.get();
+    } else {
+      std::string procs = dir + "/cgroup.procs";
+      auto& files = setup->cgroupProcsFiles;
+      if (std::find(files.begin(), files.end(), procs) == files.end()) files.push_back(procs);
+    }
+  }
+  return okStatus();
+}
+
+Status CgroupLayer::join(const ContainerId& id, pid_t pid) {
+  dirFds_.erase(id.name());
+  for (const auto& h : hierarchies()) {
+    std::string dir = h + "/" + root_ + "/" + id.name();
+    auto members = cgroupfs::procs(dir);
+    if (std::find(members.begin(), members.end(), pid) != members.end()) continue;
+    Status st = cgroupfs::writeFile(dir + "/cgroup.procs", std::to_string(pid));
+    if (!st && st.error().errnum != ESRCH) return st;
+  }
+  return okStatus();
+}
+
+Status CgroupLayer::killV2(const std::string& dir) {
+  if (cgroupfs::exists(dir + "/cgroup.kill")) {
+    if (Status st = cgroupfs::writeFile(dir + "/cgroup.kill", "1"); !st) return st;
+  } else {
+    for (pid_t pid : cgroupfs::procs(dir)) kill(pid, SIGKILL);
+  }
+  if (!waitFor([&] { return cgroupfs::procs(dir).empty(); }, 2000ms)) {
+    return Error{dir + " still has processes 2 s after the kill"};
+  }
+  return okStatus();
+}
+
+// v1 has no cgroup.kill: freeze the container so nothing forks while we
+// kill, kill every member, thaw so the kills are delivered.
+Status CgroupLayer::killV1(const std::string& name) {
+  std::string freezer = host_.v1.count("freezer") ? host_.v1.at("freezer") + "/" + root_ + "/" + name : "";
+  bool frozen = false;
+  if (!freezer.empty() && cgroupfs::exists(freezer + "/freezer.state")) {
+    frozen = cgroupfs::writeFile(freezer + "/freezer.state", "FROZEN").ok() &&
+             waitFor([&] {
+               auto s = cgroupfs::readFile(freezer + "/freezer.state");
+               return !s || s->rfind("FROZEN", 0) == 0;
+             }, 1000ms);
+  }
+  for (const auto& h : hierarchies()) {
+    for (pid_t pid : cgroupfs::procs(h + "/" + root_ + "/" + name)) kill(pid, SIGKILL);
+  }
+  if (!freezer.empty()) (void)cgroupfs::writeFile(freezer + "/freezer.state", "THAWED");
+  for (const auto& h : hierarchies()) {
+    std::string d = h + "/" + root_ + "/" + name;
+    bool empty = waitFor([&] {
+      auto members = cgroupfs::procs(d);
+      for (pid_t pid : members) kill(pid, SIGKILL);  // late forks of an unfrozen group
+      return members.empty();
+    }, 2000ms);
+    if (!empty) return Error{d + " still has processes 2 s after the kill"};
+  }
+  (void)frozen;
+  return okStatus();
+}
+
+Status CgroupLayer::destroy(const ContainerId& id) { return destroyByName(id.name()); }
+
+Status CgroupLayer::destroyByName(const std::string& name) {
+  dirFds_.erase(name);
+  Status result;
+  if (!host_.fake) {
+    std::string v2dir = host_.v2 + "/" + root_ + "/" + name;
+    bool hasV2 = !host_.v2.empty() && cgroupfs::exists(v2dir);
+    Status st = hasV2 ? killV2(v2dir) : okStatus();
+    if (st) st = killV1(name);
+    if (!st) result = st;
+  }
+  for (const auto& h : hierarchies()) {
+    Status st = cgroupfs::removeDir(h + "/" + root_ + "/" + name, host_.fake);
+    if (!st && result) result = st;
+  }
+  return result;
+}
+
+std::set<std::string> CgroupLayer::existing() const {
+  std::set<std::string> out;
+  for (const auto& h : hierarchies()) {
+    for (const auto& name : cgroupfs::subdirs(h + "/" + root_)) {
+      if (name != "agent") out.insert(name);
+    }
+  }
+  return out;
+}
+
+std::vector<pid_t> CgroupLayer::processes(const ContainerId& id) const {
+  auto hs = hierarchies();
+  if (hs.empty()) return {};
+  return cgroupfs::procs(hs.front() + "/" + root_ + "/" + id.name());
+}
+
+}  // namespace allot

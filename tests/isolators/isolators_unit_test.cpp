@@ -1,0 +1,287 @@
+// Unit tests of the isolators against a fake cgroupfs in a temp dir (no
+// root): the exact files and values written for v1 and v2, the table and
+// its errors, recovery, usage parsing, and v2 OOM events through the real
+// UringPoller (inotify on a fake memory.events).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "base/asio.h"
+#include "base/uring_poller.h"
+#include "isolators/cgroup_host.h"
+#include "isolators/cgroup_values.h"
+#include "isolators/cgroupfs.h"
+#include "isolators/isolator_table.h"
+
+namespace allot {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const std::string& path) {
+  auto text = cgroupfs::readFile(path);
+  return text ? *text : "<missing " + path + ">";
+}
+
+Resources res(const char* text) {
+  auto r = Resources::parse(text);
+  EXPECT_TRUE(r.ok()) << text;
+  return r ? *r : Resources();
+}
+
+class FakeCgroups : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/allot-fake-cgroup-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto poller = UringPoller::create(io_);
+    ASSERT_TRUE(poller.ok());
+    poller_ = std::move(*poller);
+    options_.poller = poller_.get();
+  }
+  void TearDown() override {
+    isolators_.clear();
+    cgroupfs::setFakeRoot("");
+    fs::remove_all(dir_);
+  }
+  void make(CgroupMode mode, const std::string& names) {
+    host_ = fakeCgroupHost(dir_, mode);
+    auto made = createIsolatorsOn(host_, names, options_);
+    ASSERT_TRUE(made.ok()) << made.error().describe();
+    isolators_ = std::move(*made);
+  }
+  Status prepareAll(const ContainerId& id, const Resources& r, ChildSetup* setup) {
+    for (auto& iso : isolators_) {
+      if (Status st = iso->prepare(id, r, setup); !st) return st;
+    }
+    return okStatus();
+  }
+  Status cleanupAll(const ContainerId& id) {
+    for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
+      if (Status st = (*it)->cleanup(id); !st) return st;
+    }
+    return okStatus();
+  }
+
+  asio::io_context io_;
+  std::unique_ptr<UringPoller> poller_;
+  IsolatorOptions options_;
+  std::string dir_;
+  CgroupHost host_;
+  std::vector<std::unique_ptr<Isolator>> isolators_;
+  ContainerId id_{"fw-1", "exec/1"};
+};
+
+TEST(CgroupValues, CpuWeightsKeepTheProportionsOfCpus) {
+  EXPECT_EQ(cpuShares(1), 1024);
+  EXPECT_EQ(cpuShares(0.5), 512);
+  EXPECT_EQ(cpuShares(1.5), 1536);
+  EXPECT_EQ(cpuShares(0), 2);
+  EXPECT_EQ(cpuShares(1000), 262144);
+  EXPECT_EQ(cpuWeight(1), 100);
+  EXPECT_EQ(cpuWeight(0.5), 50);
+  EXPECT_EQ(cpuWeight(0.001), 1);
+  EXPECT_EQ(cpuWeight(500), 10000);
+  EXPECT_EQ(cfsQuotaUs(0.5), 50000);
+  EXPECT_EQ(cfsQuotaUs(0.001), kMinCfsQuotaUs);
+  EXPECT_EQ(cfsQuotaUs(0), -1);
+}
+
+TEST(CgroupValues, MemoryPidsAndBlkio) {
+  EXPECT_EQ(memoryBytes(64), 64LL << 20);
+  EXPECT_EQ(memoryBytes(0.5), kMinMemoryBytes);
+  EXPECT_EQ(memoryBytes(0), -1);
+  EXPECT_EQ(pidsMax(0.5, 0), 1024);
+  EXPECT_EQ(pidsMax(2.5, 0), 3072);
+  EXPECT_EQ(pidsMax(1000, 0), kMaxPids);
+  EXPECT_EQ(pidsMax(4, 64), 64);
+  EXPECT_EQ(blkioWeightV1(0.01, 0), 10);
+  EXPECT_EQ(blkioWeightV1(2, 0), 200);
+  EXPECT_EQ(blkioWeightV1(2, 5000), 1000);
+  EXPECT_EQ(ioWeightV2(2, 0), 200);
+}
+
+TEST(CgroupValues, DeviceLimitsParseAndRejectWithTheEntry) {
+  auto ok = parseDeviceLimits("254:0 wbps=1048576 riops=100; 8:16 rbps=5");
+  ASSERT_TRUE(ok.ok()) << ok.error().describe();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[0].device, "254:0");
+  EXPECT_EQ((*ok)[0].wbps, 1048576);
+  EXPECT_EQ((*ok)[0].riops, 100);
+  EXPECT_EQ(ioMaxLine((*ok)[0]), "254:0 rbps=max wbps=1048576 riops=100 wiops=max");
+  EXPECT_EQ((*ok)[1].rbps, 5);
+  EXPECT_TRUE(parseDeviceLimits("").ok());
+  for (const char* bad : {"sda wbps=1", "8:0 speed=1", "8:0 wbps=-1", "8:0 wbps=", "8:0"}) {
+    auto r = parseDeviceLimits(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find(bad), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(ContainerIdTest, NameIsSanitizedAndStable) {
+  EXPECT_EQ((ContainerId{"fw-1", "exec/1"}).name(), "fw-1.exec_1");
+  EXPECT_EQ((ContainerId{"", "x y"}).name(), "_x_y");
+  EXPECT_EQ((ContainerId{"..", ".."}).name(), "_....");
+}
+
+TEST_F(FakeCgroups, UnknownNamesListTheValidOnes) {
+  host_ = fakeCgroupHost(dir_, CgroupMode::kLegacy);
+  auto made = createIsolatorsOn(host_, "cgroups/cpu,cgroups/gpu", options_);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.error().message.find("cgroups/gpu"), std::string::npos);
+  EXPECT_NE(made.error().message.find("cgroups/cpu, cgroups/mem, cgroups/blkio, cgroups/pids"),
+            std::string::npos)
+      << made.error().message;
+  EXPECT_EQ(knownIsolators().front(), "cgroups/cpu");
+}
+
+TEST_F(FakeCgroups, MissingControllerIsRefusedWithTheReason) {
+  host_ = fakeCgroupHost(dir_, CgroupMode::kLegacy);
+  host_.v1.erase("pids");
+  auto made = createIsolatorsOn(host_, "cgroups/pids", options_);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.error().message.find("pids controller"), std::string::npos) << made.error().message;
+  IsolatorOptions noPoller = options_;
+  noPoller.poller = nullptr;
+  EXPECT_FALSE(createIsolatorsOn(host_, "cgroups/mem", noPoller).ok());
+  IsolatorOptions badLimits = options_;
+  badLimits.blkioLimits = "sda wbps=1";
+  EXPECT_FALSE(createIsolatorsOn(host_, "cgroups/blkio", badLimits).ok());
+}
+
+TEST_F(FakeCgroups, TableOrderWinsOverFlagOrder) {
+  make(CgroupMode::kLegacy, "cgroups/pids, cgroups/cpu,cgroups/mem");
+  ASSERT_EQ(isolators_.size(), 3u);
+  EXPECT_EQ(isolators_[0]->name(), "cgroups/cpu");
+  EXPECT_EQ(isolators_[1]->name(), "cgroups/mem");
+  EXPECT_EQ(isolators_[2]->name(), "cgroups/pids");
+}
+
+TEST_F(FakeCgroups, V1WritesEachControllersFilesAndFollowsTheTasks) {
+  options_.cfsQuota = true;
+  options_.blkioLimits = "254:0 wbps=1048576";
+  make(CgroupMode::kLegacy, "cgroups/cpu,cgroups/mem,cgroups/blkio,cgroups/pids");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:0.5;mem:64"), &setup).ok());
+  std::string c = "/allot/fw-1.exec_1/";
+  EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.shares"), "512");
+  EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.cfs_quota_us"), "50000");
+  EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.cfs_period_us"), "100000");
+  EXPECT_EQ(read(dir_ + "/memory" + c + "memory.limit_in_bytes"), std::to_string(64 << 20));
+  EXPECT_EQ(read(dir_ + "/pids" + c + "pids.max"), "1024");
+  EXPECT_EQ(read(dir_ + "/blkio" + c + "blkio.weight"), "50");
+  EXPECT_EQ(read(dir_ + "/blkio" + c + "blkio.throttle.write_bps_device"), "254:0 1048576");
+  EXPECT_EQ(read(dir_ + "/blkio" + c + "blkio.throttle.read_bps_device"), "254:0 0");
+  EXPECT_EQ(setup.cgroupDirFd, -1);
+  // cpu, cpuacct, memory, blkio, pids, freezer: each once, however many isolators.
+  EXPECT_EQ(setup.cgroupProcsFiles.size(), 6u);
+
+  // A second task raises the limits at once.
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->update(id_, res("cpus:1.5;mem:128")).ok());
+  EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.shares"), "1536");
+  EXPECT_EQ(read(dir_ + "/memory" + c + "memory.limit_in_bytes"), std::to_string(128 << 20));
+  EXPECT_EQ(read(dir_ + "/pids" + c + "pids.max"), "2048");
+
+  ASSERT_TRUE(cleanupAll(id_).ok());
+  for (const char* h : {"cpu", "cpuacct", "memory", "blkio", "pids", "freezer"}) {
+    EXPECT_FALSE(fs::exists(dir_ + "/" + h + c)) << h;
+  }
+  EXPECT_TRUE(cleanupAll(id_).ok()) << "cleanup is idempotent";
+}
+
+TEST_F(FakeCgroups, V2WritesOneDirectoryAndEnablesControllersOnlyBelowItsRoot) {
+  options_.cfsQuota = true;
+  options_.blkioLimits = "8:0 riops=10";
+  options_.pidsMax = 99;
+  make(CgroupMode::kUnified, "cgroups/cpu,cgroups/mem,cgroups/blkio,cgroups/pids");
+  EXPECT_EQ(read(dir_ + "/unified/allot/cgroup.subtree_control"), "+cpu +io +memory +pids");
+  EXPECT_FALSE(fs::exists(dir_ + "/unified/cgroup.subtree_control")) << "never above the root";
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:2;mem:256"), &setup).ok());
+  std::string d = dir_ + "/unified/allot/fw-1.exec_1/";
+  EXPECT_EQ(read(d + "cpu.weight"), "200");
+  EXPECT_EQ(read(d + "cpu.max"), "200000 100000");
+  EXPECT_EQ(read(d + "memory.max"), std::to_string(256 << 20));
+  EXPECT_EQ(read(d + "memory.oom.group"), "1");
+  EXPECT_EQ(read(d + "memory.swap.max"), "0");
+  EXPECT_EQ(read(d + "io.weight"), "default 200");
+  EXPECT_EQ(read(d + "io.max"), "8:0 rbps=max wbps=max riops=10 wiops=max");
+  EXPECT_EQ(read(d + "pids.max"), "99");
+  EXPECT_GE(setup.cgroupDirFd, 0);
+  EXPECT_TRUE(setup.cgroupProcsFiles.empty());
+  ASSERT_TRUE(cleanupAll(id_).ok());
+  EXPECT_FALSE(fs::exists(d));
+}
+
+TEST_F(FakeCgroups, UsageReadsEveryControllersCounters) {
+  make(CgroupMode::kUnified, "cgroups/cpu,cgroups/mem,cgroups/blkio,cgroups/pids");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
+  std::string d = dir_ + "/unified/allot/fw-1.exec_1/";
+  ASSERT_TRUE(cgroupfs::writeFile(d + "cpu.stat", "usage_usec 1500000\nuser_usec 1000000\n").ok());
+  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.current", "1048576\n").ok());
+  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.peak", "2097152\n").ok());
+  ASSERT_TRUE(cgroupfs::writeFile(d + "io.stat", "8:0 rbytes=10 wbytes=20 rios=1 wios=2\n"
+                                                 "8:16 rbytes=5 wbytes=7 rios=1 wios=1\n").ok());
+  ASSERT_TRUE(cgroupfs::writeFile(d + "pids.current", "3\n").ok());
+  wire::ResourceUsage usage;
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->usage(id_, &usage).ok()) << iso->name();
+  EXPECT_DOUBLE_EQ(usage.cpu_time_s(), 1.5);
+  EXPECT_EQ(usage.mem_bytes(), 1048576u);
+  EXPECT_EQ(usage.mem_peak_bytes(), 2097152u);
+  EXPECT_EQ(usage.io_read_bytes(), 15u);
+  EXPECT_EQ(usage.io_write_bytes(), 27u);
+  EXPECT_EQ(usage.processes(), 3u);
+  ASSERT_TRUE(cleanupAll(id_).ok());
+  // A vanished file is an error naming it, not a crash.
+  wire::ResourceUsage after;
+  Status st = isolators_[0]->usage(id_, &after);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("cpu.stat"), std::string::npos);
+}
+
+TEST_F(FakeCgroups, V2OomEventEndsTheContainerOnceWithTheMemoryReason) {
+  make(CgroupMode::kUnified, "cgroups/mem");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
+  std::string d = dir_ + "/unified/allot/fw-1.exec_1/";
+  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n").ok());
+  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.current", "67100000\n").ok());
+  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.peak", "67108864\n").ok());
+  std::vector<Limitation> seen;
+  ASSERT_TRUE(isolators_[0]->watch(id_, [&](const Limitation& l) { seen.push_back(l); }).ok());
+  EXPECT_TRUE(isolators_[0]->watch(id_, [&](const Limitation& l) { seen.push_back(l); }).ok());
+  io_.run_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(seen.empty()) << "no OOM yet";
+  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n").ok());
+  for (int i = 0; i < 100 && seen.empty(); ++i) io_.run_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].reason, wire::REASON_MEMORY_LIMIT);
+  EXPECT_NE(seen[0].message.find("64 MiB"), std::string::npos) << seen[0].message;
+  EXPECT_EQ(seen[0].usage.mem_peak_bytes(), 67108864u);
+  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.events", "oom 2\noom_kill 2\n").ok());
+  io_.run_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(seen.size(), 1u) << "at most once per container";
+  ASSERT_TRUE(cleanupAll(id_).ok());
+  EXPECT_EQ(poller_->watchCount(), 0u);
+}
+
+TEST_F(FakeCgroups, RecoverDestroysUnknownContainersOnly) {
+  make(CgroupMode::kLegacy, "cgroups/cpu,cgroups/pids");
+  ChildSetup a, b;
+  ContainerId known{"fw", "keep"}, orphan{"fw", "orphan"};
+  ASSERT_TRUE(prepareAll(known, res("cpus:1"), &a).ok());
+  ASSERT_TRUE(prepareAll(orphan, res("cpus:1"), &b).ok());
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->recover({known}).ok());
+  EXPECT_TRUE(fs::exists(dir_ + "/cpu/allot/fw.keep"));
+  EXPECT_TRUE(fs::exists(dir_ + "/pids/allot/fw.keep"));
+  EXPECT_FALSE(fs::exists(dir_ + "/cpu/allot/fw.orphan"));
+  EXPECT_FALSE(fs::exists(dir_ + "/freezer/allot/fw.orphan"));
+  ASSERT_TRUE(cleanupAll(known).ok());
+}
+
+}  // namespace
+}  // namespace allot
