@@ -11,14 +11,16 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
              std::vector<std::unique_ptr<Isolator>>& isolators)
     : io_(io),
       config_(std::move(config)),
-      updates_(config_.workDir + "/meta/updates"),
+      updates_(config_.workDir + "/meta/updates", kUpdatesPerFrameworkMax, &io),
       checkpoints_(config_.workDir + "/meta"),
       retryTimer_(io),
       gcTimer_(io) {
   config_.executors.workDir = config_.workDir;
   manager_ = std::make_unique<ExecutorManager>(
       io, launcher, isolators, checkpoints_, config_.executors,
-      ExecutorManager::Callbacks{[this](const wire::TaskStatus& s) { return onUpdate(s); }});
+      ExecutorManager::Callbacks{[this](const wire::TaskStatus& s, std::function<void(Status)> done) {
+        onUpdate(s, std::move(done));
+      }});
   MasterLink::Options lo;
   lo.host = config_.masterHost;
   lo.port = config_.masterPort;
@@ -102,16 +104,20 @@ void Agent::onMasterMessage(wire::Envelope& e) {
   }
 }
 
-Status Agent::onUpdate(const wire::TaskStatus& status) {
-  if (auto st = updates_.add(status); !st) return st;
+// Forwarded to the master once durable: the framework never learns a state
+// the agent could still lose.
+void Agent::onUpdate(const wire::TaskStatus& status, std::function<void(Status)> persisted) {
   LOG_DEBUG("task " << status.task_id() << " of framework " << status.framework_id() << " is "
                     << wire::TaskState_Name(status.state()));
-  if (link_->registered()) {
-    wire::Envelope e;
-    *e.mutable_status_update()->mutable_status() = status;
-    (void)link_->send(e);
-  }
-  return okStatus();
+  Status st = updates_.add(status, [this, status, persisted = std::move(persisted)](Status st) {
+    if (st && link_->registered()) {
+      wire::Envelope e;
+      *e.mutable_status_update()->mutable_status() = status;
+      (void)link_->send(e);
+    }
+    persisted(st);
+  });
+  if (!st) LOG_ERROR("status update " << status.update_id() << ": " << st.error().describe());
 }
 
 void Agent::resendPending() {

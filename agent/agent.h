@@ -51,7 +51,7 @@ class Agent {
   size_t pendingUpdates() const { return updates_.size(); }
 
  private:
-  Status onUpdate(const wire::TaskStatus& status);
+  void onUpdate(const wire::TaskStatus& status, std::function<void(Status)> persisted);
   void onRegistered(const wire::AgentRegistered& m);
   void onMasterMessage(wire::Envelope& e);
   void buildRegistration(wire::RegisterAgent* r);

@@ -111,9 +111,7 @@ void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
   if (c->conn && c->conn != conn) c->conn->close("executor registered on a new connection");
   c->conn = conn;
   *bound = {c->name, c->generation};
-  for (const auto& s : m.unacknowledged()) {
-    if (auto st = acceptExecutorUpdate(*c, s); !st) LOG_ERROR("executor update: " << st.error().describe());
-  }
+  for (const auto& s : m.unacknowledged()) acceptExecutorUpdate(*c, s);
   if (c->phase == Phase::kRecovering) {
     std::set<std::string> reported;
     for (const auto& t : m.tasks()) reported.insert(t.task_id());
@@ -160,12 +158,7 @@ void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
 }
 
 void ExecutorManager::onExecutorMessage(Container& c, wire::Envelope& e) {
-  if (e.has_status_update()) {
-    if (auto st = acceptExecutorUpdate(c, e.status_update().status()); !st) {
-      LOG_ERROR("executor " << c.name << ": " << st.error().describe());
-    }
-    return;
-  }
+  if (e.has_status_update()) return acceptExecutorUpdate(c, e.status_update().status());
   LOG_DEBUG("executor " << c.name << ": ignoring message field " << e.body_case());
 }
 

@@ -515,9 +515,9 @@ wire::TaskStatus ExecutorManager::agentStatus(const std::string& frameworkId,
 }
 
 void ExecutorManager::emit(Container* c, wire::TaskStatus status) {
-  if (auto st = callbacks_.onUpdate(status); !st) {
-    LOG_ERROR("update for task " << status.task_id() << " not persisted: " << st.error().describe());
-  }
+  callbacks_.onUpdate(status, [taskId = status.task_id()](Status st) {
+    if (!st) LOG_ERROR("update for task " << taskId << " not persisted: " << st.error().describe());
+  });
   if (c) applyStatus(*c, status);
 }
 
@@ -534,21 +534,34 @@ void ExecutorManager::applyStatus(Container& c, const wire::TaskStatus& status) 
   checkpoint(c);
 }
 
-Status ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status) {
+void ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status) {
   status.set_framework_id(c.framework.id());
   status.set_executor_id(c.executor.executor_id());
   status.set_agent_id(agentId_);
   if (status.update_id().empty()) status.set_update_id(updatePrefix_ + std::to_string(++updateSequence_));
-  if (status.task_id().empty()) return Error{"status update without a task id"};
-  if (auto st = callbacks_.onUpdate(status); !st) return st;
+  if (status.task_id().empty()) {
+    LOG_ERROR("executor " << c.name << " sent a status update without a task id");
+    return;
+  }
+  // Acknowledged once durable; until then the executor keeps it and resends
+  // it after a reconnect.
+  std::weak_ptr<Connection> conn = c.conn;
+  callbacks_.onUpdate(status, [conn, fid = status.framework_id(), tid = status.task_id(),
+                               uid = status.update_id()](Status st) {
+    if (!st) {
+      LOG_ERROR("update " << uid << " of task " << tid << " not persisted: " << st.error().describe());
+      return;
+    }
+    auto link = conn.lock();
+    if (!link || !link->open()) return;
+    wire::Envelope ack;
+    auto* a = ack.mutable_status_acknowledgement();
+    a->set_framework_id(fid);
+    a->set_task_id(tid);
+    a->set_update_id(uid);
+    (void)link->send(ack);
+  });
   applyStatus(c, status);
-  wire::Envelope ack;
-  auto* a = ack.mutable_status_acknowledgement();
-  a->set_framework_id(status.framework_id());
-  a->set_task_id(status.task_id());
-  a->set_update_id(status.update_id());
-  sendToExecutor(c, ack);
-  return okStatus();
 }
 
 }  // namespace allot

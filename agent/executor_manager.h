@@ -21,8 +21,9 @@
 //   pid that is still the same process and waits for the executor to
 //   reconnect; executors that are gone (or never reconnect) have their
 //   tasks reported TASK_LOST.
-// Updates go out through Callbacks::onUpdate, which must persist them before
-// returning OK: only then is the executor acknowledged.
+// Updates go out through Callbacks::onUpdate, which persists them and calls
+// `persisted` once they may be relied on: only then is the executor
+// acknowledged.
 // Thread: the agent's io_context thread.
 #pragma once
 
@@ -66,8 +67,9 @@ struct ExecutorManagerOptions {
 class ExecutorManager {
  public:
   struct Callbacks {
-    // Persists and forwards one update (update_id set). An Error: not kept.
-    std::function<Status(const wire::TaskStatus&)> onUpdate;
+    // Persists and forwards one update (update_id set); `persisted` runs (on
+    // the loop) when it is durable, with an Error when it was not kept.
+    std::function<void(const wire::TaskStatus&, std::function<void(Status)> persisted)> onUpdate;
   };
 
   ExecutorManager(asio::io_context& io, Launcher& launcher,
@@ -124,7 +126,7 @@ class ExecutorManager {
   // Persists and forwards an agent-made update, then applies it to `c`.
   void emit(Container* c, wire::TaskStatus status);
   void applyStatus(Container& c, const wire::TaskStatus& status);
-  Status acceptExecutorUpdate(Container& c, wire::TaskStatus status);
+  void acceptExecutorUpdate(Container& c, wire::TaskStatus status);
   void postFinalize(Container& c);
 
   // Executor link (executor_link.cpp).

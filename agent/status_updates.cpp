@@ -62,8 +62,55 @@ Status writeFileAtomically(const std::string& path, const std::string& data, boo
   return okStatus();
 }
 
-UpdateStore::UpdateStore(std::string dir, size_t updatesPerFrameworkMax)
-    : dir_(std::move(dir)), perFrameworkMax_(updatesPerFrameworkMax) {}
+UpdateStore::UpdateStore(std::string dir, size_t updatesPerFrameworkMax, asio::io_context* io)
+    : dir_(std::move(dir)), perFrameworkMax_(updatesPerFrameworkMax), io_(io) {
+  if (io_) syncer_ = std::thread([this] { syncerLoop(); });
+}
+
+UpdateStore::~UpdateStore() {
+  alive_.reset();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (syncer_.joinable()) syncer_.join();
+}
+
+void UpdateStore::syncLater(std::shared_ptr<UniqueFd> fd, const std::string& path, Durable durable) {
+  {
+    std::lock_guard lock(mutex_);
+    syncJobs_.push_back(SyncJob{std::move(fd), path, std::move(durable)});
+  }
+  wake_.notify_one();
+}
+
+// One fdatasync per file covers every job queued for it so far (group
+// commit); the results go back to the loop thread.
+void UpdateStore::syncerLoop() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] { return stopping_ || !syncJobs_.empty(); });
+    if (syncJobs_.empty()) return;
+    std::vector<SyncJob> jobs = std::move(syncJobs_);
+    syncJobs_.clear();
+    lock.unlock();
+    std::map<int, Status> results;
+    for (const auto& job : jobs) {
+      int fd = job.fd->get();
+      if (results.count(fd)) continue;
+      results[fd] = ::fdatasync(fd) == 0 ? okStatus() : Status(Error::fromErrno("fdatasync " + job.path));
+    }
+    std::weak_ptr<int> alive = alive_;
+    for (auto& job : jobs) {
+      Status st = results[job.fd->get()];
+      asio::post(*io_, [alive, st, durable = std::move(job.durable)] {
+        if (!alive.expired() && durable) durable(st);
+      });
+    }
+    lock.lock();
+  }
+}
 
 std::string UpdateStore::pathOf(const std::string& frameworkId) const {
   return dir_ + "/" + fileSafeId(frameworkId) + std::string(kSuffix);
@@ -130,10 +177,13 @@ void UpdateStore::erase(Queue& q, const std::string& updateId) {
   q.sequenceOf.erase(it);
 }
 
-Status UpdateStore::add(const wire::TaskStatus& status) {
+Status UpdateStore::add(const wire::TaskStatus& status, Durable durable) {
   CHECK(!status.framework_id().empty() && !status.update_id().empty());
   Queue& q = queues_[status.framework_id()];
-  if (q.sequenceOf.count(status.update_id())) return okStatus();
+  if (q.sequenceOf.count(status.update_id())) {
+    if (durable) durable(okStatus());
+    return okStatus();
+  }
   bool overflow = q.bySequence.size() >= perFrameworkMax_;
   if (overflow) {
     const wire::TaskStatus& oldest = q.bySequence.begin()->second;
@@ -143,10 +193,21 @@ Status UpdateStore::add(const wire::TaskStatus& status) {
     erase(q, std::string(oldest.update_id()));
   }
   insert(q, status);
-  if (overflow) return rewrite(q, status.framework_id());
-  wire::Envelope record;
-  *record.mutable_status_update()->mutable_status() = status;
-  return append(q, status.framework_id(), record, isTerminalState(status.state()));
+  bool terminal = isTerminalState(status.state());
+  Status st;
+  if (overflow) {
+    st = rewrite(q, status.framework_id());  // fdatasync'd inline: rare
+  } else {
+    wire::Envelope record;
+    *record.mutable_status_update()->mutable_status() = status;
+    st = append(q, status.framework_id(), record, terminal && !io_);
+  }
+  if (!st || !terminal || !io_ || overflow) {
+    if (durable) durable(st);
+    return st;
+  }
+  syncLater(q.log, pathOf(status.framework_id()), std::move(durable));
+  return st;
 }
 
 Result<bool> UpdateStore::acknowledge(const std::string& frameworkId, const std::string& updateId) {
@@ -173,13 +234,14 @@ Status UpdateStore::append(Queue& q, const std::string& frameworkId, const wire:
                            bool durable) {
   std::string path = pathOf(frameworkId);
   if (!q.log) {
-    q.log.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-    if (!q.log) return Error::fromErrno("open " + path);
+    auto fd = std::make_shared<UniqueFd>(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    if (!fd->valid()) return Error::fromErrno("open " + path);
+    q.log = std::move(fd);
   }
   std::string frame;
   if (auto st = appendFrame(record, &frame); !st) return st;
-  if (auto st = writeAll(q.log.get(), frame, path); !st) return st;
-  if (durable && ::fdatasync(q.log.get()) != 0) return Error::fromErrno("fdatasync " + path);
+  if (auto st = writeAll(q.log->get(), frame, path); !st) return st;
+  if (durable && ::fdatasync(q.log->get()) != 0) return Error::fromErrno("fdatasync " + path);
   return okStatus();
 }
 

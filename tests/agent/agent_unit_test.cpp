@@ -289,3 +289,35 @@ TEST(ProcessTree, KillsASessionLeaderAndEverythingUnderIt) {
 
 }  // namespace
 }  // namespace allot
+
+namespace allot {
+namespace {
+
+TEST(UpdateStore, TerminalUpdatesBecomeDurableOffTheLoop) {
+  TempDir dir;
+  asio::io_context io;
+  UpdateStore store(dir.path(), kUpdatesPerFrameworkMax, &io);
+  ASSERT_TRUE(store.load());
+  std::vector<std::string> durable;
+  ASSERT_TRUE(store.add(status("f", "t", "running"), [&](Status st) {
+    EXPECT_TRUE(st);
+    durable.push_back("running");
+  }));
+  EXPECT_EQ(durable.size(), 1u);  // non-terminal: at once
+  ASSERT_TRUE(store.add(status("f", "t", "finished", wire::TASK_FINISHED), [&](Status st) {
+    EXPECT_TRUE(st);
+    durable.push_back("finished");
+  }));
+  EXPECT_EQ(durable.size(), 1u);  // terminal: only after the syncer's fdatasync
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (durable.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(durable.size(), 2u);
+  EXPECT_EQ(durable[1], "finished");
+  EXPECT_TRUE(store.contains("f", "finished"));
+}
+
+}  // namespace
+}  // namespace allot
