@@ -65,7 +65,9 @@ struct Prepared {
   std::vector<char*> envp;
   std::vector<std::string> storage;
   const LaunchSpec* spec = nullptr;
-  std::vector<int> ignoredSignals;
+  // Signals whose disposition is not SIG_DFL in the agent (ignored or
+  // caught): the child resets them before it unblocks signals.
+  std::vector<int> nonDefaultSignals;
   char pidText[24] = {};
 };
 
@@ -80,10 +82,10 @@ Prepared prepare(const LaunchSpec& spec) {
   p.argv.push_back(nullptr);
   for (; i < p.storage.size(); ++i) p.envp.push_back(p.storage[i].data());
   p.envp.push_back(nullptr);
-  for (int sig = 1; sig < SIGRTMIN; ++sig) {
+  for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction action {};
-    if (sigaction(sig, nullptr, &action) == 0 && action.sa_handler == SIG_IGN) {
-      p.ignoredSignals.push_back(sig);
+    if (sigaction(sig, nullptr, &action) == 0 && action.sa_handler != SIG_DFL) {
+      p.nonDefaultSignals.push_back(sig);
     }
   }
   return p;
@@ -118,12 +120,14 @@ int openOutput(const std::string& path) {
 [[noreturn]] void runChild(Prepared& p, int pipeFd) {
   const LaunchSpec& spec = *p.spec;
   const ChildSetup& setup = spec.setup;
-  sigset_t all;
-  sigfillset(&all);
-  if (sigprocmask(SIG_UNBLOCK, &all, nullptr) != 0) childFail(pipeFd, Step::kSignals);
-  // exec resets caught signals; ignored ones would stay ignored (the agent
-  // ignores SIGPIPE), so reset exactly those.
-  for (int sig : p.ignoredSignals) signal(sig, SIG_DFL);
+  // The parent blocked every signal around clone. Ignored signals would
+  // stay ignored across exec (the agent ignores SIGPIPE), and a caught one
+  // would run the agent's handler in this child (it shares the agent's
+  // memory until exec): both go back to SIG_DFL before the mask is cleared.
+  for (int sig : p.nonDefaultSignals) signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) childFail(pipeFd, Step::kSignals);
   if (setsid() < 0) childFail(pipeFd, Step::kSetsid);
   int in = open("/dev/null", O_RDONLY);
   if (in < 0 || dup2(in, 0) < 0) childFail(pipeFd, Step::kStdin);
@@ -213,6 +217,9 @@ ExitInfo exitInfoFrom(pid_t pid, const siginfo_t& info) {
   return e;
 }
 
+// Bounds one reaping pass (the rest waits for the next exit or SIGCHLD).
+constexpr int kMaxReapsPerPass = 4096;
+
 class RealLauncher final : public Launcher {
  public:
   RealLauncher(asio::io_context& io, UringPoller& poller) : poller_(poller), sigchld_(io, SIGCHLD) {
@@ -231,7 +238,14 @@ class RealLauncher final : public Launcher {
     UniqueFd readEnd(pipeFds[0]), writeEnd(pipeFds[1]);
     int pidfd = -1;
     ChildArgs args{&prepared, writeEnd.get()};
+    // No signal handler may run in the child before it has reset them.
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
     pid_t pid = startChild(&args, &pidfd);
+    int cloneErrno = errno;
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    errno = cloneErrno;
     if (pid < 0) return Error::fromErrno("clone3/fork for " + spec.argv[0]);
     UniqueFd pidfdOwner(pidfd);
     writeEnd.reset();
@@ -277,6 +291,7 @@ class RealLauncher final : public Launcher {
   }
 
   size_t supervisedCount() const override { return children_.size(); }
+  uint64_t orphansReaped() const override { return orphansReaped_; }
 
  private:
   struct Child {
@@ -288,7 +303,10 @@ class RealLauncher final : public Launcher {
 
   Status supervise(pid_t pid, UniqueFd pidfd, bool ourChild, ExitCallback onExit) {
     int fd = pidfd.get();
-    auto id = poller_.watch(fd, POLLIN, false, [this, pid](uint32_t) { onExited(pid); });
+    auto id = poller_.watch(fd, POLLIN, false, [this, pid](uint32_t) {
+      onExited(pid);
+      reapOrphans();
+    });
     if (!id) return id.error();
     children_[pid] = Child{std::move(pidfd), *id, ourChild, std::move(onExit)};
     return okStatus();
@@ -299,6 +317,7 @@ class RealLauncher final : public Launcher {
     if (it == children_.end()) return;
     Child child = std::move(it->second);
     children_.erase(it);
+    poller_.cancel(child.watch);  // a no-op when the watch is what fired
     siginfo_t info{};
     ExitInfo exit;
     exit.pid = pid;
@@ -312,8 +331,11 @@ class RealLauncher final : public Launcher {
     child.onExit(exit);
   }
 
-  // Orphans re-parented to the agent (it is a subreaper) are reaped when
-  // SIGCHLD says so; supervised children are left to their pidfd watch.
+  // Orphans re-parented to the agent (when it is a subreaper) are reaped
+  // after every supervised exit and on SIGCHLD (delivered through Asio's
+  // signal_set, so no handler races with the loop). Zombies are peeked
+  // with WNOWAIT first: a supervised child's status is never taken from
+  // its watch; one found dead here is reported through it right away.
   void waitForOrphans() {
     sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
       if (ec) return;
@@ -323,17 +345,24 @@ class RealLauncher final : public Launcher {
   }
 
   void reapOrphans() {
-    for (;;) {
+    int subreaper = 0;
+    if (prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0, 0, 0) != 0 || !subreaper) return;
+    for (int reaped = 0; reaped < kMaxReapsPerPass; ++reaped) {
       siginfo_t info{};
       if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
-      if (children_.count(info.si_pid)) return;  // its pidfd watch reaps it
-      siginfo_t reaped{};
-      waitid(P_PID, info.si_pid, &reaped, WEXITED | WNOHANG);
+      if (children_.count(info.si_pid)) {
+        onExited(info.si_pid);
+        continue;
+      }
+      siginfo_t status{};
+      waitid(P_PID, info.si_pid, &status, WEXITED | WNOHANG);
+      ++orphansReaped_;
     }
   }
 
   UringPoller& poller_;
   asio::signal_set sigchld_;
+  uint64_t orphansReaped_ = 0;
   std::unordered_map<pid_t, Child> children_;
 };
 

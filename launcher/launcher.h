@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -86,11 +87,19 @@ class Launcher {
   virtual Status signal(pid_t pid, int sig) = 0;
 
   virtual size_t supervisedCount() const = 0;
+
+  // Added: orphans (not supervised, re-parented to this subreaper process)
+  // reaped so far. Non-pure so other implementations need not care.
+  virtual uint64_t orphansReaped() const { return 0; }
 };
 
 // Makes the calling process a child subreaper (prctl PR_SET_CHILD_SUBREAPER):
 // processes whose parent dies (a task's children when its executor exits)
-// are re-parented to it, and the Launcher reaps them on SIGCHLD.
+// are re-parented to it. In a subreaper process the Launcher reaps every
+// exited child it does not supervise (after each supervised exit and on
+// SIGCHLD via Asio, peeking with WNOWAIT so supervised statuses stay with
+// their watch): code in such a process must not fork and waitpid on its
+// own. In a non-subreaper process the Launcher reaps only what it supervises.
 Status becomeSubreaper();
 
 }  // namespace allot

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <thread>
 
 #include "base/asio.h"
 #include "base/unique_fd.h"
@@ -219,6 +220,39 @@ TEST_P(LauncherTest, PollerOneShotMultishotAndCancel) {
   runUntil(io_, [] { return false; }, 100ms);
   EXPECT_EQ(multi, 3) << "a cancelled watch fired";
   EXPECT_EQ(poller_->watchCount(), 0u);
+}
+
+TEST_P(LauncherTest, CancelledWatchWithACompletionAlreadyQueuedNeverFires) {
+  UniqueFd efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  int fired = 0;
+  auto id = poller_->watch(efd.get(), POLLIN, false, [&](uint32_t) { ++fired; });
+  ASSERT_TRUE(id.ok());
+  uint64_t one = 1;
+  ASSERT_EQ(write(efd.get(), &one, sizeof one), 8);
+  // The poll has completed (its completion waits in the ring or the
+  // reactor) but the loop has not run: cancelling now must still win.
+  std::this_thread::sleep_for(20ms);
+  poller_->cancel(*id);
+  EXPECT_EQ(poller_->watchCount(), 0u);
+  runUntil(io_, [] { return false; }, 100ms);
+  EXPECT_EQ(fired, 0);
+  // The poller still works after that.
+  ASSERT_TRUE(poller_->watch(efd.get(), POLLIN, false, [&](uint32_t) { ++fired; }).ok());
+  ASSERT_TRUE(runUntil(io_, [&] { return fired == 1; }, 2s));
+}
+
+TEST_P(LauncherTest, FailedLaunchesLeakNoDescriptors) {
+  auto countFds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator());
+  };
+  auto before = countFds();
+  LaunchSpec spec = shell("");
+  spec.argv = {"/no/such/binary"};
+  for (int i = 0; i < 20; ++i) ASSERT_FALSE(launcher_->launch(spec, [](const ExitInfo&) {}).ok());
+  ExitInfo e = runToExit(shell("exit 0"));
+  EXPECT_TRUE(e.exited);
+  EXPECT_EQ(countFds(), before);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LauncherTest, ::testing::Values(true, false),
