@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# Run one binary inside a cgroups-v2 Linux guest under qemu (tests/vm/README.md).
+#
+#   scripts/vm/run-in-vm.sh [--timeout S] [--mem MiB] [--smp N] [--disk MiB]
+#                           [--include PATH]... [--module NAME]...
+#                           [--kernel VMLINUZ] [--cache DIR] -- BINARY [ARGS...]
+#
+# Builds an initramfs (busybox, BINARY, its shared libraries, every --include
+# PATH with its libraries; each at its host path) whose /init mounts proc,
+# sysfs, devtmpfs, tmpfs /tmp and cgroup2 at /sys/fs/cgroup, enables
+# +cpu +io +memory +pids +cpuset in the root's cgroup.subtree_control, runs
+# BINARY ARGS in /tmp as root with output on the console and prints
+# ALLOT-VM-EXIT=<code>. The kernel is Debian's cloud kernel
+# (scripts/vm/fetch-kernel.sh). --disk adds a virtio-blk raw disk, /dev/vda in
+# the guest. --module loads a kernel module (with its dependencies) first.
+# Environment variables named GTEST_* and ALLOT_* are passed to the guest.
+#
+# Exit status: the guest's exit code; 77 (meson's skip) when the VM could not
+# boot at all (no kernel, no qemu, boot failure: the reason goes to stderr);
+# 1 when the guest booted but BINARY crashed the guest or hung past --timeout.
+set -uo pipefail
+shopt -s extglob
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+timeout=300
+mem=1024
+smp=2
+disk=
+kernel=
+cache=${ALLOT_VM_CACHE:-/var/cache/allot-vm}
+includes=()
+modules=()
+
+log() { printf '[run-in-vm] %s\n' "$*" >&2; }
+usage() { sed -n '4,6p' "$0" >&2; exit 2; }
+# The VM cannot run here at all: meson reports the test as skipped.
+skip() { printf '[run-in-vm] SKIP: the VM cannot boot: %s\n' "$*" >&2; exit 77; }
+fail() { printf '[run-in-vm] FAIL: %s\n' "$*" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --timeout) timeout=${2:?}; shift 2 ;;
+    --mem) mem=${2:?}; shift 2 ;;
+    --smp) smp=${2:?}; shift 2 ;;
+    --disk) disk=${2:?}; shift 2 ;;
+    --include) includes+=("${2:?}"); shift 2 ;;
+    --module) modules+=("${2:?}"); shift 2 ;;
+    --kernel) kernel=${2:?}; shift 2 ;;
+    --cache) cache=${2:?}; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) usage ;;
+    *) log "unknown option $1"; usage ;;
+  esac
+done
+[ $# -ge 1 ] || usage
+for n in "$timeout" "$mem" "$smp" ${disk:+"$disk"}; do
+  [[ "$n" =~ ^[0-9]+$ ]] || { log "not a number: $n"; usage; }
+done
+
+binary=$1; shift
+[ -x "$binary" ] || fail "$binary is not an executable file"
+binary=$(readlink -f "$binary")
+
+# --- What the host needs. ----------------------------------------------------
+for tool in qemu-system-x86_64 cpio gzip ldd; do
+  command -v "$tool" >/dev/null || skip "$tool not found (scripts/allot-dev deps installs it)"
+done
+busybox=$(command -v busybox) || skip "busybox not found (install busybox-static)"
+# The guest has no libraries of its own for busybox: it must be static.
+ldd "$busybox" >/dev/null 2>&1 && skip "$busybox is dynamically linked (install busybox-static)"
+if [ -z "$kernel" ]; then
+  kernel=$("$here/fetch-kernel.sh" "$cache") || skip "no guest kernel (scripts/vm/fetch-kernel.sh failed, see above)"
+fi
+[ -r "$kernel" ] || skip "kernel $kernel not readable"
+kdir=$(dirname "$(readlink -f "$kernel")")
+
+# --- Temporary files, removed on every exit. ----------------------------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/allot-vm.XXXXXX") || skip "mktemp failed"
+qpid=
+cleanup() {
+  if [ -n "$qpid" ]; then kill -TERM "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+root=$work/root
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,etc,root,allot-vm} || skip "cannot write $work"
+
+# Copy a host file to the same path in the guest (following symlinks).
+put() {
+  local src=$1 dst=$root$1
+  mkdir -p "$(dirname "$dst")" && rm -f "$dst" && cp -L "$src" "$dst"
+}
+# Copy a file and, for a dynamic ELF, every library ldd lists plus the loader.
+put_with_libs() {
+  local f=$1 lib
+  put "$f" || return 1
+  if ldd "$f" >/dev/null 2>&1; then
+    while read -r lib; do
+      [ -e "$root$lib" ] || put "$lib" || return 1
+    done < <(ldd "$f" | grep -o '/[^ ]*' | sort -u)
+  fi
+}
+
+cp "$busybox" "$root/bin/busybox" || skip "cannot copy busybox"
+put_with_libs "$binary" || fail "cannot copy $binary or its libraries"
+for inc in "${includes[@]}"; do
+  [[ "$inc" == /* ]] || inc=$(command -v "$inc" || readlink -f "$inc")
+  if [ -d "$inc" ]; then
+    mkdir -p "$root$(dirname "$inc")" && cp -a "$inc" "$root$(dirname "$inc")/" || fail "cannot copy $inc"
+  elif [ -e "$inc" ]; then
+    put_with_libs "$inc" || fail "cannot copy $inc or its libraries"
+  else
+    fail "--include $inc: no such file"
+  fi
+done
+
+# Kernel modules: virtio for --disk, plus --module; in dependency order.
+[ -n "$disk" ] && modules=(virtio_pci virtio_blk "${modules[@]}")
+: > "$root/allot-vm/modules"
+if [ ${#modules[@]} -gt 0 ]; then
+  kver=$(basename "$kdir")
+  config=$kdir/config
+  wanted=()
+  for m in "${modules[@]}"; do
+    opt=
+    case "$m" in virtio_pci) opt=CONFIG_VIRTIO_PCI ;; virtio_blk) opt=CONFIG_VIRTIO_BLK ;; esac
+    if [ -n "$opt" ] && [ -r "$config" ] && grep -q "^$opt=y" "$config"; then
+      continue  # built in
+    fi
+    wanted+=("$m")
+  done
+  if [ ${#wanted[@]} -gt 0 ]; then
+    [ -d "$kdir/modules/lib/modules/$kver" ] || skip "modules ${wanted[*]} needed but $kdir/modules is missing"
+    deps=$(modprobe -d "$kdir/modules" -S "$kver" --show-depends -a "${wanted[@]}") ||
+      skip "cannot resolve kernel modules ${wanted[*]}"
+    while read -r verb ko _; do
+      [ "$verb" = insmod ] || continue
+      rel=${ko#"$kdir/modules"}
+      mkdir -p "$root$(dirname "$rel")" && cp "$ko" "$root$rel" || skip "cannot copy $ko"
+      grep -qxF "$rel" "$root/allot-vm/modules" || printf '%s\n' "$rel" >> "$root/allot-vm/modules"
+    done <<< "$deps"
+  fi
+fi
+
+# The command, single-quoted for the guest's shell, and the environment.
+q() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
+{
+  printf 'export PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp\n'
+  printf 'export GTEST_COLOR=no ALLOT_VM=1\n'
+  [ -n "$disk" ] && printf 'export ALLOT_VM_DISK=/dev/vda\n'
+  while IFS= read -r name; do
+    printf 'export %s=%s\n' "$name" "$(q "${!name}")"
+  done < <(compgen -e | grep -E '^(GTEST|ALLOT)_' || true)
+  printf 'exec'
+  for a in "$binary" "$@"; do printf ' %s' "$(q "$a")"; done
+  printf '\n'
+} > "$root/allot-vm/run"
+
+printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > "$root/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
+printf '127.0.0.1 localhost\n::1 localhost\n' > "$root/etc/hosts"
+
+cat > "$root/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+# A fresh tmpfs on /tmp, keeping what the initramfs put there (a build
+# directory under /tmp holds the binary itself).
+mkdir -p /.tmp && mount -t tmpfs tmpfs /.tmp && cp -a /tmp/. /.tmp/ && mount --move /.tmp /tmp
+rmdir /.tmp 2>/dev/null
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
+mount -t cgroup2 cgroup2 /sys/fs/cgroup || echo "ALLOT-VM: cannot mount cgroup2"
+for c in cpu io memory pids cpuset; do
+  echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control || echo "ALLOT-VM: cannot enable $c"
+done
+ip link set lo up 2>/dev/null
+while read -r ko; do
+  insmod "$ko" || echo "ALLOT-VM: insmod $ko failed"
+done < /allot-vm/modules
+if [ -s /allot-vm/modules ] && grep -q virtio_blk /allot-vm/modules; then
+  n=0; while [ ! -b /dev/vda ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n+1)); done
+  [ -b /dev/vda ] || echo "ALLOT-VM: /dev/vda did not appear"
+fi
+echo "ALLOT-VM-START"
+cd /tmp
+sh /allot-vm/run
+echo "ALLOT-VM-EXIT=$?"
+sync
+poweroff -f
+EOF
+chmod +x "$root/init"
+
+initrd=$work/initrd.gz
+(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1) > "$initrd" ||
+  skip "cannot build the initramfs"
+
+# ALLOT_VM_CPU, ALLOT_VM_QEMU_ARGS (word-split) and ALLOT_VM_APPEND are for
+# experiments with the emulated machine and the kernel command line.
+qemu=(qemu-system-x86_64 -accel tcg -cpu "${ALLOT_VM_CPU:-max}" -m "$mem" -smp "$smp" -nographic -no-reboot
+      -net none ${ALLOT_VM_QEMU_ARGS:-} -kernel "$kernel" -initrd "$initrd"
+      -append "console=ttyS0 panic=-1 quiet ${ALLOT_VM_APPEND:-}")
+if [ -n "$disk" ]; then
+  truncate -s "${disk}M" "$work/disk.img" || skip "cannot create a ${disk} MiB disk image"
+  qemu+=(-drive "file=$work/disk.img,format=raw,if=virtio")
+fi
+
+log "booting $(basename "$kernel") ($(du -h "$initrd" | cut -f1) initramfs) for $(basename "$binary"), timeout ${timeout}s"
+mkfifo "$work/console"
+start=$EPOCHREALTIME
+# timeout(1) enforces --timeout (TERM, then KILL 5 s later) and exits 124.
+timeout -k 5 "$timeout" "${qemu[@]}" < /dev/null > "$work/console" 2>&1 &
+qpid=$!
+
+booted=0
+code=
+elapsed() {
+  local us=$(( ${EPOCHREALTIME/./} - ${start/./} ))
+  printf '%d.%d' $((us / 1000000)) $((us / 100000 % 10))
+}
+while IFS= read -r line || [ -n "$line" ]; do
+  line=${line//$'\r'/}
+  line=${line//$'\e'@(c|\[*([0-9;?])[a-zA-Z])/}   # the firmware's terminal resets
+  case "$line" in
+    *ALLOT-VM-START*) booted=1; log "guest up after $(elapsed)s" ; continue ;;
+    *ALLOT-VM-EXIT=*) code=${line##*ALLOT-VM-EXIT=}; code=${code%%[^0-9]*} ;;
+  esac
+  printf '%s\n' "$line"
+done < "$work/console"
+wait "$qpid"
+qstatus=$?
+qpid=
+timed_out=0
+[ "$qstatus" -eq 124 ] && timed_out=1
+
+if [ -n "$code" ]; then
+  log "guest exit code $code after $(elapsed)s"
+  exit "$code"
+fi
+if [ "$booted" -eq 0 ]; then
+  [ "$timed_out" -eq 1 ] && skip "no guest userspace within ${timeout}s (kernel hang?)"
+  skip "qemu exited with status $qstatus before the guest's /init ran (console above)"
+fi
+[ "$timed_out" -eq 1 ] && fail "$(basename "$binary") did not finish within ${timeout}s; qemu killed"
+fail "the guest stopped without an exit marker (qemu status $qstatus): $(basename "$binary") crashed the guest"
