@@ -258,7 +258,9 @@ class RealLauncher final : public Launcher {
     } while (n < 0 && errno == EINTR);
     if (n == static_cast<ssize_t>(sizeof failure)) {
       siginfo_t info{};
-      waitid(P_PID, pid, &info, WEXITED);
+      // io_uring task work can interrupt blocking calls on this thread.
+      while (waitid(P_PID, pid, &info, WEXITED) != 0 && errno == EINTR) {
+      }
       std::string what = stepName(failure.step);
       if (failure.step == Step::kExec) what += " " + spec.argv[0];
       if (failure.step == Step::kCgroup) what += " " + spec.setup.cgroupProcsFiles[failure.index];
