@@ -77,14 +77,14 @@ class MemIsolator final : public CgroupIsolator {
       }
       return okStatus();
     }
-    // v1: memsw (memory+swap) must stay >= the memory limit, so the order
-    // of the two writes depends on the direction.
+    // v1: memsw (memory+swap) must stay >= the memory limit: when raising,
+    // memsw goes first; when lowering, the memory limit goes first.
     std::string memsw = file(id, "memory.memsw.limit_in_bytes");
     bool haveMemsw = cgroupfs::exists(memsw);
     auto old = cgroupfs::readInt(file(id, "memory.limit_in_bytes"));
     bool raising = bytes < 0 || !old || *old < 0 || bytes >= *old;
     std::string value = std::to_string(bytes);
-    if (haveMemsw && !raising) {
+    if (haveMemsw && raising) {
       if (Status st = cgroupfs::writeFile(memsw, value); !st) return st;
     }
     Status st = cgroupfs::writeFile(file(id, "memory.limit_in_bytes"), value);
@@ -93,7 +93,7 @@ class MemIsolator final : public CgroupIsolator {
                        " bytes below its current usage", EBUSY};
     }
     if (!st) return st;
-    if (haveMemsw && raising) return cgroupfs::writeFile(memsw, value);
+    if (haveMemsw && !raising) return cgroupfs::writeFile(memsw, value);
     return okStatus();
   }
 
@@ -143,11 +143,16 @@ class MemIsolator final : public CgroupIsolator {
     if (it == watches_.end()) return;
     Watch& w = it->second;
     char buf[4096];
-    while (read(w.fd.get(), buf, sizeof buf) > 0) {
-    }
+    bool woke = false;
+    while (read(w.fd.get(), buf, sizeof buf) > 0) woke = true;
     if (w.fired) return;
-    auto kills = cgroupfs::readKey(file(w.id, v2() ? "memory.events" : "memory.oom_control"), "oom_kill");
-    if (!kills || *kills <= 0) return;
+    std::string counters = file(w.id, v2() ? "memory.events" : "memory.oom_control");
+    auto kills = cgroupfs::readKey(counters, "oom_kill");
+    // v1 signals the eventfd before the OOM killer has picked its victim (so
+    // oom_kill may still read 0); a wake while the cgroup exists is an OOM
+    // (our own rmdir cancels the watch first).
+    bool oom = (kills && *kills > 0) || (!v2() && woke && cgroupfs::exists(counters));
+    if (!oom) return;
     w.fired = true;
     Limitation limitation;
     limitation.reason = wire::REASON_MEMORY_LIMIT;
