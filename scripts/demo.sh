@@ -92,7 +92,7 @@ start_agent() {  # start_agent [ISOLATION]
   return 1
 }
 
-isolation=cgroups/cpu,cgroups/mem
+isolation=${ALLOT_DEMO_ISOLATION-cgroups/cpu,cgroups/mem}
 if [[ $(id -u) -eq 0 ]] && start_agent "$isolation"; then
   echo "demo: allot-agent registered with isolation $isolation"
 else
