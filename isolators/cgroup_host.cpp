@@ -78,14 +78,16 @@ Result<CgroupHost> detectCgroupHost(const std::string& root) {
   CgroupHost host;
   // libcgroup reads the mount table correctly for v1 hierarchies (including
   // co-mounted ones like cpu,cpuacct); see docs/decisions.md.
+  // libcgroup 2.0.2 also answers with the cgroup2 mount for a controller
+  // that only v2 has (seen in the vm suite): those are not v1 hierarchies.
+  host.v2 = findCgroup2Mount();
   if (cgroup_init() == 0) {
     for (const char* c : kV1Controllers) {
       char* mount = nullptr;
-      if (cgroup_get_subsys_mount_point(c, &mount) == 0 && mount) host.v1[c] = mount;
+      if (cgroup_get_subsys_mount_point(c, &mount) == 0 && mount && host.v2 != mount) host.v1[c] = mount;
       free(mount);
     }
   }
-  host.v2 = findCgroup2Mount();
   if (!host.v2.empty()) {
     // The delegation boundary: what the root's parent enables for it. On a
     // unified host the top level lists its controllers in cgroup.controllers
