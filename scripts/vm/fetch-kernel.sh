@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fetch Debian's cloud kernel for the `vm` test suite (tests/vm/README.md).
 #
-#   scripts/vm/fetch-kernel.sh [CACHE_DIR]     (default /var/cache/allot-vm)
+#   scripts/vm/fetch-kernel.sh [CACHE_DIR]   (default $ALLOT_VM_CACHE, else
+#                                            /var/cache/allot-vm as root,
+#                                            ~/.cache/allot-vm otherwise)
 #
 # Idempotent: downloads linux-image-cloud-amd64's versioned kernel package
 # with `apt-get download` (running `apt-get update` only when apt does not know
@@ -11,7 +13,9 @@
 # non-zero with the reason when anything is missing.
 set -euo pipefail
 
-cache=${1:-${ALLOT_VM_CACHE:-/var/cache/allot-vm}}
+default_cache=/var/cache/allot-vm
+[ "$(id -u)" -eq 0 ] || default_cache=${XDG_CACHE_HOME:-$HOME/.cache}/allot-vm
+cache=${1:-${ALLOT_VM_CACHE:-$default_cache}}
 meta=linux-image-cloud-amd64
 
 log() { printf '[fetch-kernel] %s\n' "$*" >&2; }
@@ -33,6 +37,15 @@ versioned_package() {
   apt-cache depends "$meta" 2>/dev/null |
     sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-cloud-amd64\)$/\1/p' | head -n1
 }
+mkdir -p "$cache" || die "cannot create $cache"
+# Concurrent test runs: one fetches, the others wait and reuse it.
+exec 9>"$cache/.lock"
+flock 9 || die "cannot lock $cache/.lock"
+if [ -L "$cache/current" ] && [ -f "$cache/current/.complete" ]; then
+  readlink -f "$cache/current/vmlinuz"
+  exit 0
+fi
+
 pkg=$(versioned_package || true)
 if [ -z "$pkg" ]; then
   log "apt does not know $meta; running apt-get update"
@@ -42,7 +55,6 @@ if [ -z "$pkg" ]; then
 fi
 kver=${pkg#linux-image-}
 
-mkdir -p "$cache" || die "cannot create $cache"
 dest="$cache/$kver"
 if [ ! -f "$dest/.complete" ]; then
   work=$(mktemp -d "$cache/.fetch.XXXXXX")

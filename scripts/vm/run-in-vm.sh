@@ -27,7 +27,7 @@ mem=1024
 smp=2
 disk=
 kernel=
-cache=${ALLOT_VM_CACHE:-/var/cache/allot-vm}
+cache=   # fetch-kernel.sh's default
 includes=()
 modules=()
 
@@ -69,7 +69,7 @@ busybox=$(command -v busybox) || skip "busybox not found (install busybox-static
 # The guest has no libraries of its own for busybox: it must be static.
 ldd "$busybox" >/dev/null 2>&1 && skip "$busybox is dynamically linked (install busybox-static)"
 if [ -z "$kernel" ]; then
-  kernel=$("$here/fetch-kernel.sh" "$cache") || skip "no guest kernel (scripts/vm/fetch-kernel.sh failed, see above)"
+  kernel=$("$here/fetch-kernel.sh" ${cache:+"$cache"}) || skip "no guest kernel (scripts/vm/fetch-kernel.sh failed, see above)"
 fi
 [ -r "$kernel" ] || skip "kernel $kernel not readable"
 kdir=$(dirname "$(readlink -f "$kernel")")
