@@ -1,0 +1,77 @@
+// ROOT: allot-agent with the cgroup isolators on this host's real cgroups.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "tests/agent/cluster.h"
+
+namespace allot::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+int exitStatus(int st) { return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1; }
+
+// Directories named after `root` under any cgroup hierarchy, with children.
+std::vector<std::string> executorCgroups(const std::string& root) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+    std::error_code ec2;
+    for (const auto& c : fs::directory_iterator(h.path() / root, ec2)) {
+      if (c.is_directory()) out.push_back(c.path());
+    }
+  }
+  return out;
+}
+
+class AgentRoot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (cgroups)";
+    cluster_ = std::make_unique<Cluster>();
+    if (auto why = cluster_->missing(); !why.empty()) GTEST_SKIP() << why;
+    cgroupsRoot_ = "allot-agent-test-" + std::to_string(getpid());
+    ASSERT_TRUE(cluster_->startMaster());
+    if (!cluster_->startAgent({"--isolation", "cgroups/cpu,cgroups/mem", "--cgroups-root", cgroupsRoot_})) {
+      GTEST_SKIP() << "the agent cannot isolate with cgroups/cpu,cgroups/mem here:\n"
+                   << cluster_->agentLog();
+    }
+  }
+  void TearDown() override {
+    cluster_.reset();
+    // The agent removes its executors' cgroups; the root itself may stay.
+    for (const auto& h : {"cpu", "cpuacct", "memory", "freezer", "unified"}) {
+      std::error_code ec;
+      fs::remove(fs::path("/sys/fs/cgroup") / h / cgroupsRoot_, ec);
+    }
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  std::string cgroupsRoot_;
+};
+
+TEST_F(AgentRoot, ExecutorRunsInItsOwnCgroupAndLeavesNoneBehind) {
+  Child run = cluster_->execute({"--command", "cat /proc/self/cgroup", "--resources", "cpus:0.5;mem:64"});
+  ASSERT_EQ(exitStatus(run.wait(30s)), 0) << run.out() << run.err() << cluster_->agentLog();
+  bool found = false;
+  for (const auto& e : fs::recursive_directory_iterator(cluster_->workDir() + "/sandboxes")) {
+    if (e.path().extension() == ".stdout") found = readAll(e.path()).find(cgroupsRoot_ + "/") != std::string::npos;
+  }
+  EXPECT_TRUE(found) << "the task did not run in an executor cgroup under " << cgroupsRoot_;
+  EXPECT_TRUE(waitFor([&] { return executorCgroups(cgroupsRoot_).empty(); }, 10s))
+      << "left behind: " << (executorCgroups(cgroupsRoot_).empty() ? "" : executorCgroups(cgroupsRoot_)[0]);
+}
+
+TEST_F(AgentRoot, MemoryLimitEndsTheExecutorWithItsReason) {
+  Child run = cluster_->execute({"--command", "head -c 400000000 /dev/zero | tail -n 1 >/dev/null; sleep 5",
+                                 "--resources", "cpus:0.5;mem:32"});
+  int st = run.wait(60s);
+  EXPECT_NE(exitStatus(st), 0);
+  EXPECT_NE(run.out().find("MEMORY_LIMIT"), std::string::npos) << run.out() << cluster_->agentLog();
+  EXPECT_TRUE(waitFor([&] { return executorCgroups(cgroupsRoot_).empty(); }, 10s));
+}
+
+}  // namespace
+}  // namespace allot::testing
