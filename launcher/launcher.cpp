@@ -91,10 +91,22 @@ Prepared prepare(const LaunchSpec& spec) {
   return p;
 }
 
-[[noreturn]] void childFail(int pipeFd, Step step, int index = 0) {
+// Where the child reports a failed step: straight into the parent's memory
+// when it shares it (the vfork-style clone: the parent reads it once clone
+// returns, with no extra wake-up), else a close-on-exec pipe.
+struct FailureSink {
+  int pipeFd = -1;
+  ChildFailure* shared = nullptr;
+};
+
+[[noreturn]] void childFail(const FailureSink& sink, Step step, int index = 0) {
   ChildFailure f{step, errno, index};
-  ssize_t ignored = write(pipeFd, &f, sizeof f);
-  (void)ignored;
+  if (sink.shared) {
+    *sink.shared = f;
+  } else {
+    ssize_t ignored = write(sink.pipeFd, &f, sizeof f);
+    (void)ignored;
+  }
   _exit(127);
 }
 
@@ -117,7 +129,7 @@ int openOutput(const std::string& path) {
 }
 
 // Runs in the child between clone and exec: async-signal-safe calls only.
-[[noreturn]] void runChild(Prepared& p, int pipeFd) {
+[[noreturn]] void runChild(Prepared& p, const FailureSink& sink) {
   const LaunchSpec& spec = *p.spec;
   const ChildSetup& setup = spec.setup;
   // The parent blocked every signal around clone. Ignored signals would
@@ -127,52 +139,52 @@ int openOutput(const std::string& path) {
   for (int sig : p.nonDefaultSignals) signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
-  if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) childFail(pipeFd, Step::kSignals);
-  if (setsid() < 0) childFail(pipeFd, Step::kSetsid);
+  if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) childFail(sink, Step::kSignals);
+  if (setsid() < 0) childFail(sink, Step::kSetsid);
   int in = open("/dev/null", O_RDONLY);
-  if (in < 0 || dup2(in, 0) < 0) childFail(pipeFd, Step::kStdin);
+  if (in < 0 || dup2(in, 0) < 0) childFail(sink, Step::kStdin);
   int out = openOutput(spec.stdoutPath);
-  if (out < 0 || dup2(out, 1) < 0) childFail(pipeFd, Step::kStdout);
+  if (out < 0 || dup2(out, 1) < 0) childFail(sink, Step::kStdout);
   int err = openOutput(spec.stderrPath);
-  if (err < 0 || dup2(err, 2) < 0) childFail(pipeFd, Step::kStderr);
-  if (!spec.workDir.empty() && chdir(spec.workDir.c_str()) != 0) childFail(pipeFd, Step::kChdir);
+  if (err < 0 || dup2(err, 2) < 0) childFail(sink, Step::kStderr);
+  if (!spec.workDir.empty() && chdir(spec.workDir.c_str()) != 0) childFail(sink, Step::kChdir);
   formatPid(p.pidText);
   for (size_t i = 0; i < setup.cgroupProcsFiles.size(); ++i) {
     int fd = open(setup.cgroupProcsFiles[i].c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, p.pidText, strlen(p.pidText)) < 0) {
-      childFail(pipeFd, Step::kCgroup, static_cast<int>(i));
+      childFail(sink, Step::kCgroup, static_cast<int>(i));
     }
     close(fd);
   }
-  if (setup.netnsFd >= 0 && setns(setup.netnsFd, CLONE_NEWNET) != 0) childFail(pipeFd, Step::kNetns);
+  if (setup.netnsFd >= 0 && setns(setup.netnsFd, CLONE_NEWNET) != 0) childFail(sink, Step::kNetns);
   if (setup.gid >= 0) {
-    if (setgroups(0, nullptr) != 0) childFail(pipeFd, Step::kSetgroups);
-    if (setgid(setup.gid) != 0) childFail(pipeFd, Step::kSetgid);
+    if (setgroups(0, nullptr) != 0) childFail(sink, Step::kSetgroups);
+    if (setgid(setup.gid) != 0) childFail(sink, Step::kSetgid);
   }
-  if (setup.uid >= 0 && setuid(setup.uid) != 0) childFail(pipeFd, Step::kSetuid);
+  if (setup.uid >= 0 && setuid(setup.uid) != 0) childFail(sink, Step::kSetuid);
   if ((setup.noNewPrivs || !setup.seccompBpf.empty()) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-    childFail(pipeFd, Step::kNoNewPrivs);
+    childFail(sink, Step::kNoNewPrivs);
   }
   if (!setup.seccompBpf.empty()) {
     sock_fprog prog{};
     prog.len = static_cast<unsigned short>(setup.seccompBpf.size() / sizeof(sock_filter));
     prog.filter = reinterpret_cast<sock_filter*>(const_cast<char*>(setup.seccompBpf.data()));
-    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) childFail(pipeFd, Step::kSeccomp);
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) childFail(sink, Step::kSeccomp);
   }
   // Every fd of the agent stays behind (sockets, the ring, cgroup files).
   syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
   execvpe(p.argv[0], p.argv.data(), p.envp.data());
-  childFail(pipeFd, Step::kExec);
+  childFail(sink, Step::kExec);
 }
 
 struct ChildArgs {
   Prepared* prepared;
-  int pipeFd;
+  FailureSink sink;
 };
 
 int childMain(void* arg) {
   auto* a = static_cast<ChildArgs*>(arg);
-  runChild(*a->prepared, a->pipeFd);
+  runChild(*a->prepared, a->sink);
 }
 
 // Starts the child with a pidfd. Without a cgroup directory this is a
@@ -195,10 +207,10 @@ pid_t startChild(ChildArgs* args, int* pidfd) {
   ca.exit_signal = SIGCHLD;
   ca.cgroup = static_cast<uint64_t>(setup.cgroupDirFd);
   long pid = syscall(SYS_clone3, &ca, sizeof ca);
-  if (pid == 0) runChild(*args->prepared, args->pipeFd);
+  if (pid == 0) runChild(*args->prepared, args->sink);
   if (pid >= 0 || (errno != ENOSYS && errno != EPERM)) return static_cast<pid_t>(pid);
   pid = fork();
-  if (pid == 0) runChild(*args->prepared, args->pipeFd);
+  if (pid == 0) runChild(*args->prepared, args->sink);
   if (pid > 0) *pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   return static_cast<pid_t>(pid);
 }
@@ -233,11 +245,21 @@ class RealLauncher final : public Launcher {
   Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) override {
     if (spec.argv.empty()) return Error{"launch: empty argv"};
     Prepared prepared = prepare(spec);
-    int pipeFds[2];
-    if (pipe2(pipeFds, O_CLOEXEC) != 0) return Error::fromErrno("pipe2");
-    UniqueFd readEnd(pipeFds[0]), writeEnd(pipeFds[1]);
+    // The vfork-style clone shares memory (see startChild); clone3 does not.
+    bool sharesMemory = spec.setup.cgroupDirFd < 0;
+    ChildFailure failure{};
+    UniqueFd readEnd, writeEnd;
+    ChildArgs args{&prepared, {}};
+    if (sharesMemory) {
+      args.sink.shared = &failure;
+    } else {
+      int pipeFds[2];
+      if (pipe2(pipeFds, O_CLOEXEC) != 0) return Error::fromErrno("pipe2");
+      readEnd = UniqueFd(pipeFds[0]);
+      writeEnd = UniqueFd(pipeFds[1]);
+      args.sink.pipeFd = writeEnd.get();
+    }
     int pidfd = -1;
-    ChildArgs args{&prepared, writeEnd.get()};
     // No signal handler may run in the child before it has reset them.
     sigset_t all, previous;
     sigfillset(&all);
@@ -249,14 +271,18 @@ class RealLauncher final : public Launcher {
     if (pid < 0) return Error::fromErrno("clone3/fork for " + spec.argv[0]);
     UniqueFd pidfdOwner(pidfd);
     writeEnd.reset();
-    // Blocks until exec (EOF) or a setup failure: microseconds, and it makes
-    // "no such executable" an error of launch() instead of an exit 127.
-    ChildFailure failure{};
-    ssize_t n;
-    do {
-      n = read(readEnd.get(), &failure, sizeof failure);
-    } while (n < 0 && errno == EINTR);
-    if (n == static_cast<ssize_t>(sizeof failure)) {
+    // The child has exec'd or failed a step by now (vfork), or the pipe
+    // says which (EOF on exec): "no such executable" is an error of
+    // launch() instead of an exit 127.
+    bool failed = static_cast<int>(failure.step) != 0;
+    if (!sharesMemory) {
+      ssize_t n;
+      do {
+        n = read(readEnd.get(), &failure, sizeof failure);
+      } while (n < 0 && errno == EINTR);
+      failed = n == static_cast<ssize_t>(sizeof failure);
+    }
+    if (failed) {
       siginfo_t info{};
       // io_uring task work can interrupt blocking calls on this thread.
       while (waitid(P_PID, pid, &info, WEXITED) != 0 && errno == EINTR) {
