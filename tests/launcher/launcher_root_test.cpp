@@ -94,6 +94,27 @@ TEST_F(LauncherRootTest, ChildIsBornInsideACgroup2Directory) {
   EXPECT_NE(readFile(spec.stdoutPath).find("0::/" + name), std::string::npos) << readFile(spec.stdoutPath);
 }
 
+TEST_F(LauncherRootTest, ExecFailureInsideACgroup2DirectoryIsAnError) {
+  // clone3 (CLONE_INTO_CGROUP) does not share memory: the error comes
+  // through the close-on-exec pipe.
+  std::string root = fs::exists("/sys/fs/cgroup/unified/cgroup.procs") ? "/sys/fs/cgroup/unified"
+                     : fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "/sys/fs/cgroup"
+                                                                        : "";
+  if (root.empty()) GTEST_SKIP() << "no cgroup2 hierarchy mounted";
+  std::string cg = makeCgroup(root);
+  ASSERT_FALSE(cg.empty());
+  UniqueFd dirFd(open(cg.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  LaunchSpec spec = shell("true");
+  spec.argv = {"/no/such/binary"};
+  spec.setup.cgroupDirFd = dirFd.get();
+  auto pid = launcher_->launch(spec, [](const ExitInfo&) {});
+  ASSERT_FALSE(pid.ok());
+  EXPECT_EQ(pid.error().errnum, ENOENT);
+  EXPECT_NE(pid.error().describe().find("exec /no/such/binary"), std::string::npos)
+      << pid.error().describe();
+  EXPECT_EQ(readFile(cg + "/cgroup.procs"), "") << "the failed child was reaped";
+}
+
 TEST_F(LauncherRootTest, ChildJoinsV1CgroupsBeforeExec) {
   if (!fs::exists("/sys/fs/cgroup/pids/cgroup.procs")) GTEST_SKIP() << "no v1 pids hierarchy";
   std::string cg = makeCgroup("/sys/fs/cgroup/pids");

@@ -1,12 +1,17 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/syscall.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -220,6 +225,49 @@ TEST_P(LauncherTest, PollerOneShotMultishotAndCancel) {
   runUntil(io_, [] { return false; }, 100ms);
   EXPECT_EQ(multi, 3) << "a cancelled watch fired";
   EXPECT_EQ(poller_->watchCount(), 0u);
+}
+
+// A filter answering EPERM to mkdir/mkdirat, allowing everything else.
+std::vector<char> denyMkdirFilter() {
+  std::vector<sock_filter> prog = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdir, 1, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdirat, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  const char* bytes = reinterpret_cast<const char*>(prog.data());
+  return std::vector<char>(bytes, bytes + prog.size() * sizeof(sock_filter));
+}
+
+TEST_P(LauncherTest, SeccompFilterAppliesToTheExecutedProgram) {
+  LaunchSpec spec = shell("mkdir denied; grep -E 'NoNewPrivs|Seccomp:' /proc/self/status");
+  spec.setup.seccompBpf = denyMkdirFilter();
+  ExitInfo e = runToExit(spec);
+  EXPECT_TRUE(e.exited);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "denied"));
+  EXPECT_NE(readFile(spec.stderrPath).find("Operation not permitted"), std::string::npos)
+      << readFile(spec.stderrPath);
+  std::string out = readFile(spec.stdoutPath);
+  EXPECT_NE(out.find("NoNewPrivs:\t1"), std::string::npos) << out;
+  EXPECT_NE(out.find("Seccomp:\t2"), std::string::npos) << out;
+  // Without the filter the same command succeeds.
+  spec.setup.seccompBpf.clear();
+  EXPECT_EQ(runToExit(spec).exitCode, 0);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "denied"));
+}
+
+TEST_P(LauncherTest, AnInvalidSeccompProgramIsAnError) {
+  LaunchSpec spec = shell("true");
+  spec.setup.seccompBpf = std::vector<char>(3, 0);  // not even one instruction
+  auto pid = launcher_->launch(spec, [](const ExitInfo&) {});
+  ASSERT_FALSE(pid.ok());
+  EXPECT_EQ(pid.error().errnum, EINVAL);
+  EXPECT_NE(pid.error().describe().find("seccomp"), std::string::npos) << pid.error().describe();
+  EXPECT_EQ(zombieChildren(), 0);
 }
 
 TEST_P(LauncherTest, CancelledWatchWithACompletionAlreadyQueuedNeverFires) {
