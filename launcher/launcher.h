@@ -6,7 +6,9 @@
 // exits are observed by a poll on each pidfd through UringPoller (io_uring),
 // then reaped with waitid(P_PIDFD). No SIGCHLD handler, no waitpid loops, no
 // zombies. The agent is made a child subreaper so orphaned grandchildren
-// come back to it and are reaped too.
+// come back to it and are reaped too. (An Asio signal_set on SIGCHLD only
+// triggers that orphan reaping, which does nothing unless the process is a
+// subreaper: see becomeSubreaper below.)
 //
 // Thread: everything on the daemon's io_context thread; callbacks too.
 #pragma once
@@ -75,7 +77,7 @@ class Launcher {
 
   // Starts a process. Returns its pid once it runs (or an Error if fork,
   // setup or exec failed: the child's own failure is reported back through
-  // a close-on-exec pipe, so "no such executable" is an error here, not a
+  // a close-on-exec pipe, or shared memory for the vfork-style clone, so "no such executable" is an error here, not a
   // mysterious exit 127). onExit fires exactly once.
   virtual Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) = 0;
 
