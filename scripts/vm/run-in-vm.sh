@@ -188,7 +188,7 @@ if [ -s /allot-vm/modules ] && grep -q virtio_blk /allot-vm/modules; then
 fi
 echo "ALLOT-VM-START"
 cd /tmp
-sh /allot-vm/run
+sh /allot-vm/run < /dev/null
 echo "ALLOT-VM-EXIT=$?"
 sync
 poweroff -f
@@ -203,7 +203,7 @@ initrd=$work/initrd.gz
 # experiments with the emulated machine and the kernel command line.
 qemu=(qemu-system-x86_64 -accel tcg -cpu "${ALLOT_VM_CPU:-max}" -m "$mem" -smp "$smp" -nographic -no-reboot
       -net none ${ALLOT_VM_QEMU_ARGS:-} -kernel "$kernel" -initrd "$initrd"
-      -append "console=ttyS0 panic=-1 quiet ${ALLOT_VM_APPEND:-}")
+      -append "console=ttyS0 panic=-1 quiet cryptomgr.notests ${ALLOT_VM_APPEND:-}")
 if [ -n "$disk" ]; then
   truncate -s "${disk}M" "$work/disk.img" || skip "cannot create a ${disk} MiB disk image"
   qemu+=(-drive "file=$work/disk.img,format=raw,if=virtio")
