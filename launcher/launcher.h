@@ -77,8 +77,9 @@ class Launcher {
 
   // Starts a process. Returns its pid once it runs (or an Error if fork,
   // setup or exec failed: the child's own failure is reported back through
-  // a close-on-exec pipe, or shared memory for the vfork-style clone, so "no such executable" is an error here, not a
-  // mysterious exit 127). onExit fires exactly once.
+  // a close-on-exec pipe, or shared memory for the vfork-style clone, so
+  // "no such executable" is an error here, not a mysterious exit 127).
+  // onExit fires exactly once.
   virtual Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) = 0;
 
   // Supervises a process this launcher did not start (e.g. an executor
