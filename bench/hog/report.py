@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Turns the hog benchmark's phase summaries into its table and plot data.
+
+Input: a JSON-lines file, one loadgen.py summary per phase plus its mode
+(iso / noiso), phase (alone / cpu / mem / fork / disk) and hog outcome.
+Output in --out: hog-results.txt (the table printed by run.sh),
+hog-results.json (everything), hog-results.dat (gnuplot data).
+Increases are over the victim alone under isolation (alone-iso): the same
+allot task with the same resources and limits; the unisolated rows also give
+the increase over alone-noiso.
+"""
+import argparse
+import json
+import math
+import os
+
+kPaper = {("cpu", "iso"): "+30% (containers)", ("cpu", "noiso"): "+550% (none)"}
+kPhaseNames = {"alone": "alone", "cpu": "CPU hog", "mem": "memory bomb",
+               "fork": "fork bomb", "disk": "disk writer"}
+
+
+def pct(value, base):
+    if not base or math.isnan(value) or math.isnan(base):
+        return "n/a"
+    return f"{(value / base - 1) * 100:+.0f}%"
+
+
+def ratio(value, base):
+    if not base or math.isnan(value) or math.isnan(base):
+        return "n/a"
+    return f"{value / base:.2f}x"
+
+
+def loadPhases(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    return rows
+
+
+def table(rows, baseline, noisoBaseline):
+    head = ("| phase | isolation | mean ms | p50 ms | p99 ms | max ms | req/s | errors "
+            "| mean vs alone | p99 vs alone | paper (mean) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        base = baseline
+        extra = ""
+        if r["mode"] == "noiso" and noisoBaseline is not None and r["phase"] != "alone":
+            extra = f" ({pct(r['mean_ms'], noisoBaseline['mean_ms'])} vs alone-noiso)"
+        lines.append(
+            f"| {kPhaseNames.get(r['phase'], r['phase'])} | {'allot cgroups' if r['mode'] == 'iso' else 'none'} "
+            f"| {r['mean_ms']:.2f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.1f} "
+            f"| {r['throughput_rps']:.1f} | {r['errors']} "
+            f"| {pct(r['mean_ms'], base['mean_ms']) if base else 'n/a'}{extra} "
+            f"| {ratio(r['p99_ms'], base['p99_ms']) if base else 'n/a'} "
+            f"| {kPaper.get((r['phase'], r['mode']), '')} |")
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--phases", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--command", default="bench/hog/run.sh")
+    parser.add_argument("--rate", default="")
+    parser.add_argument("--duration", default="")
+    parser.add_argument("--spinners", default="")
+    parser.add_argument("--page-cost", default="")
+    parser.add_argument("--isolation", default="")
+    parser.add_argument("--uptime-start", default="")
+    parser.add_argument("--uptime-end", default="")
+    args = parser.parse_args()
+
+    rows = loadPhases(args.phases)
+    find = lambda mode, phase: next((r for r in rows if r["mode"] == mode and r["phase"] == phase), None)
+    baseline = find("iso", "alone") or find("noiso", "alone")
+    noisoBaseline = find("noiso", "alone")
+
+    text = [
+        f"command: {args.command}",
+        f"open-loop client: {args.rate} requests/s for {args.duration} s per phase, one connection per "
+        f"request, latency from the scheduled send time; runs on the same machine at SCHED_FIFO outside allot",
+        f"victim: Apache prefork + mod_php page of ~{args.page_cost} ms php-cli CPU (SQLite + rendering)",
+        f"CPU hog: {args.spinners} spinning processes; isolation: {args.isolation or 'none'}",
+        f"load before: {args.uptime_start.strip()}",
+        f"load after:  {args.uptime_end.strip()}",
+        "",
+    ] + table(rows, baseline, noisoBaseline) + ["", "hog outcomes:"]
+    for r in rows:
+        if r["phase"] != "alone":
+            text.append(f"- {r['phase']}-{r['mode']}: {r['hog']}")
+
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "hog-results.txt"), "w") as f:
+        f.write("\n".join(text) + "\n")
+    with open(os.path.join(args.out, "hog-results.json"), "w") as f:
+        json.dump({"command": args.command, "rate": args.rate, "duration": args.duration,
+                   "spinners": args.spinners, "isolation": args.isolation,
+                   "page_cost_ms": args.page_cost, "phases": rows}, f, indent=1)
+    with open(os.path.join(args.out, "hog-results.dat"), "w") as f:
+        f.write("# phase mean p50 p90 p99\n")
+        for r in rows:
+            label = f"{r['phase']}-{r['mode']}"
+            f.write(f"{label} {r['mean_ms']:.3f} {r['p50_ms']:.3f} {r['p90_ms']:.3f} {r['p99_ms']:.3f}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

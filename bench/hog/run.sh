@@ -1,0 +1,360 @@
+#!/usr/bin/env bash
+# The Mesos paper's isolation experiment (section 6.7) and the noisy
+# neighbours of Matthews et al., on allot. One command, as root:
+#
+#   bench/hog/run.sh [--build DIR] [--out DIR] [--rate N] [--duration S]
+#                    [--spinners N] [--phases "alone cpu mem fork disk"]
+#                    [--modes "iso noiso"] [--isolation LIST] [--no-install]
+#
+# It installs what is missing (Debian packages), builds allot-master,
+# allot-agent, allot-execute and allot-executor into --build (default
+# ./build-hog), starts a local master and agent, runs the victim (Apache
+# prefork + mod_php serving page.php, ~5 ms of CPU per request) as a task of
+# one framework and each hog as a task of another, both through
+# allot-execute with equal cpus, and drives the victim with loadgen.py, an
+# open-loop client at --rate requests/s. Per agent mode:
+#   iso    the agent runs with --isolation (cgroups cpu/mem/pids/blkio[/cpuset])
+#   noiso  the same agent binary with --isolation empty: tasks share the
+#          agent's cgroups (the paper's "no isolation")
+# and per phase: alone (victim only: the baseline, with its own limits),
+# cpu (N spinners), mem (memory bomb), fork (fork bomb), disk (O_DIRECT writer).
+# Results: DIR/hog-results.txt (table), hog-results.json, hog-latency.png.
+# Everything it starts is stopped, and its cgroups removed, on exit or ^C.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+build="$repo/build-hog"
+out="$repo/docs/results"
+rate=100
+duration=30
+warmup=3
+settle=5
+spinners=256
+phases="alone cpu mem fork disk"
+modes="iso noiso"
+isolation="cgroups/cpu,cgroups/mem,cgroups/pids,cgroups/blkio,cgroups/cpuset"
+install=1
+pageRows=50
+webResources="cpus:1;mem:1024"
+hogResources="cpus:1;mem:1024"
+agentResources="cpus:2;mem:4096;disk:8192"
+memCapUnisolatedMib=4096     # safety cap of the memory bomb when nothing else stops it
+forkNprocCap=2048            # safety cap of the fork bomb (RLIMIT_NPROC of its user)
+hogUser=allot-hog
+
+origArgs="$*"
+usage() { sed -n '2,22p' "$0"; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    --spinners) spinners=$2; shift 2 ;;
+    --phases) phases=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
+    --isolation) isolation=$2; shift 2 ;;
+    --no-install) install=0; shift ;;
+    -h|--help) usage ;;
+    *) echo "run.sh: unknown argument $1" >&2; usage ;;
+  esac
+done
+
+log() { printf '[hog %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "run as root (cgroups, apache, packages)"
+
+# ---------------------------------------------------------------- set-up
+
+packages=(apache2 libapache2-mod-php php-sqlite3 python3 util-linux procps gnuplot-nox)
+buildPackages=(g++ meson ninja-build pkg-config protobuf-compiler libprotobuf-dev libboost-dev
+  liburing-dev libcgroup-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libzookeeper-mt-dev)
+
+installMissing() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  log "installing: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+buildAllot() {
+  local targets=(master/allot-master agent/allot-agent cli/allot-execute cli/allot-executor)
+  if [ ! -f "$build/build.ninja" ]; then
+    meson setup "$build" "$repo" --buildtype=debugoptimized >/dev/null
+  fi
+  log "building ${targets[*]} in $build"
+  if ! ninja -C "$build" "${targets[@]}" > "$build/hog-build.log" 2>&1; then
+    tail -15 "$build/hog-build.log" >&2
+    local t
+    for t in "${targets[@]}"; do [ -x "$build/$t" ] || die "build failed and $build/$t is missing"; done
+    log "warning: the build failed (above); using the binaries already in $build"
+  fi
+}
+
+if [ "$install" -eq 1 ]; then
+  installMissing "${packages[@]}" "${buildPackages[@]}"
+fi
+buildAllot
+master="$build/master/allot-master"
+agent="$build/agent/allot-agent"
+execute="$build/cli/allot-execute"
+id "$hogUser" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$hogUser"
+
+run=$(mktemp -d /tmp/allot-hog.XXXXXX)
+chmod 755 "$run"
+cgroupsRoot="allot-hog-$$"
+mkdir -p "$out"
+log "run directory $run; results to $out"
+
+# ---------------------------------------------------------------- cleanup
+
+bgPids=()          # allot-execute, agent, master: stopped in reverse order
+stopPid() {        # stopPid PID SECONDS: SIGTERM, wait, then SIGKILL
+  local pid=$1 waitS=$2 i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < waitS * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+# Processes of the hog user (the fork bomb) and processes whose working
+# directory is inside this run's directory (executors and their tasks).
+killOurProcesses() {
+  local round pids p cwd
+  for round in 1 2 3 4 5 6 7 8 9 10; do
+    pids=$(ps -u "$hogUser" -o pid= 2>/dev/null || true)
+    for p in /proc/[0-9]*; do
+      cwd=$(readlink "$p/cwd" 2>/dev/null || true)
+      case "$cwd" in "$run"/*) pids+=" ${p#/proc/}" ;; esac
+    done
+    if [ -f "$run/httpd.pid" ]; then
+      p=$(cat "$run/httpd.pid" 2>/dev/null || true)
+      [ -n "$p" ] && pids+=" $p $(ps --ppid "$p" -o pid= 2>/dev/null || true)"
+    fi
+    pids=$(echo $pids)
+    [ -z "$pids" ] && return 0
+    kill -STOP $pids 2>/dev/null || true
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.2
+  done
+}
+
+removeCgroups() {
+  local dir
+  for dir in /sys/fs/cgroup/*/"$cgroupsRoot" /sys/fs/cgroup/unified/"$cgroupsRoot"; do
+    [ -d "$dir" ] || continue
+    find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [ -d "$dir" ] && log "warning: could not remove $dir"
+  done
+  return 0
+}
+
+cleanedUp=0
+cleanup() {
+  [ "$cleanedUp" -eq 1 ] && return
+  cleanedUp=1
+  set +e
+  local i
+  for ((i = ${#bgPids[@]} - 1; i >= 0; i--)); do stopPid "${bgPids[$i]}" 15; done
+  killOurProcesses
+  removeCgroups
+  rm -rf "$run"
+  log "cleaned up"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM HUP
+
+# ---------------------------------------------------------------- pieces
+
+freePort() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+prepareVictim() {
+  webPort=$(freePort)
+  mkdir -p "$run/www"
+  cp "$here/page.php" "$run/www/page.php"
+  php "$here/make_db.php" "$run/www/wiki.sqlite"
+  chmod -R a+rX "$run/www"
+  sed -e "s|@RUN@|$run|g; s|@PORT@|$webPort|g; s|@ROWS@|$pageRows|g" \
+    "$here/httpd.conf.in" > "$run/httpd.conf"
+  apache2 -t -f "$run/httpd.conf" 2>/dev/null || die "apache2 -t rejects $run/httpd.conf"
+  local cost
+  cost=$(cd "$run/www" && HOG_ROWS=$pageRows php -r '
+    $t = hrtime(true);
+    for ($i = 0; $i < 50; $i++) { ob_start(); include "page.php"; ob_end_clean(); }
+    printf("%.2f", (hrtime(true) - $t) / 50 / 1e6);' 2>/dev/null)
+  log "victim page costs ${cost} ms of php-cli CPU per request here"
+  echo "$cost" > "$run/page-cost-ms"
+}
+
+startMaster() {
+  "$master" --listen 127.0.0.1:0 --port-file "$run/master.port" --stats-interval 0 \
+    > "$run/master.log" 2>&1 &
+  bgPids+=($!)
+  local i
+  for ((i = 0; i < 100; i++)); do
+    [ -s "$run/master.port" ] && break
+    sleep 0.1
+  done
+  [ -s "$run/master.port" ] || die "allot-master did not start: $(tail -3 "$run/master.log")"
+  masterAddr="127.0.0.1:$(cat "$run/master.port")"
+  log "allot-master on $masterAddr"
+}
+
+# startAgent MODE: iso or noiso. Sets agentPid.
+startAgent() {
+  local mode=$1 args=() i
+  args=(--master "$masterAddr" --work-dir "$run/agent-$mode" --resources "$agentResources"
+    --executor-idle-timeout 0.5)
+  if [ "$mode" = iso ]; then
+    args+=(--isolation "$isolation")
+    "$agent" --help 2>&1 | grep -q -- '--cgroups-root' && args+=(--cgroups-root "$cgroupsRoot")
+  fi
+  echo "${args[*]}" > "$run/agent-$mode.args"
+  "$agent" "${args[@]}" > "$run/agent-$mode.log" 2>&1 &
+  agentPid=$!
+  bgPids+=($agentPid)
+  sleep 1
+  kill -0 "$agentPid" 2>/dev/null || { log "allot-agent ($mode) exited: $(tail -3 "$run/agent-$mode.log")"; return 1; }
+  log "allot-agent ($mode) pid $agentPid: ${args[*]}"
+}
+
+stopAgent() {
+  stopPid "$agentPid" 15
+  killOurProcesses
+}
+
+waitWeb() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    if python3 - "$webPort" <<'EOF' 2>/dev/null; then return 0; fi
+import sys, urllib.request
+urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/", timeout=2).read()
+EOF
+    kill -0 "$webExecPid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# startWeb MODE: the victim as a task of framework "hog-web".
+startWeb() {
+  local mode=$1
+  "$execute" --master "$masterAddr" --name "hog-web-$mode" --resources "$webResources" \
+    --command "exec apache2 -DFOREGROUND -f $run/httpd.conf" > "$run/web-$mode.log" 2>&1 &
+  webExecPid=$!
+  bgPids+=($webExecPid)
+  waitWeb || die "the web server did not come up under allot ($mode): $(tail -5 "$run/web-$mode.log")"
+  log "web server up on 127.0.0.1:$webPort as an allot task ($mode)"
+}
+
+stopWeb() {
+  stopPid "$webExecPid" 30
+}
+
+hogCommand() {
+  case "$1" in
+    cpu) echo "exec $here/hogs.sh cpu $spinners" ;;
+    mem) echo "exec $here/hogs.sh mem $memCapUnisolatedMib" ;;
+    fork) echo "exec $here/hogs.sh fork $forkNprocCap $hogUser" ;;
+    disk) echo "exec $here/hogs.sh disk $run/disk" ;;
+  esac
+}
+
+# runPhase MODE PHASE: one measurement, with the hog running beside the victim.
+runPhase() {
+  local mode=$1 phase=$2 name="$2-$1" hogPid="" killAfter
+  killAfter=$(python3 -c "print($settle + $warmup + $duration + 10)")
+  if [ "$phase" != alone ]; then
+    "$execute" --master "$masterAddr" --name "hog-$name" --resources "$hogResources" \
+      --kill-after "$killAfter" --command "$(hogCommand "$phase")" > "$run/hog-$name.log" 2>&1 &
+    hogPid=$!
+    bgPids+=($hogPid)
+    sleep "$settle"
+  fi
+  log "phase $name: $rate requests/s for ${duration}s"
+  chrt -f 50 python3 "$here/loadgen.py" --port "$webPort" --rate "$rate" --duration "$duration" \
+    --warmup "$warmup" --samples "$out/hog-samples-$name.txt" > "$run/load-$name.json"
+  local hogState="none"
+  if [ -n "$hogPid" ]; then
+    if kill -0 "$hogPid" 2>/dev/null; then
+      hogState="running at the end of the phase"
+      stopPid "$hogPid" 30
+    else
+      hogState="ended during the phase"
+    fi
+    hogState+="; allot-execute: $(grep -v '^\s*$' "$run/hog-$name.log" | tail -2 | tr '\n' ' ' | cut -c1-300)"
+    killOurProcessesOfHog
+  fi
+  python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" >> "$run/phases.jsonl" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d.update(mode=sys.argv[2], phase=sys.argv[3], hog=sys.argv[4])
+print(json.dumps(d))
+EOF
+  log "phase $name: $(cat "$run/load-$name.json")"
+  log "phase $name hog: $hogState"
+}
+
+# After a hog's framework ended: its user's processes must be gone.
+killOurProcessesOfHog() {
+  local pids round
+  for round in 1 2 3 4 5 6 7 8 9 10; do
+    pids=$(ps -u "$hogUser" -o pid= 2>/dev/null || true)
+    pids=$(echo $pids)
+    [ -z "$pids" ] && return 0
+    [ "$round" -eq 1 ] && log "warning: $(echo $pids | wc -w) fork-bomb processes outlived their task; killing them"
+    kill -STOP $pids 2>/dev/null || true
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.2
+  done
+}
+
+# ---------------------------------------------------------------- run
+
+log "machine: $(nproc) cores, $(uptime | sed 's/.*load/load/')"
+uptime > "$run/uptime-start"
+prepareVictim
+startMaster
+: > "$run/phases.jsonl"
+for mode in $modes; do
+  if ! startAgent "$mode"; then
+    if [ "$mode" = iso ] && [[ "$isolation" == *cgroups/cpuset* ]]; then
+      isolation=${isolation//,cgroups\/cpuset/}
+      log "retrying without cgroups/cpuset: --isolation $isolation"
+      startAgent "$mode" || { log "skipping mode $mode"; continue; }
+    else
+      log "skipping mode $mode"
+      continue
+    fi
+  fi
+  startWeb "$mode"
+  for phase in $phases; do
+    runPhase "$mode" "$phase"
+  done
+  stopWeb
+  stopAgent
+done
+uptime > "$run/uptime-end"
+
+python3 "$here/report.py" --phases "$run/phases.jsonl" --out "$out" \
+  --command "bench/hog/run.sh $origArgs" --rate "$rate" --duration "$duration" --spinners "$spinners" \
+  --page-cost "$(cat "$run/page-cost-ms")" --isolation "$isolation" \
+  --uptime-start "$(cat "$run/uptime-start")" --uptime-end "$(cat "$run/uptime-end")"
+if command -v gnuplot >/dev/null; then
+  gnuplot -e "datafile='$out/hog-results.dat'; outfile='$out/hog-latency.png'" "$here/plot.gp" \
+    && log "plot: $out/hog-latency.png"
+fi
+cat "$out/hog-results.txt"
