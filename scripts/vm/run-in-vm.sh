@@ -242,8 +242,8 @@ if [ -n "$code" ]; then
   exit "$code"
 fi
 if [ "$booted" -eq 0 ]; then
-  [ "$timed_out" -eq 1 ] && skip "no guest userspace within ${timeout}s (kernel hang?)"
-  skip "qemu exited with status $qstatus before the guest's /init ran (console above)"
+  [ "$timed_out" -eq 1 ] && skip "no guest userspace within ${timeout}s (kernel hang? ALLOT_VM_APPEND=loglevel=7 shows the kernel's messages)"
+  skip "qemu exited with status $qstatus before the guest's /init ran (console above; ALLOT_VM_APPEND=loglevel=7 shows the kernel's messages)"
 fi
 [ "$timed_out" -eq 1 ] && fail "$(basename "$binary") did not finish within ${timeout}s; qemu killed"
 fail "the guest stopped without an exit marker (qemu status $qstatus): $(basename "$binary") crashed the guest"
