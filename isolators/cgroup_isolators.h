@@ -13,6 +13,8 @@
 //   cgroups/blkio  blkio.weight | io.weight and per-device throttles;
 //                  usage: bytes read and written
 //   cgroups/pids   pids.max; usage: process count
+//   cgroups/cpuset exclusive cores for whole-cpu executors, the rest shared
+//                  (cpuset_isolator.cpp; off unless listed)
 #pragma once
 
 #include <memory>
@@ -55,6 +57,7 @@ std::unique_ptr<Isolator> makeCpuIsolator(std::shared_ptr<CgroupLayer> layer, bo
 std::unique_ptr<Isolator> makeMemIsolator(std::shared_ptr<CgroupLayer> layer, UringPoller* poller);
 Result<std::unique_ptr<Isolator>> makeBlkioIsolator(std::shared_ptr<CgroupLayer> layer,
                                                     const IsolatorOptions& options);
+std::unique_ptr<Isolator> makeCpusetIsolator(std::shared_ptr<CgroupLayer> layer);
 std::unique_ptr<Isolator> makePidsIsolator(std::shared_ptr<CgroupLayer> layer, int64_t pidsMax);
 
 }  // namespace allot

@@ -32,6 +32,7 @@ class CgroupLayer {
   CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers);
 
   const CgroupHost& host() const { return host_; }
+  const std::string& root() const { return root_; }
   // Creates the agent's root in each hierarchy (idempotent).
   Status setUp();
 

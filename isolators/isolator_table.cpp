@@ -20,6 +20,7 @@ constexpr Entry kTable[] = {
     {"cgroups/mem", "memory"},
     {"cgroups/blkio", "io"},
     {"cgroups/pids", "pids"},
+    {"cgroups/cpuset", "cpuset"},
 };
 
 std::string validNames() {
@@ -121,6 +122,7 @@ Result<std::vector<std::unique_ptr<Isolator>>> createIsolatorsOn(const CgroupHos
     if (n == "cgroups/cpu") out.push_back(makeCpuIsolator(layer, options.cfsQuota));
     if (n == "cgroups/mem") out.push_back(makeMemIsolator(layer, options.poller));
     if (n == "cgroups/pids") out.push_back(makePidsIsolator(layer, options.pidsMax));
+    if (n == "cgroups/cpuset") out.push_back(makeCpusetIsolator(layer));
     if (n == "cgroups/blkio") {
       auto made = makeBlkioIsolator(layer, options);
       if (!made) return made.error();

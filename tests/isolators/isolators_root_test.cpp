@@ -347,9 +347,10 @@ TEST_F(RootIsolators, ROOT_VanishedCgroupFilesAreErrorsThenCleanupWorks) {
   ASSERT_TRUE(isolators_[1]->update(id, res("cpus:1;mem:48")).ok());
   EXPECT_EQ(*cgroupfs::readInt(memFile), 48 << 20);
   // Someone else kills everything and removes the cgroups behind our back.
-  kill(children_.back(), SIGKILL);
+  for (pid_t pid : cgroupfs::procs(dir(id, "memory"))) kill(pid, SIGKILL);
   waitpid(children_.back(), nullptr, 0);
-  std::this_thread::sleep_for(100ms);
+  auto t0 = Clock::now();
+  while (!cgroupfs::procs(dir(id, "memory")).empty() && secondsSince(t0) < 2) std::this_thread::sleep_for(10ms);
   for (const char* c : {"cpu", "cpuacct", "memory", "freezer"}) {
     if (!host_.hierarchyOf(c).empty()) (void)cgroupfs::removeDir(dir(id, c), false);
   }
@@ -373,6 +374,33 @@ TEST_F(RootIsolators, ROOT_RecoveryAfterAnAgentKilledMidLaunchLeavesNothing) {
   while (running(pid) && secondsSince(t0) < 2) std::this_thread::sleep_for(10ms);
   EXPECT_FALSE(running(pid));
   for (const char* c : {"cpu", "memory", "pids"}) EXPECT_FALSE(cgroupfs::exists(dir(id, c))) << c;
+}
+
+std::string allowedCpus(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) return line.substr(line.find_last_of(" \t") + 1);
+  }
+  return "";
+}
+
+TEST_F(RootIsolators, ROOT_CpusetGivesAWholeCpuItsOwnCore) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs 2 cpus";
+  make("cgroups/cpu,cgroups/cpuset");
+  if (HasFatalFailure() || IsSkipped()) return;
+  ContainerId whole{"t", "whole"}, frac{"t", "frac"};
+  pid_t w = start(whole, res("cpus:1"), kSpin);
+  pid_t f = start(frac, res("cpus:0.5"), kSpin);
+  std::this_thread::sleep_for(100ms);
+  std::string mine = allowedCpus(w), shared = allowedCpus(f);
+  std::printf("whole-cpu executor on cpus %s, fractional on %s\n", mine.c_str(), shared.c_str());
+  EXPECT_EQ(mine.find_first_of(",-"), std::string::npos) << "one core: " << mine;
+  EXPECT_EQ(shared.find(mine), std::string::npos) << mine << " vs " << shared;
+  // The task ends: the core goes back to the shared pool.
+  ASSERT_TRUE(isolators_[1]->update(whole, res("cpus:0.5")).ok());
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(allowedCpus(f), allowedCpus(w));
 }
 
 }  // namespace

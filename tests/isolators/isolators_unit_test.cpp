@@ -269,6 +269,33 @@ TEST_F(FakeCgroups, V2OomEventEndsTheContainerOnceWithTheMemoryReason) {
   EXPECT_EQ(poller_->watchCount(), 0u);
 }
 
+TEST_F(FakeCgroups, CpusetGivesWholeCpusTheirOwnCoresAndSharesTheRest) {
+  make(CgroupMode::kLegacy, "cgroups/cpuset");
+  ASSERT_TRUE(cgroupfs::writeFile(dir_ + "/cpuset/allot/cpuset.cpus", "0-3\n").ok());
+  ContainerId a{"fw", "a"}, b{"fw", "b"}, c{"fw", "c"};
+  ChildSetup sa, sb, sc;
+  auto cpus = [&](const ContainerId& id) { return read(dir_ + "/cpuset/allot/" + id.name() + "/cpuset.cpus"); };
+  ASSERT_TRUE(prepareAll(a, res("cpus:2"), &sa).ok());
+  ASSERT_TRUE(prepareAll(b, res("cpus:0.5"), &sb).ok());
+  EXPECT_EQ(cpus(a), "0,1");
+  EXPECT_EQ(cpus(b), "2,3");
+  // Two more whole cpus would leave no shared core: c shares.
+  ASSERT_TRUE(prepareAll(c, res("cpus:2"), &sc).ok());
+  EXPECT_EQ(cpus(c), "2,3");
+  // a's task ended: it shares now, and everyone sharing gets its cores.
+  ASSERT_TRUE(isolators_[0]->update(a, res("cpus:0.5")).ok());
+  EXPECT_EQ(cpus(a), "0,1,2,3");
+  EXPECT_EQ(cpus(b), "0,1,2,3");
+  // c asks again (a new task): now it fits.
+  ASSERT_TRUE(isolators_[0]->update(c, res("cpus:3")).ok());
+  EXPECT_EQ(cpus(c), "0,1,2");
+  EXPECT_EQ(cpus(b), "3");
+  ASSERT_TRUE(cleanupAll(c).ok());
+  EXPECT_EQ(cpus(b), "0,1,2,3");
+  ASSERT_TRUE(cleanupAll(a).ok());
+  ASSERT_TRUE(cleanupAll(b).ok());
+}
+
 TEST_F(FakeCgroups, RecoverDestroysUnknownContainersOnly) {
   make(CgroupMode::kLegacy, "cgroups/cpu,cgroups/pids");
   ChildSetup a, b;
