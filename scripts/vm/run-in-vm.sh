@@ -97,6 +97,10 @@ put_with_libs() {
   local f=$1 lib
   put "$f" || return 1
   if ldd "$f" >/dev/null 2>&1; then
+    if ldd "$f" | grep -q 'not found'; then
+      log "$f: $(ldd "$f" | grep 'not found' | tr -s ' \t\n' ' ')"
+      return 1
+    fi
     while read -r lib; do
       [ -e "$root$lib" ] || put "$lib" || return 1
     done < <(ldd "$f" | grep -o '/[^ ]*' | sort -u)
