@@ -1,5 +1,6 @@
 #include "agent/checkpoint.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "agent/status_updates.h"
 #include "base/log.h"
+#include "base/unique_fd.h"
 #include "proto/frame.h"
 
 namespace allot {
@@ -29,8 +31,7 @@ Result<std::string> readFile(const std::string& path) {
 std::string encodeCheckpoint(const ExecutorCheckpoint& c) {
   // A small text header (pid, start time, sandbox) and then frames: the
   // framework and executor, each live task, each task's latest status.
-  std::string out(kMagic);
-  out += std::to_string(c.pid) + " " + std::to_string(c.startTime) + "\n" + c.sandbox + "\n";
+  std::string out = c.sandbox + "\n";
   wire::Envelope e;
   auto* r = e.mutable_executor_registered();
   *r->mutable_framework() = c.framework;
@@ -47,7 +48,9 @@ std::string encodeCheckpoint(const ExecutorCheckpoint& c) {
     *se.mutable_status_update()->mutable_status() = s;
     if (!appendFrame(se, &out)) LOG_ERROR("checkpoint: status of " << id << " too large");
   }
-  return out;
+  // The header says how long the rest is: a torn or stale tail is detected.
+  return std::string(kMagic) + std::to_string(c.pid) + " " + std::to_string(c.startTime) + " " +
+         std::to_string(c.sequence) + " " + std::to_string(out.size()) + "\n" + out;
 }
 
 Result<ExecutorCheckpoint> decodeCheckpoint(const std::string& bytes) {
@@ -59,7 +62,9 @@ Result<ExecutorCheckpoint> decodeCheckpoint(const std::string& bytes) {
   ExecutorCheckpoint c;
   std::istringstream header(bytes.substr(kMagic.size(), line1 - kMagic.size()));
   long long pid = 0;
-  if (!(header >> pid >> c.startTime) || pid <= 0) return Error{"bad pid line"};
+  size_t length = 0;
+  if (!(header >> pid >> c.startTime >> c.sequence >> length) || pid <= 0) return Error{"bad header"};
+  if (bytes.size() != line1 + 1 + length) return Error{"length mismatch (torn write)"};
   c.pid = static_cast<pid_t>(pid);
   c.sandbox = bytes.substr(line1 + 1, line2 - line1 - 1);
   FrameDecoder decoder;
@@ -152,15 +157,35 @@ void CheckpointStore::writerLoop() {
   }
 }
 
-void CheckpointStore::perform(const Job& job) {
-  if (job.data.empty()) {
-    if (::unlink(job.path.c_str()) != 0 && errno != ENOENT) {
-      LOG_ERROR("checkpoint: unlink " << job.path << ": " << std::strerror(errno));
+void CheckpointStore::perform(Job& job) {
+  std::string base = executorPath(job.container);
+  if (!job.checkpoint) {
+    for (const char* slot : {".0", ".1"}) {
+      std::string path = base + slot;
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        LOG_ERROR("checkpoint: unlink " << path << ": " << std::strerror(errno));
+      }
     }
+    std::lock_guard lock(mutex_);
+    nextSequence_.erase(job.container);
     return;
   }
-  if (auto st = writeFileAtomically(job.path, job.data, /*durable=*/false); !st) {
-    LOG_ERROR("checkpoint: " << st.error().describe());
+  {
+    std::lock_guard lock(mutex_);
+    job.checkpoint->sequence = ++nextSequence_[job.container];
+  }
+  std::string data = encodeCheckpoint(*job.checkpoint);
+  std::string path = base + (job.checkpoint->sequence % 2 ? ".1" : ".0");
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+  size_t done = 0;
+  while (fd && done < data.size()) {
+    ssize_t n = ::pwrite(fd.get(), data.data() + done, data.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  if (!fd || done < data.size() || ::ftruncate(fd.get(), static_cast<off_t>(data.size())) != 0) {
+    LOG_ERROR("checkpoint: write " << path << ": " << std::strerror(errno));
   }
 }
 
@@ -183,32 +208,51 @@ std::string CheckpointStore::executorPath(const std::string& container) const {
 }
 
 Status CheckpointStore::saveExecutor(const ExecutorCheckpoint& checkpoint) {
-  enqueue(Job{executorPath(checkpoint.container), encodeCheckpoint(checkpoint)});
+  enqueue(Job{checkpoint.container, checkpoint});
   return okStatus();
 }
 
 Status CheckpointStore::removeExecutor(const std::string& container) {
-  enqueue(Job{executorPath(container), ""});
+  enqueue(Job{container, std::nullopt});
   return okStatus();
 }
 
 std::vector<ExecutorCheckpoint> CheckpointStore::loadExecutors() {
   flush();
-  std::vector<ExecutorCheckpoint> out;
+  std::map<std::string, std::vector<std::string>> slots;  // container -> slot paths
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/executors", ec)) {
-    std::string path = entry.path();
-    if (path.ends_with(".tmp") || path.ends_with(".corrupt")) continue;
-    auto bytes = readFile(path);
-    auto c = bytes ? decodeCheckpoint(*bytes) : Result<ExecutorCheckpoint>(bytes.error());
-    if (!c) {
-      LOG_ERROR("checkpoint " << path << " unreadable (" << c.error().describe()
-                              << "); moved aside to .corrupt");
-      std::filesystem::rename(path, path + ".corrupt", ec);
+    std::string name = entry.path().filename();
+    if (name.size() > 2 && (name.ends_with(".0") || name.ends_with(".1"))) {
+      slots[name.substr(0, name.size() - 2)].push_back(entry.path());
+    }
+  }
+  std::vector<ExecutorCheckpoint> out;
+  for (auto& [container, paths] : slots) {
+    std::optional<ExecutorCheckpoint> best;
+    std::string problems;
+    for (const auto& path : paths) {
+      auto bytes = readFile(path);
+      auto c = bytes ? decodeCheckpoint(*bytes) : Result<ExecutorCheckpoint>(bytes.error());
+      if (!c) {
+        problems += path + ": " + c.error().describe() + "; ";
+      } else if (!best || c->sequence > best->sequence) {
+        best = std::move(*c);
+      }
+    }
+    if (!best) {
+      LOG_ERROR("executor checkpoint " << container << " unreadable (" << problems
+                                       << "); moved aside to .corrupt");
+      for (const auto& path : paths) std::filesystem::rename(path, path + ".corrupt", ec);
       continue;
     }
-    c->container = entry.path().filename();
-    out.push_back(std::move(*c));
+    if (!problems.empty()) LOG_WARNING("executor checkpoint " << container << ": using the older slot: " << problems);
+    best->container = container;
+    {
+      std::lock_guard lock(mutex_);
+      nextSequence_[container] = best->sequence;
+    }
+    out.push_back(std::move(*best));
   }
   return out;
 }

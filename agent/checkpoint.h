@@ -2,17 +2,19 @@
 // restarted agent can re-attach to its executors (SPEC section 5).
 //
 //   meta/agent_id                   the id the master gave this agent
-//   meta/executors/<container>      one file per live executor
+//   meta/executors/<container>.0|.1 two slots per live executor
 //
-// Every write is atomic (temp file, rename): a crash of the agent leaves
-// the old or the new version, never a mix. Executor checkpoints are written
-// by one background thread, in the order they were asked for, so file
-// creation (slow on a journaling file system) stays off the loop and the
-// launch path; they are not fsync'd: they only matter to executors that
-// outlive the agent, and none outlives a crash of the node. A checkpoint
-// lost with a crashed agent is harmless: recovery trusts what a
-// reconnecting executor reports. The agent id is written synchronously
-// and fsync'd. Thread: methods on the agent's loop thread.
+// Executor checkpoints alternate between two slot files, each overwritten
+// in place and carrying a sequence number and its own length: a write torn
+// by a crash leaves the other slot, one version older, and load() takes
+// the newest slot that is whole. No file is created per write (creating
+// and deleting inodes is what costs on a journaling file system). They are
+// written by one background thread in the order asked for, off the loop,
+// and not fsync'd: they only matter to executors that outlive the agent,
+// and none outlives a crash of the node. A checkpoint lost with a crashed
+// agent is harmless: recovery trusts what a reconnecting executor reports.
+// The agent id is written synchronously (temp file, fsync, rename).
+// Thread: methods on the agent's loop thread.
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +23,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +39,7 @@ struct ExecutorCheckpoint {
   wire::ExecutorInfo executor;
   pid_t pid = 0;
   uint64_t startTime = 0;  // /proc/<pid>/stat field 22: guards against pid reuse
+  uint64_t sequence = 0;   // set by the store's writer: newer slots win
   std::string sandbox;
   std::vector<wire::TaskInfo> tasks;                  // live (non-terminal) tasks
   std::map<std::string, wire::TaskStatus> latest;     // by task id
@@ -61,25 +65,26 @@ class CheckpointStore {
 
   Status saveExecutor(const ExecutorCheckpoint& checkpoint);
   Status removeExecutor(const std::string& container);
-  // Every readable executor checkpoint; unreadable ones are logged, renamed
-  // to *.corrupt and skipped.
+  // The newest whole slot of every executor; executors with no readable
+  // slot are logged, their files renamed to *.corrupt and skipped.
   std::vector<ExecutorCheckpoint> loadExecutors();
 
  private:
   struct Job {
-    std::string path;
-    std::string data;  // empty: remove the file
+    std::string container;
+    std::optional<ExecutorCheckpoint> checkpoint;  // empty: remove the executor
   };
   std::string executorPath(const std::string& container) const;
   void enqueue(Job job);
   void writerLoop();
-  static void perform(const Job& job);
+  void perform(Job& job);
 
   std::string dir_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;
   std::deque<Job> jobs_;
+  std::map<std::string, uint64_t> nextSequence_;  // by container
   bool busy_ = false;
   bool stopping_ = false;
   std::thread writer_;

@@ -149,6 +149,28 @@ Sample window(asio::io_context& io, pid_t pid, double seconds, double* cpuPercen
   return b;
 }
 
+std::string loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one;
+  in >> one;
+  return one;
+}
+
+// The allot-executor processes running in the bench's work dir.
+std::vector<pid_t> executorPids(const std::string& dir) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::error_code ec;
+    auto cwd = fs::read_symlink(e.path() / "cwd", ec);
+    if (ec || cwd.string().rfind(dir, 0) != 0) continue;
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    comm >> name;
+    if (name == "allot-executor") out.push_back(std::stoi(e.path().filename()));
+  }
+  return out;
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -205,10 +227,20 @@ int main(int argc, char** argv) {
   Sample idle, busy;
   std::vector<double> latenciesMs;
   double firstMs = 0;
+  double agentCpuStart = 0, executorCpuStart = 0, agentCpuPerLaunchMs = 0, executorCpuPerLaunchMs = 0;
+  pid_t executorPid = 0;
+  std::string loadBefore, loadAfter;
   if (rc == 0) {
     runUntil(io, [] { return false; }, std::chrono::seconds(1));
     idle = window(io, pid, windowS, &idleCpu);
+    loadBefore = loadAverage();
     for (int64_t i = 0; i < launches && rc == 0; ++i) {
+      if (i == 1) {
+        agentCpuStart = sample(pid).cpuSeconds;
+        auto ex = executorPids(dir);
+        executorPid = ex.empty() ? 0 : ex[0];
+        if (executorPid) executorCpuStart = sample(executorPid).cpuSeconds;
+      }
       std::string id = "launch-" + std::to_string(i);
       master.run(id, command);
       if (!runUntil(io, [&] { return master.runningAt.count(id) > 0; }, std::chrono::seconds(30))) {
@@ -222,6 +254,12 @@ int main(int argc, char** argv) {
         latenciesMs.push_back(ms);
       }
     }
+    agentCpuPerLaunchMs = 1000 * (sample(pid).cpuSeconds - agentCpuStart) / std::max<size_t>(1, latenciesMs.size());
+    if (executorPid) {
+      executorCpuPerLaunchMs =
+          1000 * (sample(executorPid).cpuSeconds - executorCpuStart) / std::max<size_t>(1, latenciesMs.size());
+    }
+    loadAfter = loadAverage();
   }
   if (rc == 0) {
     for (int64_t i = 0; i < running; ++i) master.run("sleeper-" + std::to_string(i), "sleep 600");
@@ -262,6 +300,10 @@ int main(int argc, char** argv) {
   std::printf("| launch latency p50 (n=%zu) | %.2f ms | < 2 ms | |\n", latenciesMs.size(), p50);
   std::printf("| launch latency p99 | %.2f ms | | |\n", p99);
   std::printf("| first launch (starts the executor) | %.2f ms | | |\n", firstMs);
+  std::printf("| CPU per launch: agent / allot-executor | %.3f / %.3f ms | | |\n", agentCpuPerLaunchMs,
+              executorCpuPerLaunchMs);
+  std::printf("\nload average (1 min) %s before the launches, %s after, on %ld CPUs\n", loadBefore.c_str(),
+              loadAfter.c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   bool met = idle.rssMib < 20 && idleCpu < 1 && busy.rssMib < 20 && busyCpu < 1 && p50 < 2;
   std::printf("\ntargets %s\n", met ? "met" : "NOT met");
   return 0;

@@ -191,6 +191,7 @@ TEST(Checkpoint, RoundTripsAnExecutor) {
   EXPECT_EQ(back->latest.at("T1").update_id(), "u1");
   std::string bytes = encodeCheckpoint(c);
   EXPECT_FALSE(decodeCheckpoint(bytes.substr(0, bytes.size() - 2)));
+  EXPECT_FALSE(decodeCheckpoint(bytes + "stale tail"));
   EXPECT_FALSE(decodeCheckpoint("garbage"));
 }
 
@@ -207,13 +208,45 @@ TEST(Checkpoint, StoreSavesLoadsAndSetsCorruptFilesAside) {
   c.executor.set_executor_id("E1");
   c.pid = 42;
   ASSERT_TRUE(store.saveExecutor(c));
-  std::ofstream(dir.path() + "/meta/executors/bad") << "not a checkpoint";
+  std::ofstream(dir.path() + "/meta/executors/bad.0") << "not a checkpoint";
   auto loaded = store.loadExecutors();
   ASSERT_EQ(loaded.size(), 1u);
   EXPECT_EQ(loaded[0].container, "F1.E1");
-  EXPECT_TRUE(fs::exists(dir.path() + "/meta/executors/bad.corrupt"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/meta/executors/bad.0.corrupt"));
   ASSERT_TRUE(store.removeExecutor("F1.E1"));
   EXPECT_TRUE(store.loadExecutors().empty());
+}
+
+TEST(Checkpoint, ATornNewestSlotFallsBackToTheOlderOne) {
+  TempDir dir;
+  ExecutorCheckpoint c;
+  c.container = "F.E";
+  c.framework.set_id("F");
+  c.executor.set_executor_id("E");
+  c.pid = 7;
+  {
+    CheckpointStore store(dir.path() + "/meta");
+    ASSERT_TRUE(store.init());
+    c.sandbox = "first";
+    ASSERT_TRUE(store.saveExecutor(c));   // sequence 1: slot .1
+    c.sandbox = "second";
+    ASSERT_TRUE(store.saveExecutor(c));   // sequence 2: slot .0
+    store.flush();
+  }
+  std::string newest = dir.path() + "/meta/executors/F.E.0";
+  fs::resize_file(newest, fs::file_size(newest) - 5);
+  CheckpointStore reloaded(dir.path() + "/meta");
+  ASSERT_TRUE(reloaded.init());
+  auto loaded = reloaded.loadExecutors();
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].sandbox, "first");
+  EXPECT_EQ(loaded[0].sequence, 1u);
+  // The next write goes past both slots' sequences.
+  c.sandbox = "third";
+  ASSERT_TRUE(reloaded.saveExecutor(c));
+  auto again = reloaded.loadExecutors();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].sandbox, "third");
 }
 
 TEST(Checkpoint, ContainerNamesAreFileSafe) {
