@@ -11,5 +11,5 @@ set logscale y
 set ylabel "latency (ms, log scale)"
 set grid ytics
 set xtics rotate by -30
-set key top left
+set key outside top center horizontal
 plot datafile using 3:xtic(1) title "p50", '' using 2 title "mean", '' using 4 title "p90", '' using 5 title "p99"

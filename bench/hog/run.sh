@@ -5,6 +5,7 @@
 #   bench/hog/run.sh [--build DIR] [--out DIR] [--rate N] [--duration S]
 #                    [--spinners N] [--phases "alone cpu mem fork disk"]
 #                    [--modes "iso noiso"] [--isolation LIST] [--no-install]
+#                    [--no-build] [--agent-flags "FLAGS for the iso agent"]
 #
 # It installs what is missing (Debian packages), builds allot-master,
 # allot-agent, allot-execute and allot-executor into --build (default
@@ -36,6 +37,8 @@ phases="alone cpu mem fork disk"
 modes="iso noiso"
 isolation="cgroups/cpu,cgroups/mem,cgroups/pids,cgroups/blkio,cgroups/cpuset"
 install=1
+buildIt=1
+agentFlags=""
 pageRows=50
 webResources="cpus:1;mem:1024"
 hogResources="cpus:1;mem:1024"
@@ -45,7 +48,7 @@ forkNprocCap=2048            # safety cap of the fork bomb (RLIMIT_NPROC of its 
 hogUser=allot-hog
 
 origArgs="$*"
-usage() { sed -n '2,22p' "$0"; exit 2; }
+usage() { sed -n '2,23p' "$0"; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -57,6 +60,8 @@ while [ $# -gt 0 ]; do
     --modes) modes=$2; shift 2 ;;
     --isolation) isolation=$2; shift 2 ;;
     --no-install) install=0; shift ;;
+    --no-build) buildIt=0; shift ;;
+    --agent-flags) agentFlags=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -101,7 +106,7 @@ buildAllot() {
 if [ "$install" -eq 1 ]; then
   installMissing "${packages[@]}" "${buildPackages[@]}"
 fi
-buildAllot
+[ "$buildIt" -eq 1 ] && buildAllot
 master="$build/master/allot-master"
 agent="$build/agent/allot-agent"
 execute="$build/cli/allot-execute"
@@ -169,7 +174,11 @@ cleanup() {
   for ((i = ${#bgPids[@]} - 1; i >= 0; i--)); do stopPid "${bgPids[$i]}" 15; done
   killOurProcesses
   removeCgroups
+  local logs="${TMPDIR:-/tmp}/allot-hog-logs"
+  rm -rf "$logs" && mkdir -p "$logs"
+  cp "$run"/*.log "$run"/*.json "$run"/*.args "$run"/phases.jsonl "$logs"/ 2>/dev/null
   rm -rf "$run"
+  log "logs of this run kept in $logs"
   log "cleaned up"
 }
 trap cleanup EXIT
@@ -221,6 +230,8 @@ startAgent() {
   if [ "$mode" = iso ]; then
     args+=(--isolation "$isolation")
     "$agent" --help 2>&1 | grep -q -- '--cgroups-root' && args+=(--cgroups-root "$cgroupsRoot")
+    # shellcheck disable=SC2206
+    [ -n "$agentFlags" ] && args+=($agentFlags)
   fi
   echo "${args[*]}" > "$run/agent-$mode.args"
   "$agent" "${args[@]}" > "$run/agent-$mode.log" 2>&1 &
@@ -276,7 +287,7 @@ hogCommand() {
 # runPhase MODE PHASE: one measurement, with the hog running beside the victim.
 runPhase() {
   local mode=$1 phase=$2 name="$2-$1" hogPid="" killAfter
-  killAfter=$(python3 -c "print($settle + $warmup + $duration + 10)")
+  killAfter=$(python3 -c "print($settle + $warmup + $duration + 120)")
   if [ "$phase" != alone ]; then
     "$execute" --master "$masterAddr" --name "hog-$name" --resources "$hogResources" \
       --kill-after "$killAfter" --command "$(hogCommand "$phase")" > "$run/hog-$name.log" 2>&1 &
@@ -289,13 +300,15 @@ runPhase() {
     --warmup "$warmup" --samples "$out/hog-samples-$name.txt" > "$run/load-$name.json"
   local hogState="none"
   if [ -n "$hogPid" ]; then
+    local evidence
+    evidence=$(hogEvidence "$mode" "$phase")
     if kill -0 "$hogPid" 2>/dev/null; then
       hogState="running at the end of the phase"
       stopPid "$hogPid" 30
     else
       hogState="ended during the phase"
     fi
-    hogState+="; allot-execute: $(grep -v '^\s*$' "$run/hog-$name.log" | tail -2 | tr '\n' ' ' | cut -c1-300)"
+    hogState+="; $evidence; allot-execute: $(grep -v '^\s*$' "$run/hog-$name.log" | tail -2 | tr '\n' ' ' | cut -c1-300)"
     killOurProcessesOfHog
   fi
   python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" >> "$run/phases.jsonl" <<'EOF'
@@ -306,6 +319,30 @@ print(json.dumps(d))
 EOF
   log "phase $name: $(cat "$run/load-$name.json")"
   log "phase $name hog: $hogState"
+}
+
+# What the hog did by the end of its phase: its container's cgroup counters
+# (isolated) or its processes (both), and the memory bomb's own progress.
+hogEvidence() {
+  local mode=$1 phase=$2 d name parts=()
+  if [ "$mode" = iso ]; then
+    for d in /sys/fs/cgroup/pids/"$cgroupsRoot"/*/; do
+      [ -f "$d/pids.current" ] || continue
+      name=$(basename "$d")
+      parts+=("$name pids $(cat "$d/pids.current")/$(cat "$d/pids.max") (pids.events max $(awk '/^max/{print $2}' "$d/pids.events" 2>/dev/null))")
+    done
+    for d in /sys/fs/cgroup/memory/"$cgroupsRoot"/*/; do
+      [ -f "$d/memory.max_usage_in_bytes" ] || continue
+      name=$(basename "$d")
+      parts+=("$name mem peak $(( $(cat "$d/memory.max_usage_in_bytes") >> 20 )) MiB, failcnt $(cat "$d/memory.failcnt")")
+    done
+  fi
+  case "$phase" in
+    fork) parts+=("fork-bomb processes now: $(ps -u "$hogUser" -o pid= 2>/dev/null | wc -l)") ;;
+    mem) parts+=("bomb: $(grep -rh allocated "$run/agent-$mode" --include=stdout 2>/dev/null | tail -1)") ;;
+  esac
+  local IFS=';'
+  echo "${parts[*]}"
 }
 
 # After a hog's framework ended: its user's processes must be gone.
