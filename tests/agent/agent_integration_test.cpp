@@ -167,6 +167,21 @@ TEST_F(AgentCluster, MissingExecutorBinaryFailsTheTaskWithExecFailed) {
   EXPECT_NE(run.out().find("/nonexistent/executor"), std::string::npos) << run.out();
 }
 
+TEST_F(AgentCluster, OldSandboxesAreRemoved) {
+  cluster_->agentProcess().killOnly(SIGTERM);
+  ASSERT_TRUE(cluster_->startAgent({"--sandbox-max-age", "1"})) << cluster_->agentLog();
+  Child run = cluster_->execute({"--command", "true", "--resources", "cpus:0.1;mem:16"});
+  ASSERT_EQ(exitStatus(run.wait(30s)), 0) << run.out() << run.err();
+  auto sandboxes = [&] {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(cluster_->workDir() + "/sandboxes")) n += e.is_directory();
+    return n;
+  };
+  EXPECT_GE(sandboxes(), 1u);
+  // The executor idles out (0.5 s), its sandbox ages past 1 s, gc runs every 1 s.
+  EXPECT_TRUE(waitFor([&] { return sandboxes() == 0; }, 15s)) << cluster_->agentLog();
+}
+
 class AgentFlags : public ::testing::Test {
  protected:
   int runAgent(std::vector<std::string> args, std::string* err) {
