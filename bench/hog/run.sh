@@ -309,7 +309,9 @@ runPhase() {
       hogState="ended during the phase"
     fi
     hogState+="; $evidence; allot-execute: $(grep -v '^\s*$' "$run/hog-$name.log" | tail -2 | tr '\n' ' ' | cut -c1-300)"
+    hogSurvivors=""
     killOurProcessesOfHog
+    hogState+="$hogSurvivors"
   fi
   python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" >> "$run/phases.jsonl" <<'EOF'
 import json, sys
@@ -339,7 +341,7 @@ hogEvidence() {
   fi
   case "$phase" in
     fork) parts+=("fork-bomb processes now: $(ps -u "$hogUser" -o pid= 2>/dev/null | wc -l)") ;;
-    mem) parts+=("bomb: $(grep -rh allocated "$run/agent-$mode" --include=stdout 2>/dev/null | tail -1)") ;;
+    mem) parts+=("bomb: $(grep -rh allocated "$run/agent-$mode" --include="*stdout" 2>/dev/null | tail -1)") ;;
   esac
   local IFS=';'
   echo "${parts[*]}"
@@ -348,11 +350,20 @@ hogEvidence() {
 # After a hog's framework ended: its user's processes must be gone.
 killOurProcessesOfHog() {
   local pids round
+  # The agent removes an executor's container when the executor exits,
+  # shortly after the task's KILLED status: give it 5 s.
+  for round in $(seq 50); do
+    [ -z "$(ps -u "$hogUser" -o pid= 2>/dev/null)" ] && return 0
+    sleep 0.1
+  done
   for round in 1 2 3 4 5 6 7 8 9 10; do
     pids=$(ps -u "$hogUser" -o pid= 2>/dev/null || true)
     pids=$(echo $pids)
     [ -z "$pids" ] && return 0
-    [ "$round" -eq 1 ] && log "warning: $(echo $pids | wc -w) fork-bomb processes outlived their task; killing them"
+    if [ "$round" -eq 1 ]; then
+      hogSurvivors="; $(echo $pids | wc -w) of its processes outlived the task by 5 s (killed by run.sh)"
+      log "warning: $(echo $pids | wc -w) fork-bomb processes outlived their task by 5 s; killing them"
+    fi
     kill -STOP $pids 2>/dev/null || true
     kill -KILL $pids 2>/dev/null || true
     sleep 0.2
