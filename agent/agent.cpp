@@ -1,6 +1,8 @@
 #include "agent/agent.h"
 
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include "agent/gc.h"
 #include "base/log.h"
@@ -68,6 +70,43 @@ void Agent::buildRegistration(wire::RegisterAgent* r) {
   config_.resources.toWire(info->mutable_resources());
   for (const auto& a : config_.attributes) *info->add_attributes() = a;
   manager_->fillRegistration(r);
+  addUnacknowledgedEndings(r);
+}
+
+// A task whose terminal update the framework has not acknowledged is
+// reported as still running: a master that never saw that update (the
+// agent was cut off when the task ended) would otherwise declare it LOST
+// just before the resent terminal update arrives.
+void Agent::addUnacknowledgedEndings(wire::RegisterAgent* r) {
+  std::set<std::pair<std::string, std::string>> reported;  // framework, task
+  std::map<std::pair<std::string, std::string>, int> executorIndex;  // framework, executor
+  for (int i = 0; i < r->executors_size(); ++i) {
+    const auto& ex = r->executors(i);
+    executorIndex[{ex.info().framework_id(), ex.info().executor_id()}] = i;
+    for (const auto& t : ex.tasks()) reported.insert({ex.info().framework_id(), t.task_id()});
+  }
+  for (const auto& s : updates_.pending()) {
+    bool terminal = s.state() == wire::TASK_FINISHED || s.state() == wire::TASK_FAILED ||
+                    s.state() == wire::TASK_KILLED || s.state() == wire::TASK_LOST ||
+                    s.state() == wire::TASK_ERROR;
+    if (!terminal || s.executor_id().empty()) continue;
+    if (!reported.insert({s.framework_id(), s.task_id()}).second) continue;
+    auto key = std::make_pair(s.framework_id(), s.executor_id());
+    auto it = executorIndex.find(key);
+    if (it == executorIndex.end()) {
+      wire::ExecutorState* ex = r->add_executors();
+      ex->mutable_info()->set_framework_id(s.framework_id());
+      ex->mutable_info()->set_executor_id(s.executor_id());
+      it = executorIndex.emplace(key, r->executors_size() - 1).first;
+    }
+    wire::ExecutorState* ex = r->mutable_executors(it->second);
+    ex->add_tasks()->set_task_id(s.task_id());
+    wire::TaskStatus* latest = ex->add_latest();
+    latest->set_task_id(s.task_id());
+    latest->set_framework_id(s.framework_id());
+    latest->set_executor_id(s.executor_id());
+    latest->set_state(wire::TASK_RUNNING);
+  }
 }
 
 void Agent::onRegistered(const wire::AgentRegistered& m) {

@@ -55,6 +55,7 @@ class Agent {
   void onRegistered(const wire::AgentRegistered& m);
   void onMasterMessage(wire::Envelope& e);
   void buildRegistration(wire::RegisterAgent* r);
+  void addUnacknowledgedEndings(wire::RegisterAgent* r);
   void resendPending();
   void scheduleRetry();
   void scheduleGc();
