@@ -52,10 +52,11 @@ int exitCodeOf(const wire::TaskStatus& s) {
 class ExecuteScheduler final : public Scheduler {
  public:
   ExecuteScheduler(asio::io_context& io, const Settings& s, Resources taskResources)
-      : io_(io), settings_(s), taskResources_(std::move(taskResources)) {}
+      : io_(io), settings_(s), taskResources_(std::move(taskResources)),
+        instances_(static_cast<size_t>(s.instances)) {}
 
   int exitCode() const { return exitCode_; }
-  bool launchedAll() const { return static_cast<int64_t>(launched_) >= settings_.instances; }
+  bool launchedAll() const { return launched_ >= instances_; }
   size_t launched() const { return launched_; }
   void setDriver(SchedulerDriver* driver) { driver_ = driver; }
 
@@ -68,20 +69,20 @@ class ExecuteScheduler final : public Scheduler {
     for (const auto& offer : offers) {
       std::vector<wire::TaskInfo> tasks;
       auto available = Resources::fromWire(offer.resources());
-      while (available && launched_ < settings_.instances && !stopping_ &&
+      while (available && launched_ < instances_ && !stopping_ &&
              available->contains(taskResources_)) {
         tasks.push_back(makeTask(offer));
         *available -= taskResources_;
       }
       if (tasks.empty()) {
         wire::Filters f;
-        f.set_refuse_seconds(launched_ < settings_.instances ? 1 : 3600);
+        f.set_refuse_seconds(launched_ < instances_ ? 1 : 3600);
         (void)d.declineOffer(offer.offer_id(), f);
         continue;
       }
       (void)d.acceptOffer({offer.offer_id()}, tasks);
     }
-    if (launched_ >= settings_.instances) (void)d.setNeedsOffers(false);
+    if (launched_ >= instances_) (void)d.setNeedsOffers(false);
   }
 
   void statusUpdate(SchedulerDriver& d, const wire::TaskStatus& s) override {
@@ -101,7 +102,7 @@ class ExecuteScheduler final : public Scheduler {
     std::fflush(stdout);
     if (!terminal || !done_.insert(s.task_id()).second) return;
     if (exitCode_ == 0) exitCode_ = exitCodeOf(s);
-    if (static_cast<int64_t>(done_.size()) == settings_.instances ||
+    if (done_.size() == instances_ ||
         (stopping_ && done_.size() == launched_)) {
       finish();
     }
@@ -159,6 +160,7 @@ class ExecuteScheduler final : public Scheduler {
   asio::io_context& io_;
   const Settings& settings_;
   Resources taskResources_;
+  size_t instances_;
   SchedulerDriver* driver_ = nullptr;
   std::map<std::string, wire::TaskState> states_;
   std::set<std::string> done_;
