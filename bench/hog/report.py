@@ -70,6 +70,7 @@ def main():
     parser.add_argument("--spinners", default="")
     parser.add_argument("--page-cost", default="")
     parser.add_argument("--isolation", default="")
+    parser.add_argument("--node", default="")
     parser.add_argument("--uptime-start", default="")
     parser.add_argument("--uptime-end", default="")
     args = parser.parse_args()
@@ -85,6 +86,7 @@ def main():
         f"request, latency from the scheduled send time; runs on the same machine at SCHED_FIFO outside allot",
         f"victim: Apache prefork + mod_php page of ~{args.page_cost} ms php-cli CPU (SQLite + rendering)",
         f"CPU hog: {args.spinners} spinning processes; isolation: {args.isolation or 'none'}",
+        f"allot's node (agent and its executors in both modes): {args.node}",
         f"load before: {args.uptime_start.strip()}",
         f"load after:  {args.uptime_end.strip()}",
         "",

@@ -5,7 +5,7 @@
 #   bench/hog/run.sh [--build DIR] [--out DIR] [--rate N] [--duration S]
 #                    [--spinners N] [--phases "alone cpu mem fork disk"]
 #                    [--modes "iso noiso"] [--isolation LIST] [--no-install]
-#                    [--no-build] [--agent-flags "FLAGS for the iso agent"]
+#                    [--no-build] [--agent-flags "FLAGS for the iso agent"] [--no-node]
 #
 # It installs what is missing (Debian packages), builds allot-master,
 # allot-agent, allot-execute and allot-executor into --build (default
@@ -39,6 +39,7 @@ isolation="cgroups/cpu,cgroups/mem,cgroups/pids,cgroups/blkio,cgroups/cpuset"
 install=1
 buildIt=1
 agentFlags=""
+useNode=1
 pageRows=50
 webResources="cpus:1;mem:1024"
 hogResources="cpus:1;mem:1024"
@@ -62,6 +63,7 @@ while [ $# -gt 0 ]; do
     --no-install) install=0; shift ;;
     --no-build) buildIt=0; shift ;;
     --agent-flags) agentFlags=$2; shift 2 ;;
+    --no-node) useNode=0; shift ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -114,7 +116,18 @@ id "$hogUser" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/
 
 run=$(mktemp -d /tmp/allot-hog.XXXXXX)
 chmod 755 "$run"
-cgroupsRoot="allot-hog-$$"
+# Everything allot runs here lives in one "node" cgroup weighted like a
+# machine dedicated to allot (cpu.shares 262144, the v1 maximum), so the
+# other work on this shared machine (compilers) does not decide the result:
+# the agent, hence its executors, in both modes; the isolated agent's
+# --cgroups-root is nested inside it. The client stays outside (SCHED_FIFO).
+nodeCgroup="allot-hog-$$"
+nodeShares=262144
+cgroupsRoot="$nodeCgroup/allot"
+# --no-node: the agent stays in this shell's cgroups, the isolated root is
+# top-level, and the stock kernel's autogroup (one CPU group per session)
+# applies to the unisolated tasks; other load on the machine then counts.
+[ "$useNode" -eq 1 ] || cgroupsRoot="$nodeCgroup"
 mkdir -p "$out"
 log "run directory $run; results to $out"
 
@@ -155,9 +168,30 @@ killOurProcesses() {
   done
 }
 
+makeNodeCgroup() {
+  local h
+  [ "$useNode" -eq 1 ] || return 0
+  for h in /sys/fs/cgroup/*/; do
+    [ -f "$h/cgroup.procs" ] || continue
+    case "$h" in */unified/|*/systemd/) continue ;; esac
+    mkdir -p "$h/$nodeCgroup"
+    if [ -f "$h/cpuset.cpus" ]; then
+      cat "$h/cpuset.cpus" > "$h/$nodeCgroup/cpuset.cpus"
+      cat "$h/cpuset.mems" > "$h/$nodeCgroup/cpuset.mems"
+    fi
+  done
+  echo "$nodeShares" > "/sys/fs/cgroup/cpu/$nodeCgroup/cpu.shares"
+}
+
+# joinNode PID: the process (and the children it starts later) into the node.
+joinNode() {
+  [ "$useNode" -eq 1 ] || return 0
+  echo "$1" > "/sys/fs/cgroup/cpu/$nodeCgroup/cgroup.procs"
+}
+
 removeCgroups() {
   local dir
-  for dir in /sys/fs/cgroup/*/"$cgroupsRoot" /sys/fs/cgroup/unified/"$cgroupsRoot"; do
+  for dir in /sys/fs/cgroup/*/"$nodeCgroup"; do
     [ -d "$dir" ] || continue
     find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true
     [ -d "$dir" ] && log "warning: could not remove $dir"
@@ -237,6 +271,7 @@ startAgent() {
   "$agent" "${args[@]}" > "$run/agent-$mode.log" 2>&1 &
   agentPid=$!
   bgPids+=($agentPid)
+  joinNode "$agentPid"
   sleep 1
   kill -0 "$agentPid" 2>/dev/null || { log "allot-agent ($mode) exited: $(tail -3 "$run/agent-$mode.log")"; return 1; }
   log "allot-agent ($mode) pid $agentPid: ${args[*]}"
@@ -333,6 +368,14 @@ hogEvidence() {
       name=$(basename "$d")
       parts+=("$name pids $(cat "$d/pids.current")/$(cat "$d/pids.max") (pids.events max $(awk '/^max/{print $2}' "$d/pids.events" 2>/dev/null))")
     done
+    for d in /sys/fs/cgroup/cpu/"$cgroupsRoot"/*/; do
+      [ -f "$d/cpu.shares" ] || continue
+      parts+=("$(basename "$d") cpu.shares $(cat "$d/cpu.shares") cfs_quota $(cat "$d/cpu.cfs_quota_us")")
+    done
+    for d in /sys/fs/cgroup/cpuset/"$cgroupsRoot"/*/; do
+      [ -f "$d/cpuset.cpus" ] || continue
+      parts+=("$(basename "$d") cpuset $(cat "$d/cpuset.cpus")")
+    done
     for d in /sys/fs/cgroup/memory/"$cgroupsRoot"/*/; do
       [ -f "$d/memory.max_usage_in_bytes" ] || continue
       name=$(basename "$d")
@@ -375,6 +418,7 @@ killOurProcessesOfHog() {
 log "machine: $(nproc) cores, $(uptime | sed 's/.*load/load/')"
 uptime > "$run/uptime-start"
 prepareVictim
+makeNodeCgroup
 startMaster
 : > "$run/phases.jsonl"
 for mode in $modes; do
@@ -400,6 +444,7 @@ uptime > "$run/uptime-end"
 python3 "$here/report.py" --phases "$run/phases.jsonl" --out "$out" \
   --command "bench/hog/run.sh $origArgs" --rate "$rate" --duration "$duration" --spinners "$spinners" \
   --page-cost "$(cat "$run/page-cost-ms")" --isolation "$isolation" \
+  --node "$([ "$useNode" -eq 1 ] && echo "cgroup $nodeCgroup, cpu.shares $nodeShares" || echo none)" \
   --uptime-start "$(cat "$run/uptime-start")" --uptime-end "$(cat "$run/uptime-end")"
 if command -v gnuplot >/dev/null; then
   gnuplot -e "datafile='$out/hog-results.dat'; outfile='$out/hog-latency.png'" "$here/plot.gp" \
