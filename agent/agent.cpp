@@ -16,7 +16,8 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
       updates_(config_.workDir + "/meta/updates", kUpdatesPerFrameworkMax, &io),
       checkpoints_(config_.workDir + "/meta"),
       retryTimer_(io),
-      gcTimer_(io) {
+      gcTimer_(io),
+      usageTimer_(io) {
   config_.executors.workDir = config_.workDir;
   manager_ = std::make_unique<ExecutorManager>(
       io, launcher, isolators, checkpoints_, config_.executors,
@@ -54,6 +55,7 @@ Status Agent::start() {
   link_->start();
   scheduleRetry();
   scheduleGc();
+  scheduleUsage();
   return okStatus();
 }
 
@@ -61,6 +63,7 @@ void Agent::stop() {
   link_->stop();
   retryTimer_.cancel();
   gcTimer_.cancel();
+  usageTimer_.cancel();
 }
 
 void Agent::buildRegistration(wire::RegisterAgent* r) {
@@ -178,6 +181,22 @@ void Agent::scheduleRetry() {
       resendPending();
     }
     scheduleRetry();
+  });
+}
+
+// Every executor's usage as its isolators measure it (cpu time, memory,
+// I/O, processes), to the master; nothing is kept for a master that is
+// away: the next report replaces it.
+void Agent::scheduleUsage() {
+  usageTimer_.expires_after(config_.usageInterval);
+  usageTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (link_->registered()) {
+      wire::Envelope e;
+      manager_->collectUsage(e.mutable_usage_report());
+      if (e.usage_report().executors_size() > 0) (void)link_->send(e);
+    }
+    scheduleUsage();
   });
 }
 

@@ -32,6 +32,7 @@ struct AgentConfig {
   Resources resources;
   std::vector<wire::Attribute> attributes;
   Duration statusRetry = std::chrono::seconds(10);
+  Duration usageInterval = std::chrono::seconds(10);  // UsageReport to the master
   std::chrono::seconds sandboxMaxAge{7 * 24 * 3600};
   ExecutorManagerOptions executors;  // workDir is filled from workDir
 };
@@ -59,6 +60,7 @@ class Agent {
   void resendPending();
   void scheduleRetry();
   void scheduleGc();
+  void scheduleUsage();
 
   asio::io_context& io_;
   AgentConfig config_;
@@ -69,6 +71,7 @@ class Agent {
   std::unique_ptr<MasterLink> link_;
   asio::steady_timer retryTimer_;
   asio::steady_timer gcTimer_;
+  asio::steady_timer usageTimer_;
 };
 
 }  // namespace allot

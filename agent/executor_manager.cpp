@@ -564,4 +564,19 @@ void ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status
   applyStatus(c, status);
 }
 
+void ExecutorManager::collectUsage(wire::UsageReport* report) const {
+  if (isolators_.empty()) return;
+  for (const auto& [name, c] : containers_) {
+    if (c->pid == 0 || c->exited) continue;
+    wire::ExecutorUsage* u = report->add_executors();
+    u->set_framework_id(c->id.frameworkId);
+    u->set_executor_id(c->id.executorId);
+    for (const auto& iso : isolators_) {
+      if (Status st = iso->usage(c->id, u->mutable_usage()); !st) {
+        LOG_DEBUG(iso->name() << ": usage of " << name << ": " << st.error().describe());
+      }
+    }
+  }
+}
+
 }  // namespace allot

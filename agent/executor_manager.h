@@ -93,6 +93,10 @@ class ExecutorManager {
   // Every framework, executor and live task, for RegisterAgent.
   void fillRegistration(wire::RegisterAgent* registration) const;
 
+  // Fills one ExecutorUsage per running executor from the isolators
+  // (nothing without isolators: there is no cgroup to measure).
+  void collectUsage(wire::UsageReport* report) const;
+
   size_t executorCount() const { return containers_.size(); }
   size_t liveTaskCount() const;
   bool sandboxInUse(const std::string& path) const;

@@ -37,6 +37,7 @@ struct Settings {
   int64_t sandboxMaxAgeS = 7 * 24 * 3600;
   double recoveryTimeoutS = 900;
   double statusRetryS = 10;
+  double usageIntervalS = 10;
   double executorIdleS = 1;
   double registerTimeoutS = 30;
 #ifdef ALLOT_HAVE_ISOLATORS
@@ -59,6 +60,8 @@ void addFlags(Flags& f, Settings* s) {
   f.addInt("sandbox-max-age", &s->sandboxMaxAgeS, "seconds an ended executor's sandbox is kept");
   f.addDouble("recovery-timeout", &s->recoveryTimeoutS,
               "seconds executors wait for a restarted agent (and it for them)");
+  f.addDouble("usage-interval", &s->usageIntervalS,
+              "seconds between reports of every executor's resource usage to the master");
   f.addDouble("status-update-retry", &s->statusRetryS,
               "seconds between resends of unacknowledged status updates");
   f.addDouble("executor-idle-timeout", &s->executorIdleS,
@@ -119,6 +122,8 @@ Result<AgentConfig> makeConfig(const Settings& s) {
   if (!(s.executorIdleS >= 0 && s.executorIdleS <= 86400)) return Error{"--executor-idle-timeout must be in [0, 86400]"};
   if (!positive(s.registerTimeoutS, 86400)) return Error{"--executor-register-timeout must be in (0, 86400]"};
   c.statusRetry = secondsToDuration(s.statusRetryS);
+  if (!positive(s.usageIntervalS, 86400)) return Error{"--usage-interval must be in (0, 86400]"};
+  c.usageInterval = secondsToDuration(s.usageIntervalS);
   c.executors.executorPath = s.executorPath.empty() ? defaultExecutorPath() : s.executorPath;
   if (access(c.executors.executorPath.c_str(), X_OK) != 0) {
     return Error::fromErrno("--executor-path " + c.executors.executorPath + " is not executable");
@@ -169,6 +174,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "allot-agent: %s\n", isolators.error().describe().c_str());
     return 2;
   }
+  // Orphans of tasks (daemonized children whose executor died) come back
+  // to the agent, and the launcher reaps them.
+  if (auto st = becomeSubreaper(); !st) LOG_WARNING(st.error().describe());
   auto launcher = Launcher::create(io, **poller);
   if (!launcher) {
     LOG_ERROR("launcher: " << launcher.error().describe());

@@ -156,7 +156,7 @@ void Master::agentMessage(PeerId peer, AgentRecord& agent, const wire::Envelope&
   switch (e.body_case()) {
     case wire::Envelope::kHeartbeat: return onHeartbeat(peer, agent, e.heartbeat());
     case wire::Envelope::kStatusUpdate: return onStatusUpdate(agent, e.status_update());
-    case wire::Envelope::kUsageReport: return;  // kept by agents; /metrics later
+    case wire::Envelope::kUsageReport: return onUsageReport(agent, e.usage_report());
     default:
       return sendError(peer, "unexpected message from an agent (field " +
                                  std::to_string(e.body_case()) + ")", false);
@@ -408,6 +408,28 @@ void Master::onHeartbeat(PeerId peer, AgentRecord& agent, const wire::Heartbeat&
   wire::Envelope e;
   e.mutable_heartbeat_ack()->set_sequence(m.sequence());
   outbox_.send(peer, e);
+}
+
+void Master::onUsageReport(AgentRecord& agent, const wire::UsageReport& m) {
+  agent.usage.clear();
+  for (const auto& u : m.executors()) {
+    agent.usage[u.framework_id() + "/" + u.executor_id()] = u.usage();
+    LOG_DEBUG("usage from agent " << agent.id << ": " << u.framework_id() << "/" << u.executor_id()
+                                  << " cpu_s=" << u.usage().cpu_time_s()
+                                  << " mem_bytes=" << u.usage().mem_bytes()
+                                  << " mem_peak_bytes=" << u.usage().mem_peak_bytes()
+                                  << " processes=" << u.usage().processes());
+  }
+}
+
+std::optional<wire::ResourceUsage> Master::executorUsage(const std::string& agentId,
+                                                         const std::string& frameworkId,
+                                                         const std::string& executorId) const {
+  auto agent = agents_.find(agentId);
+  if (agent == agents_.end()) return std::nullopt;
+  auto it = agent->second.usage.find(frameworkId + "/" + executorId);
+  if (it == agent->second.usage.end()) return std::nullopt;
+  return it->second;
 }
 
 void Master::disconnectAgent(AgentRecord& agent) {

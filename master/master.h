@@ -83,6 +83,10 @@ class Master {
   size_t taskCount() const;
   std::optional<double> dominantShare(const std::string& frameworkId) const;
   const Allocator& allocator() const { return *allocator_; }
+  // The latest usage an agent reported for an executor, if any.
+  std::optional<wire::ResourceUsage> executorUsage(const std::string& agentId,
+                                                   const std::string& frameworkId,
+                                                   const std::string& executorId) const;
 
  private:
   struct TaskRecord {
@@ -102,6 +106,8 @@ class Master {
     std::unordered_map<std::string, std::unordered_set<std::string>> tasks;
     // framework id -> executor ids here
     std::unordered_map<std::string, std::unordered_set<std::string>> executors;
+    // The latest UsageReport: "framework/executor" -> usage.
+    std::unordered_map<std::string, wire::ResourceUsage> usage;
   };
 
   struct FrameworkRecord {
@@ -140,6 +146,7 @@ class Master {
   void onRegisterAgent(PeerId peer, const wire::RegisterAgent& m);
   Status adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m);
   void onHeartbeat(PeerId peer, AgentRecord& agent, const wire::Heartbeat& m);
+  void onUsageReport(AgentRecord& agent, const wire::UsageReport& m);
   void schedulerMessage(PeerId peer, FrameworkRecord& fw, const wire::Envelope& e);
   void agentMessage(PeerId peer, AgentRecord& agent, const wire::Envelope& e);
   FrameworkRecord& ensureFramework(const wire::FrameworkInfo& info);

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "tests/agent/cluster.h"
 
 namespace allot::testing {
@@ -33,8 +35,12 @@ class AgentRoot : public ::testing::Test {
     cluster_ = std::make_unique<Cluster>();
     if (auto why = cluster_->missing(); !why.empty()) GTEST_SKIP() << why;
     cgroupsRoot_ = "allot-agent-test-" + std::to_string(getpid());
-    ASSERT_TRUE(cluster_->startMaster());
-    if (!cluster_->startAgent({"--isolation", "cgroups/cpu,cgroups/mem", "--cgroups-root", cgroupsRoot_})) {
+    setenv("ALLOT_LOG_LEVEL", "debug", 1);  // the master logs each usage report
+    bool started = cluster_->startMaster();
+    unsetenv("ALLOT_LOG_LEVEL");
+    ASSERT_TRUE(started);
+    if (!cluster_->startAgent({"--isolation", "cgroups/cpu,cgroups/mem", "--cgroups-root", cgroupsRoot_,
+                               "--usage-interval", "0.3"})) {
       GTEST_SKIP() << "the agent cannot isolate with cgroups/cpu,cgroups/mem here:\n"
                    << cluster_->agentLog();
     }
@@ -71,6 +77,18 @@ TEST_F(AgentRoot, MemoryLimitEndsTheExecutorWithItsReason) {
   EXPECT_NE(exitStatus(st), 0);
   EXPECT_NE(run.out().find("MEMORY_LIMIT"), std::string::npos) << run.out() << cluster_->agentLog();
   EXPECT_TRUE(waitFor([&] { return executorCgroups(cgroupsRoot_).empty(); }, 10s));
+}
+
+TEST_F(AgentRoot, ExecutorUsageReachesTheMaster) {
+  Child run = cluster_->execute({"--command", "head -c 20000000 /dev/zero | tail -c 1 >/dev/null; sleep 2",
+                                 "--resources", "cpus:0.5;mem:64"});
+  ASSERT_EQ(exitStatus(run.wait(30s)), 0) << run.out() << run.err() << cluster_->agentLog();
+  std::string log = cluster_->masterLog();
+  auto at = log.find("usage from agent");
+  ASSERT_NE(at, std::string::npos) << log;
+  // Memory measured by the mem isolator: some report shows memory in use.
+  EXPECT_TRUE(std::regex_search(log, std::regex(" mem_bytes=[1-9]")))
+      << "no report shows memory in use: " << log.substr(at, 400);
 }
 
 }  // namespace

@@ -181,6 +181,8 @@ class Cluster {
                    std::chrono::seconds(15));
   }
 
+  std::string masterLog() const { return readAll(dir_ + "/master.err"); }
+
   std::string agentLog() const {
     return readAll(dir_ + "/agent" + std::to_string(agentRuns_) + ".err");
   }

@@ -263,6 +263,24 @@ TEST_F(MasterTest, UpdatesReachTheFrameworkAndAcknowledgementsTheAgent) {
   EXPECT_EQ(offersTo(kFrameworkPeer).size(), 1u);
 }
 
+TEST_F(MasterTest, KeepsTheLatestUsageAnAgentReports) {
+  std::string agentId = registerAgent();
+  auto report = [&](uint64_t mem) {
+    wire::Envelope e;
+    auto* u = e.mutable_usage_report()->add_executors();
+    u->set_framework_id("f");
+    u->set_executor_id("x");
+    u->mutable_usage()->set_mem_bytes(mem);
+    master_->peerMessage(kAgentPeer, e);
+  };
+  report(100);
+  report(200);
+  auto usage = master_->executorUsage(agentId, "f", "x");
+  ASSERT_TRUE(usage.has_value());
+  EXPECT_EQ(usage->mem_bytes(), 200u);
+  EXPECT_FALSE(master_->executorUsage(agentId, "f", "other").has_value());
+}
+
 TEST_F(MasterTest, KillOfAnUnknownTaskAnswersLost) {
   registerAgent();
   registerFramework();
