@@ -116,6 +116,17 @@ id "$hogUser" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/
 
 run=$(mktemp -d /tmp/allot-hog.XXXXXX)
 chmod 755 "$run"
+# Private copies under names of their own: a `pkill allot-execute` or
+# `killall allot-agent` run by someone else on this shared machine must not
+# end the benchmark's daemons or tasks in the middle of a phase.
+mkdir -p "$run/bin"
+cp "$master" "$run/bin/hogm-master"
+cp "$agent" "$run/bin/hogm-agent"
+cp "$execute" "$run/bin/hogm-execute"
+cp "$build/cli/allot-executor" "$run/bin/hogm-executor"
+master="$run/bin/hogm-master"
+agent="$run/bin/hogm-agent"
+execute="$run/bin/hogm-execute"
 # Everything allot runs here lives in one "node" cgroup weighted like a
 # machine dedicated to allot (cpu.shares 262144, the v1 maximum), so the
 # other work on this shared machine (compilers) does not decide the result:
@@ -210,7 +221,7 @@ cleanup() {
   removeCgroups
   local logs="${TMPDIR:-/tmp}/allot-hog-logs"
   rm -rf "$logs" && mkdir -p "$logs"
-  cp "$run"/*.log "$run"/*.json "$run"/*.args "$run"/phases.jsonl "$logs"/ 2>/dev/null
+  cp "$run"/*.log "$run"/*.json "$run"/*.args "$run"/samples-*.txt "$run"/phases.jsonl "$logs"/ 2>/dev/null
   rm -rf "$run"
   log "logs of this run kept in $logs"
   log "cleaned up"
@@ -260,7 +271,7 @@ startMaster() {
 startAgent() {
   local mode=$1 args=() i
   args=(--master "$masterAddr" --work-dir "$run/agent-$mode" --resources "$agentResources"
-    --executor-idle-timeout 0.5)
+    --executor-idle-timeout 0.5 --executor-path "$run/bin/hogm-executor")
   if [ "$mode" = iso ]; then
     args+=(--isolation "$isolation")
     "$agent" --help 2>&1 | grep -q -- '--cgroups-root' && args+=(--cgroups-root "$cgroupsRoot")
@@ -321,7 +332,8 @@ hogCommand() {
 
 # runPhase MODE PHASE: one measurement, with the hog running beside the victim.
 runPhase() {
-  local mode=$1 phase=$2 name="$2-$1" hogPid="" killAfter
+  local mode=$1 phase=$2 name="$2-$1" hogPid="" killAfter loadPid
+  kill -0 "$webExecPid" 2>/dev/null || die "the web task ended before phase $name: $(tail -3 "$run/web-$mode.log")"
   killAfter=$(python3 -c "print($settle + $warmup + $duration + 120)")
   if [ "$phase" != alone ]; then
     "$execute" --master "$masterAddr" --name "hog-$name" --resources "$hogResources" \
@@ -332,7 +344,11 @@ runPhase() {
   fi
   log "phase $name: $rate requests/s for ${duration}s"
   chrt -f 50 python3 "$here/loadgen.py" --port "$webPort" --rate "$rate" --duration "$duration" \
-    --warmup "$warmup" --samples "$out/hog-samples-$name.txt" > "$run/load-$name.json"
+    --warmup "$warmup" --samples "$run/samples-$name.txt" > "$run/load-$name.json" &
+  loadPid=$!
+  bgPids+=($loadPid)
+  wait "$loadPid"   # interruptible: ^C cleans up at once
+  kill -0 "$webExecPid" 2>/dev/null || die "the web task ended during phase $name: $(tail -3 "$run/web-$mode.log")"
   local hogState="none"
   if [ -n "$hogPid" ]; then
     local evidence
