@@ -201,6 +201,12 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
   }
   bool reregistered = !info.id().empty();
   if (!reregistered) info.set_id(newId('F'));
+  // One connection speaks for one framework: registering another id on it
+  // disconnects the first (its failover timer starts).
+  if (const std::string previous = peers_[peer].id; !previous.empty() && previous != info.id()) {
+    auto old = frameworks_.find(previous);
+    if (old != frameworks_.end() && old->second.peer == peer) disconnectFramework(old->second);
+  }
   FrameworkRecord& fw = ensureFramework(info);
   if (fw.peer && *fw.peer != peer) {
     sendError(*fw.peer, "framework " + fw.id + " failed over to another scheduler", true);
@@ -296,6 +302,10 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
     return sendError(peer, "RegisterAgent: id or hostname longer than 256 bytes", true);
   }
   std::string id = m.info().id().empty() ? newId('A') : m.info().id();
+  if (const std::string previous = peers_[peer].id; !previous.empty() && previous != id) {
+    auto old = agents_.find(previous);
+    if (old != agents_.end() && old->second.peer == peer) disconnectAgent(old->second);
+  }
   auto [it, inserted] = agents_.try_emplace(id);
   AgentRecord& agent = it->second;
   if (!inserted) {

@@ -368,6 +368,20 @@ TEST_F(MasterTest, NewMasterRebuildsStateFromReregistrations) {
   EXPECT_EQ(*Resources::fromWire(offers[0].resources()), *Resources::parse("cpus:3;mem:3072"));
 }
 
+TEST_F(MasterTest, ASecondFrameworkIdOnOneConnectionDisconnectsTheFirst) {
+  registerAgent();
+  std::string first = registerFramework();
+  wire::Envelope e;
+  e.mutable_register_framework()->mutable_info()->set_name("again");
+  master_->peerMessage(kFrameworkPeer, e);
+  ASSERT_EQ(master_->frameworkCount(), 2u);
+  master_->peerClosed(kFrameworkPeer);
+  clock_.advance(61s);
+  master_->peerMessage(kAgentPeer, [] { wire::Envelope h; h.mutable_heartbeat(); return h; }());
+  master_->tick();
+  EXPECT_EQ(master_->frameworkCount(), 0u) << "a framework kept a connection that was gone";
+}
+
 TEST_F(MasterTest, MessagesBeforeRegistrationGetAnError) {
   hello(kFrameworkPeer, wire::ROLE_SCHEDULER);
   wire::Envelope e;
