@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import os
+import re
 
 kPaper = {("cpu", "iso"): "+30% (containers)", ("cpu", "noiso"): "+550% (none)"}
 kPhaseNames = {"alone": "alone", "cpu": "CPU hog", "mem": "memory bomb",
@@ -60,6 +61,34 @@ def table(rows, baseline, noisoBaseline):
     return lines
 
 
+def atPidsMax(evidence):
+    """True when some container's "pids N/N" shows it full."""
+    return any(cur == cap for cur, cap in re.findall(r"pids (\d+)/(\d+)", evidence))
+
+
+def checks(rows, find):
+    """The issue's targets, each PASS / FAIL / n/a (phase not run)."""
+    alone, cpu, cpuNoiso = find("iso", "alone"), find("iso", "cpu"), find("noiso", "cpu")
+    mem, fork = find("iso", "mem"), find("iso", "fork")
+    out = ["checks (issue 5 targets):"]
+
+    def line(name, ok):
+        out.append(f"- {'n/a ' if ok is None else ('PASS' if ok else 'FAIL')} {name}")
+
+    both = alone is not None and cpu is not None
+    line("isolated CPU hog: mean at most +10% over alone",
+         both and cpu["mean_ms"] <= 1.10 * alone["mean_ms"] if both else None)
+    line("isolated CPU hog: p99 at most 1.5x alone",
+         both and cpu["p99_ms"] <= 1.5 * alone["p99_ms"] if both else None)
+    line("isolated CPU hog p99 below the unisolated one (same run)",
+         cpu["p99_ms"] < cpuNoiso["p99_ms"] if cpu and cpuNoiso else None)
+    line("memory bomb: no web errors, bomb ended by its executor's memory limit",
+         mem["errors"] == 0 and "MEMORY_LIMIT" in mem["hog"] if mem else None)
+    line("fork bomb: no web errors, bomb held at its executor's pids.max",
+         fork["errors"] == 0 and atPidsMax(fork["hog"]) if fork else None)
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--phases", required=True)
@@ -90,7 +119,7 @@ def main():
         f"load before: {args.uptime_start.strip()}",
         f"load after:  {args.uptime_end.strip()}",
         "",
-    ] + table(rows, baseline, noisoBaseline) + ["", "hog outcomes:"]
+    ] + table(rows, baseline, noisoBaseline) + [""] + checks(rows, find) + ["", "hog outcomes:"]
     for r in rows:
         if r["phase"] != "alone":
             text.append(f"- {r['phase']}-{r['mode']}: {r['hog']}")

@@ -19,7 +19,12 @@
 #          agent's cgroups (the paper's "no isolation")
 # and per phase: alone (victim only: the baseline, with its own limits),
 # cpu (N spinners), mem (memory bomb), fork (fork bomb), disk (O_DIRECT writer).
-# Results: DIR/hog-results.txt (table), hog-results.json, hog-latency.png.
+# allot (agent and executors, both modes) runs in one "node" cgroup weighted
+# like a machine dedicated to it (--no-node: in this shell's cgroups, where
+# other load and the kernel's autogroup also count). The client runs outside
+# allot at SCHED_FIFO. Logs of the last run: ${TMPDIR:-/tmp}/allot-hog-logs.
+# Results: DIR/hog-results.txt (table and target checks), hog-results.json,
+# hog-results.dat, hog-latency.png.
 # Everything it starts is stopped, and its cgroups removed, on exit or ^C.
 set -euo pipefail
 
@@ -49,7 +54,7 @@ forkNprocCap=2048            # safety cap of the fork bomb (RLIMIT_NPROC of its 
 hogUser=allot-hog
 
 origArgs="$*"
-usage() { sed -n '2,23p' "$0"; exit 2; }
+usage() { sed -n '2,28p' "$0"; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
