@@ -1,4 +1,5 @@
 #include "isolators/isolator_table.h"
+#include "isolators/cgroup_values.h"
 
 #include <set>
 
@@ -116,6 +117,13 @@ Result<std::vector<std::unique_ptr<Isolator>>> createIsolatorsOn(const CgroupHos
   auto layer = std::make_shared<CgroupLayer>(host, options.cgroupsRoot, controllers);
   if (Status st = layer->setUp(); !st) return Error{"setting up the agent's cgroups: " + st.error().describe(),
                                                      st.error().errnum};
+  if (names->count("cgroups/cpu") && options.rootCpus > 0) {
+    std::string root = host.hierarchyOf("cpu") + "/" + options.cgroupsRoot;
+    bool v2 = host.versionOf("cpu") == CgroupVersion::kV2;
+    Status st = v2 ? cgroupfs::writeFile(root + "/cpu.weight", std::to_string(cpuWeight(options.rootCpus)))
+                   : cgroupfs::writeFile(root + "/cpu.shares", std::to_string(cpuShares(options.rootCpus)));
+    if (!st) return Error{"weighting the agent's cgroup root: " + st.error().describe(), st.error().errnum};
+  }
   for (const auto& e : kTable) {
     if (!names->count(e.name)) continue;
     std::string n = e.name;

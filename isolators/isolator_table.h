@@ -23,6 +23,10 @@ struct IsolatorOptions {
   std::string blkioLimits;            // per-executor "MAJ:MIN rbps=N wbps=N riops=N wiops=N"
   int64_t blkioWeight = 0;            // 0: proportional to cpus
   int64_t pidsMax = 0;                // 0: derived from the executor's resources
+  // The cpus this node offers: the agent's cgroup root gets the CPU weight
+  // of that many cpus, so all executors together weigh like the share of
+  // the machine they were given, not like one process (0: leave it).
+  double rootCpus = 0;
 };
 
 void addIsolatorFlags(Flags& flags, IsolatorOptions* options);

@@ -79,6 +79,18 @@ TEST_F(AgentRoot, MemoryLimitEndsTheExecutorWithItsReason) {
   EXPECT_TRUE(waitFor([&] { return executorCgroups(cgroupsRoot_).empty(); }, 10s));
 }
 
+TEST_F(AgentRoot, TheAgentsRootWeighsLikeTheCpusItOffers) {
+  // The cluster's agent offers 8 cpus: its root weighs like 8 processes.
+  std::string v1 = "/sys/fs/cgroup/cpu/" + cgroupsRoot_ + "/cpu.shares";
+  std::string v2 = "/sys/fs/cgroup/" + cgroupsRoot_ + "/cpu.weight";
+  if (fs::exists(v1)) {
+    EXPECT_EQ(readAll(v1), "8192\n");
+  } else {
+    ASSERT_TRUE(fs::exists(v2)) << "no cpu weight file for the agent's root";
+    EXPECT_EQ(readAll(v2), "800\n");
+  }
+}
+
 TEST_F(AgentRoot, ExecutorUsageReachesTheMaster) {
   Child run = cluster_->execute({"--command", "head -c 20000000 /dev/zero | tail -c 1 >/dev/null; sleep 2",
                                  "--resources", "cpus:0.5;mem:64"});
