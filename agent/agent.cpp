@@ -1,4 +1,5 @@
 #include "agent/agent.h"
+#include "proto/task_state.h"
 
 #include <filesystem>
 #include <map>
@@ -89,10 +90,7 @@ void Agent::addUnacknowledgedEndings(wire::RegisterAgent* r) {
     for (const auto& t : ex.tasks()) reported.insert({ex.info().framework_id(), t.task_id()});
   }
   for (const auto& s : updates_.pending()) {
-    bool terminal = s.state() == wire::TASK_FINISHED || s.state() == wire::TASK_FAILED ||
-                    s.state() == wire::TASK_KILLED || s.state() == wire::TASK_LOST ||
-                    s.state() == wire::TASK_ERROR;
-    if (!terminal || s.executor_id().empty()) continue;
+    if (!isTerminal(s.state()) || s.executor_id().empty()) continue;
     if (!reported.insert({s.framework_id(), s.task_id()}).second) continue;
     auto key = std::make_pair(s.framework_id(), s.executor_id());
     auto it = executorIndex.find(key);

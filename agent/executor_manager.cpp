@@ -1,4 +1,6 @@
 #include "agent/executor_manager.h"
+#include "base/clock.h"
+#include "proto/task_state.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -15,15 +17,6 @@
 
 namespace allot {
 namespace {
-
-double wallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-bool isTerminal(wire::TaskState s) {
-  return s == wire::TASK_FINISHED || s == wire::TASK_FAILED || s == wire::TASK_KILLED ||
-         s == wire::TASK_LOST || s == wire::TASK_ERROR;
-}
 
 bool isBuiltin(const wire::ExecutorInfo& e) {
   return e.command().shell().empty() && e.command().argv().empty();
@@ -510,7 +503,7 @@ wire::TaskStatus ExecutorManager::agentStatus(const std::string& frameworkId,
   s.set_reason(reason);
   s.set_message(message);
   s.set_update_id(updatePrefix_ + std::to_string(++updateSequence_));
-  s.set_timestamp_s(wallSeconds());
+  s.set_timestamp_s(wallClockSeconds());
   return s;
 }
 

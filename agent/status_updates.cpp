@@ -1,4 +1,5 @@
 #include "agent/status_updates.h"
+#include "proto/task_state.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -27,11 +28,6 @@ Status writeAll(int fd, const std::string& data, const std::string& path) {
     done += static_cast<size_t>(n);
   }
   return okStatus();
-}
-
-bool isTerminalState(wire::TaskState s) {
-  return s == wire::TASK_FINISHED || s == wire::TASK_FAILED || s == wire::TASK_KILLED ||
-         s == wire::TASK_LOST || s == wire::TASK_ERROR;
 }
 
 }  // namespace
@@ -193,7 +189,7 @@ Status UpdateStore::add(const wire::TaskStatus& status, Durable durable) {
     erase(q, std::string(oldest.update_id()));
   }
   insert(q, status);
-  bool terminal = isTerminalState(status.state());
+  bool terminal = isTerminal(status.state());
   Status st;
   if (overflow) {
     st = rewrite(q, status.framework_id());  // fdatasync'd inline: rare

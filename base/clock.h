@@ -32,6 +32,11 @@ class FakeClock final : public Clock {
   TimePoint now_{std::chrono::hours(1)};
 };
 
+// Wall-clock time as seconds since the epoch (status timestamps).
+inline double wallClockSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 inline Duration secondsToDuration(double seconds) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
 }

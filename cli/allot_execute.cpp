@@ -13,6 +13,7 @@
 #include <set>
 
 #include "base/asio.h"
+#include "proto/task_state.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/resources.h"
@@ -133,10 +134,6 @@ class ExecuteScheduler final : public Scheduler {
     asio::post(io_, [this] { io_.stop(); });
   }
 
-  static bool isTerminal(wire::TaskState s) {
-    return s == wire::TASK_FINISHED || s == wire::TASK_FAILED || s == wire::TASK_KILLED ||
-           s == wire::TASK_LOST || s == wire::TASK_ERROR;
-  }
 
  private:
   wire::TaskInfo makeTask(const wire::Offer& offer) {

@@ -20,11 +20,6 @@ double toSeconds(Duration d) { return std::chrono::duration<double>(d).count(); 
 
 }  // namespace
 
-bool isTerminal(wire::TaskState state) {
-  return state == wire::TASK_FINISHED || state == wire::TASK_FAILED ||
-         state == wire::TASK_KILLED || state == wire::TASK_LOST || state == wire::TASK_ERROR;
-}
-
 Result<std::unique_ptr<Master>> Master::create(MasterOptions options, const Clock& clock,
                                                Outbox& outbox) {
   if (options.masterId.empty()) options.masterId = randomMasterId();

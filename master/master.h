@@ -32,6 +32,7 @@
 #include "master/allocator/allocator.h"
 #include "proto/allot.pb.h"
 #include "proto/resources.h"
+#include "proto/task_state.h"
 
 namespace allot {
 
@@ -205,7 +206,5 @@ class Master {
   uint64_t idSequence_ = 0;
   bool allocationPending_ = false;
 };
-
-bool isTerminal(wire::TaskState state);
 
 }  // namespace allot

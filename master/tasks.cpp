@@ -1,19 +1,9 @@
 // The task half of the master: status updates (forwarded to frameworks,
 // acknowledgements forwarded back to agents), kills and reconciliation.
-#include <chrono>
-
 #include "base/log.h"
 #include "master/master.h"
 
 namespace allot {
-namespace {
-
-double wallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 void Master::sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task,
                               wire::TaskState state, wire::Reason reason,
                               const std::string& message) {
@@ -26,7 +16,7 @@ void Master::sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task,
   s->set_state(state);
   s->set_reason(reason);
   s->set_message(message);
-  s->set_timestamp_s(wallSeconds());
+  s->set_timestamp_s(wallClockSeconds());
   sendToFramework(fw, e);
 }
 

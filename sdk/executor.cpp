@@ -1,4 +1,6 @@
 #include "sdk/executor.h"
+#include "base/clock.h"
+#include "proto/task_state.h"
 
 #include <unistd.h>
 
@@ -11,15 +13,6 @@
 
 namespace allot {
 namespace {
-
-double wallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-bool isTerminal(wire::TaskState s) {
-  return s == wire::TASK_FINISHED || s == wire::TASK_FAILED || s == wire::TASK_KILLED ||
-         s == wire::TASK_LOST || s == wire::TASK_ERROR;
-}
 
 Result<std::string> requireEnv(const char* name) {
   const char* v = std::getenv(name);
@@ -236,7 +229,7 @@ Status ExecutorDriver::sendStatus(wire::TaskStatus status) {
   status.set_executor_id(options_.executorId);
   status.set_agent_id(options_.agentId);
   status.set_update_id(nextUpdateId());
-  if (status.timestamp_s() == 0) status.set_timestamp_s(wallSeconds());
+  if (status.timestamp_s() == 0) status.set_timestamp_s(wallClockSeconds());
   if (isTerminal(status.state())) tasks_.erase(status.task_id());
   auto& kept = unacked_[status.update_id()] = std::move(status);
   if (!registrationSent_ || !connection_) return okStatus();  // resent on reconnect

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "base/asio.h"
+#include "proto/task_state.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/resources.h"
@@ -42,9 +43,7 @@ class Probe final : public Scheduler {
   void statusUpdate(SchedulerDriver& d, const wire::TaskStatus& s) override {
     (void)d.acknowledge(s);
     if (s.state() == wire::TASK_RUNNING) runningAt_ = Steady::now();
-    if (s.state() == wire::TASK_FINISHED || s.state() == wire::TASK_FAILED ||
-        s.state() == wire::TASK_LOST || s.state() == wire::TASK_ERROR ||
-        s.state() == wire::TASK_KILLED) {
+    if (isTerminal(s.state())) {
       auto ms = [](Steady::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
       double total = ms(Steady::now() - start_);
       std::printf("probe: state=%s overhead_ms=%.1f wait_for_offer_ms=%.1f offer_to_running_ms=%.1f\n",

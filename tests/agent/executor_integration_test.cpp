@@ -15,22 +15,18 @@
 
 #include "agent/executor_manager.h"
 #include "base/asio.h"
+#include "tests/common/test_util.h"
 #include "proto/connection.h"
 
 namespace allot {
 namespace {
 
+using testing::readFile;
+using testing::runUntil;
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-bool runUntil(asio::io_context& io, const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_for(10ms);
-  }
-  return done();
-}
 
 class ExecutorTest : public ::testing::Test {
  protected:

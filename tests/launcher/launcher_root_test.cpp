@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "base/asio.h"
+#include "tests/common/test_util.h"
 #include "base/unique_fd.h"
 #include "base/uring_poller.h"
 #include "launcher/launcher.h"
@@ -19,13 +20,12 @@
 namespace allot {
 namespace {
 
+using testing::readFile;
+using testing::runUntil;
+
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 class LauncherRootTest : public ::testing::Test {
  protected:

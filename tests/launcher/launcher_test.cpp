@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "base/asio.h"
+#include "tests/common/test_util.h"
 #include "base/unique_fd.h"
 #include "base/uring_poller.h"
 #include "launcher/launcher.h"
@@ -26,21 +27,12 @@
 namespace allot {
 namespace {
 
+using testing::readFile;
+using testing::runUntil;
+
 using namespace std::chrono_literals;
 
-bool runUntil(asio::io_context& io, const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_for(5ms);
-  }
-  return done();
-}
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // Zombie children of this process, from /proc.
 int zombieChildren() {

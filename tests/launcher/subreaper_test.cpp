@@ -15,27 +15,19 @@
 #include <sstream>
 
 #include "base/asio.h"
+#include "tests/common/test_util.h"
 #include "base/uring_poller.h"
 #include "launcher/launcher.h"
 
 namespace allot {
 namespace {
 
+using testing::readFile;
+using testing::runUntil;
+
 using namespace std::chrono_literals;
 
-bool runUntil(asio::io_context& io, const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_for(5ms);
-  }
-  return done();
-}
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // Children of this process by state ("Z" for zombies, "" for any), from /proc.
 int childrenInState(const std::string& wanted) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/asio.h"
+#include "tests/common/test_util.h"
 
 namespace allot::testing {
 
@@ -64,20 +65,5 @@ class MasterProcess {
   uint16_t port_ = 0;
   std::string dir_;
 };
-
-// Runs the loop until `done` holds or `timeout` passes; returns done().
-inline bool runUntil(asio::io_context& io, const std::function<bool()>& done,
-                     std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done() && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
-
-inline void runFor(asio::io_context& io, std::chrono::milliseconds d) {
-  runUntil(io, [] { return false; }, d);
-}
 
 }  // namespace allot::testing
