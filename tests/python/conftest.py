@@ -1,0 +1,94 @@
+"""Fixtures: a real allot-master and allot-agent on loopback (from the build
+dir meson passes in ALLOT_MASTER / ALLOT_AGENT), killed on teardown."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Iterator, List, Optional
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "sdk" / "python"))
+
+
+def _binary(name: str) -> str:
+    path = os.environ.get(name)
+    if not path or not os.access(path, os.X_OK):
+        pytest.skip(f"{name} is not set to a built binary (run through meson test)")
+    return path
+
+
+class Daemon:
+    def __init__(self, args: List[str], log: pathlib.Path) -> None:
+        self.log = log
+        self.proc = subprocess.Popen(args, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def stop(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=10)
+
+
+class Cluster:
+    """A master and an agent; ``master`` is the address to give frameworks."""
+
+    def __init__(self, work: pathlib.Path) -> None:
+        self.work = work
+        self.daemons: List[Daemon] = []
+        self.master_daemon: Optional[Daemon] = None
+        self.port = 0
+
+    @property
+    def master(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start_master(self, port: int = 0) -> None:
+        port_file = self.work / "master.port"
+        port_file.unlink(missing_ok=True)
+        self.master_daemon = Daemon([_binary("ALLOT_MASTER"), "--listen", f"127.0.0.1:{port}",
+                                     "--port-file", str(port_file)],
+                                    self.work / f"master-{len(self.daemons)}.log")
+        self.daemons.append(self.master_daemon)
+        deadline = time.monotonic() + 10
+        while not port_file.exists() or not port_file.read_text().strip():
+            if time.monotonic() > deadline or self.master_daemon.proc.poll() is not None:
+                raise RuntimeError("master did not start: " + self.master_daemon.log.read_text())
+            time.sleep(0.02)
+        self.port = int(port_file.read_text())
+
+    def start_agent(self, resources: str = "cpus:2;mem:2048") -> None:
+        self.daemons.append(Daemon([_binary("ALLOT_AGENT"), "--master", self.master,
+                                    "--work-dir", str(self.work / "agent"),
+                                    "--resources", resources],
+                                   self.work / "agent.log"))
+
+    def stop(self) -> None:
+        for daemon in reversed(self.daemons):
+            daemon.stop()
+        # Executors and tasks keep running across agent restarts by design:
+        # end whatever the agent left under its work dir.
+        subprocess.run(["pkill", "-KILL", "-f", str(self.work)], check=False)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    if os.geteuid() != 0:
+        pytest.skip("the agent needs root")
+    work = pathlib.Path(tempfile.mkdtemp(prefix="allot-pytest-"))
+    c = Cluster(work)
+    try:
+        c.start_master()
+        c.start_agent()
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(work, ignore_errors=True)
