@@ -65,7 +65,7 @@ class Cluster:
             time.sleep(0.02)
         self.port = int(port_file.read_text())
 
-    def start_agent(self, resources: str = "cpus:2;mem:2048") -> None:
+    def start_agent(self, resources: str = "cpus:2;mem:2048;ports:[31000-31100]") -> None:
         self.daemons.append(Daemon([_binary("ALLOT_AGENT"), "--master", self.master,
                                     "--work-dir", str(self.work / "agent"),
                                     "--resources", resources],
