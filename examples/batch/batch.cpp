@@ -5,15 +5,24 @@
 //
 //   allot-batch --master 127.0.0.1:5050 --tasks jobs.txt --retries 2
 //
+// The last line is a summary for scripts (bench/placement):
+//   result tasks=N finished=F failed=X run_s=T running_per_s=R finished_per_s=E
+//          first_offer_at=W last_running_at=W end_at=W
+// (run_s from the first offer to the last end; running_per_s counts tasks
+// reaching RUNNING over the time from the first offer to the last RUNNING;
+// *_at are wall-clock seconds, so a script can merge several frameworks).
+//
 // Exit codes: 0 every task finished; 1 some task failed after its retries;
 // 2 bad flags or task file; 124 no master within --timeout.
 #include <cstdio>
 #include <deque>
 #include <fstream>
 #include <iostream>
-#include <map>
+#include <optional>
+#include <unordered_map>
 
 #include "base/asio.h"
+#include "base/clock.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/resources.h"
@@ -33,6 +42,8 @@ struct Settings {
   std::string resources = "cpus:0.1;mem:32";
   int64_t retries = 2;
   double timeoutS = 60;
+  std::string name = "allot-batch";
+  bool quiet = false;
 };
 
 struct Work {
@@ -59,14 +70,19 @@ Result<std::vector<Work>> readTasks(const std::string& path) {
 
 class BatchScheduler final : public Scheduler {
  public:
-  BatchScheduler(asio::io_context& io, std::vector<Work> work, Resources each, int retries)
-      : io_(io), work_(std::move(work)), each_(std::move(each)), retries_(retries) {
+  BatchScheduler(asio::io_context& io, std::vector<Work> work, Resources each, int retries,
+                 bool quiet)
+      : io_(io), work_(std::move(work)), each_(std::move(each)), retries_(retries), quiet_(quiet) {
     for (size_t i = 0; i < work_.size(); ++i) queue_.push_back(i);
   }
 
   int exitCode() const { return gaveUp_ ? 1 : 0; }
 
   void resourceOffers(SchedulerDriver& d, const std::vector<wire::Offer>& offers) override {
+    if (!firstOffer_) {
+      firstOffer_ = SteadyClock::now();
+      firstOfferAt_ = wallClockSeconds();
+    }
     for (const auto& offer : offers) {
       std::vector<wire::TaskInfo> tasks;
       auto free = Resources::fromWire(offer.resources());
@@ -87,7 +103,13 @@ class BatchScheduler final : public Scheduler {
   void statusUpdate(SchedulerDriver& d, const wire::TaskStatus& s) override {
     (void)d.acknowledge(s);
     auto it = running_.find(s.task_id());
-    if (it == running_.end() || !isTerminal(s.state())) return;
+    if (it == running_.end()) return;
+    if (s.state() == wire::TASK_RUNNING) {
+      ++reachedRunning_;
+      lastRunning_ = SteadyClock::now();
+      lastRunningAt_ = wallClockSeconds();
+    }
+    if (!isTerminal(s.state())) return;
     size_t index = it->second;
     running_.erase(it);
     if (s.state() == wire::TASK_FINISHED) {
@@ -102,10 +124,13 @@ class BatchScheduler final : public Scheduler {
                   s.message().c_str());
       ++gaveUp_;
     }
-    std::printf("progress: %zu/%zu finished, %zu failed, %zu running, %zu queued\n", finished_,
-                work_.size(), gaveUp_, running_.size(), queue_.size());
-    std::fflush(stdout);
+    if (!quiet_) {
+      std::printf("progress: %zu/%zu finished, %zu failed, %zu running, %zu queued\n", finished_,
+                  work_.size(), gaveUp_, running_.size(), queue_.size());
+      std::fflush(stdout);
+    }
     if (finished_ + gaveUp_ == work_.size()) {
+      printSummary();
       d.stop(false);
       asio::post(io_, [this] { io_.stop(); });
     }
@@ -116,11 +141,26 @@ class BatchScheduler final : public Scheduler {
   }
 
  private:
+  void printSummary() const {
+    auto seconds = [this](TimePoint t) {
+      return std::chrono::duration<double>(t - *firstOffer_).count();
+    };
+    double runS = seconds(SteadyClock::now());
+    double runningS = seconds(lastRunning_);
+    std::printf("result tasks=%zu finished=%zu failed=%zu run_s=%.3f running_per_s=%.0f "
+                "finished_per_s=%.0f first_offer_at=%.6f last_running_at=%.6f end_at=%.6f\n",
+                work_.size(), finished_, gaveUp_, runS,
+                runningS > 0 ? reachedRunning_ / runningS : 0.0,
+                runS > 0 ? finished_ / runS : 0.0, firstOfferAt_, lastRunningAt_,
+                wallClockSeconds());
+    std::fflush(stdout);
+  }
+
   wire::TaskInfo taskFor(size_t index, const wire::Offer& offer) {
     Work& w = work_[index];
     ++w.attempts;
     wire::TaskInfo t;
-    t.set_task_id("batch-" + std::to_string(index) + "-" + std::to_string(w.attempts));
+    t.set_task_id(std::to_string(index) + "-" + std::to_string(w.attempts));
     t.set_name("batch-" + std::to_string(index));
     t.set_agent_id(offer.agent_id());
     each_.toWire(t.mutable_resources());
@@ -134,9 +174,15 @@ class BatchScheduler final : public Scheduler {
   Resources each_;
   int retries_;
   std::deque<size_t> queue_;
-  std::map<std::string, size_t> running_;  // task id -> work index
+  bool quiet_;
+  std::unordered_map<std::string, size_t> running_;  // task id -> work index
   size_t finished_ = 0;
   size_t gaveUp_ = 0;
+  size_t reachedRunning_ = 0;
+  std::optional<TimePoint> firstOffer_;
+  TimePoint lastRunning_{};
+  double firstOfferAt_ = 0;
+  double lastRunningAt_ = 0;
 };
 
 }  // namespace
@@ -151,6 +197,8 @@ int main(int argc, char** argv) {
   flags.addString("resources", &s.resources, "resources of each task");
   flags.addInt("retries", &s.retries, "times a failed task is tried again");
   flags.addDouble("timeout", &s.timeoutS, "give up when no master answers within this many seconds");
+  flags.addString("name", &s.name, "framework name");
+  flags.addBool("quiet", &s.quiet, "no progress line per task (retries, give-ups and the summary only)");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
   auto fail = [](const std::string& m) {
     std::cerr << "allot-batch: " << m << "\n";
@@ -165,9 +213,9 @@ int main(int argc, char** argv) {
   if (!each) return fail("--resources: " + each.error().describe());
 
   asio::io_context io(1);
-  BatchScheduler scheduler(io, std::move(*work), *each, static_cast<int>(s.retries));
+  BatchScheduler scheduler(io, std::move(*work), *each, static_cast<int>(s.retries), s.quiet);
   wire::FrameworkInfo info;
-  info.set_name("allot-batch");
+  info.set_name(s.name);
   SchedulerDriver driver(io, scheduler, info, SchedulerOptions{.master = s.master});
   if (auto st = driver.start(); !st) return fail(st.error().describe());
   asio::steady_timer timeout(io);

@@ -1,0 +1,66 @@
+#!/bin/bash
+# Python SDK against the C++ SDK (issue 16): the same batch of --tasks short
+# tasks launched through one real allot-master onto emulated agents, first by
+# examples/batch (C++ SDK), then by bench/sdk/py_batch.py (Python SDK), in one
+# run; prints both launch rates and their ratio (target: Python >= 0.5x).
+#
+#   bench/sdk/run.sh --build-dir build --tasks 1000 --rounds 3
+set -euo pipefail
+
+build=build agents=500 tasks=1000 rounds=3 out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build=$2; shift 2 ;;
+    --agents) agents=$2; shift 2 ;;
+    --tasks) tasks=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+dir=$(mktemp -d /tmp/allot-sdk-bench.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+die() { echo "run.sh: $*" >&2; tail -5 "$dir"/*.log >&2 || true; exit 1; }
+wait_for() {
+  local limit=$1; shift
+  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+
+"$build/master/allot-master" --listen 127.0.0.1:0 --port-file "$dir/port" \
+  --agent-timeout 60 --heartbeat-interval 10 >"$dir/master.log" 2>&1 &
+pids+=($!)
+wait_for 10 test -s "$dir/port" || die "master did not start"
+master="127.0.0.1:$(cat "$dir/port")"
+"$build/bench/scale/agent_emulator" --master "$master" --agents "$agents" \
+  --resources "cpus:2;mem:2048" >"$dir/emulator.log" 2>&1 &
+pids+=($!)
+registered() {
+  local n
+  n=$(grep -o 'registered=[0-9]*' "$dir/emulator.log" | tail -1 | cut -d= -f2)
+  [ "${n:-0}" -ge "$agents" ]
+}
+wait_for 60 registered || die "agents did not all register"
+seq "$tasks" | sed "s/.*/true/" >"$dir/tasks.txt"
+
+rate() { grep '^result' | grep -o 'finished_per_s=[0-9]*' | cut -d= -f2; }
+cpp=() py=()
+for r in $(seq "$rounds"); do
+  cpp+=("$("$build/examples/allot-batch" --master "$master" --tasks "$dir/tasks.txt" --quiet \
+           --resources "cpus:1;mem:128" --retries 0 | rate)")
+  py+=("$(/usr/bin/python3 "$here/py_batch.py" --master "$master" --tasks "$tasks" | rate)")
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+c=$(median "${cpp[@]}") p=$(median "${py[@]}")
+result=$(printf "tasks=%s rounds=%s cpp_per_s=%s python_per_s=%s python_over_cpp=%.2f cpp=[%s] python=[%s] loadavg=[%s]" \
+  "$tasks" "$rounds" "$c" "$p" "$(echo "$p / $c" | bc -l)" "$(IFS=,; echo "${cpp[*]}")" \
+  "$(IFS=,; echo "${py[*]}")" "$(cut -d' ' -f1-3 /proc/loadavg)")
+echo "RESULT $result"
+[ -z "$out" ] || echo "$result" >>"$out"
