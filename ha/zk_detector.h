@@ -1,0 +1,70 @@
+// ZooKeeperDetector: the LeaderDetector (proto/leader.h) for
+// "zk://host:port,.../path". Watches the masters' contender group
+// (ha/group.h) and reports its lowest member: the master's address, its id
+// and the leader epoch (the member znode's czxid).
+//
+// Reports:
+//   - a Leader each time the lowest member changes;
+//   - nullopt when the group is empty or missing, or the session expired
+//     (a new session then starts and detection resumes).
+// A lost link to ZooKeeper changes nothing by itself: the client keeps the
+// last leader (it also learns of a new one from the masters' Hellos) until
+// ZooKeeper says otherwise. A reported leader never has a lower epoch than
+// an earlier report: answers that arrive out of order are dropped.
+//
+// Thread: the io_context thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/asio.h"
+#include "ha/zk_session.h"
+#include "proto/leader.h"
+
+namespace allot {
+
+class ZooKeeperDetector final : public LeaderDetector {
+ public:
+  ZooKeeperDetector(asio::io_context& io, ZkSessionFactory sessions, std::string groupPath,
+                    std::string description);
+  ~ZooKeeperDetector() override;
+
+  void start(Callback onLeader) override;
+  std::string describe() const override { return description_; }
+
+ private:
+  void newSession();
+  void onEvent(const ZkEvent& event);
+  void list();
+  void read(const std::string& member, uint64_t listing);
+  void report(const std::optional<Leader>& leader);
+  template <typename Fn>
+  auto guard(Fn fn);
+
+  asio::io_context& io_;
+  ZkSessionFactory sessions_;
+  std::string groupPath_;
+  std::string description_;
+  Callback onLeader_;
+  std::unique_ptr<ZkSession> session_;
+  uint64_t generation_ = 0;
+  uint64_t listing_ = 0;        // the latest listing; older answers are stale
+  std::string currentMember_;   // znode name of the reported leader
+  std::optional<Leader> current_;
+  bool reported_ = false;
+  uint64_t highestEpoch_ = 0;
+  bool stopped_ = false;
+};
+
+// The detector for `url` (already checked with parseZkUrl), with the
+// detectors' session timeout.
+std::unique_ptr<LeaderDetector> makeZooKeeperDetector(asio::io_context& io, const ZkUrl& url,
+                                                      const std::string& description);
+
+// Clients detect with a longer session than masters contend with: they also
+// learn of a new leader from its messages (docs/decisions.md).
+constexpr auto kDetectorSessionTimeout = std::chrono::seconds(10);
+
+}  // namespace allot

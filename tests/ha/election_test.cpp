@@ -1,0 +1,269 @@
+// The contender and detector state machines against FakeZooKeeper: session
+// expiry, connection loss, deleted znodes, lost replies and answers that
+// arrive out of order.
+#include <gtest/gtest.h>
+
+#include "ha/contender.h"
+#include "ha/group.h"
+#include "ha/zk_detector.h"
+#include "tests/common/test_util.h"
+#include "tests/ha/fake_zookeeper.h"
+
+namespace allot {
+namespace {
+
+using testing::FakeZooKeeper;
+using testing::runFor;
+using testing::runUntil;
+using namespace std::chrono_literals;
+
+constexpr const char* kGroup = "/allot/masters";
+
+struct Candidate {
+  std::unique_ptr<LeaderContender> contender;
+  uint64_t electedEpoch = 0;
+  std::string lostWhy;
+};
+
+class ElectionTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Candidate> contend(uint16_t port) {
+    auto c = std::make_unique<Candidate>();
+    Candidate* raw = c.get();
+    LeaderContender::Callbacks callbacks;
+    callbacks.elected = [raw](uint64_t epoch) { raw->electedEpoch = epoch; };
+    callbacks.lost = [raw](const std::string& why) { raw->lostWhy = why; };
+    c->contender = std::make_unique<LeaderContender>(
+        io_, zk_.factory(), kGroup, Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", port, ""},
+        "m" + std::to_string(port), callbacks);
+    c->contender->start();
+    EXPECT_TRUE(runUntil(io_, [raw] { return !raw->contender->memberPath().empty(); }, 2000ms));
+    runFor(io_, 20ms);
+    return c;
+  }
+
+  asio::io_context io_;
+  FakeZooKeeper zk_{io_};
+};
+
+TEST_F(ElectionTest, FirstMemberLeadsOthersWatchOnlyTheirPredecessor) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  auto c = contend(5003);
+  EXPECT_TRUE(a->contender->leading());
+  EXPECT_GT(a->electedEpoch, 0u);
+  EXPECT_FALSE(b->contender->leading());
+  EXPECT_FALSE(c->contender->leading());
+  EXPECT_EQ(b->contender->watching(), a->contender->memberPath());
+  EXPECT_EQ(c->contender->watching(), b->contender->memberPath());
+  // No herd: the leader's znode has exactly one watcher (b's session).
+  EXPECT_EQ(zk_.dataWatchers(a->contender->memberPath()).size(), 2u);  // a itself + b
+  EXPECT_EQ(zk_.dataWatchers(b->contender->memberPath()).size(), 1u);  // c only
+}
+
+TEST_F(ElectionTest, LeaderSessionExpiryLosesLeadershipAndNextTakesOverWithHigherEpoch) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  auto c = contend(5003);
+  zk_.expire(1);
+  ASSERT_TRUE(runUntil(io_, [&] { return b->contender->leading(); }, 2000ms));
+  EXPECT_EQ(a->lostWhy, "ZooKeeper session expired");
+  EXPECT_GT(b->electedEpoch, a->electedEpoch);
+  EXPECT_FALSE(c->contender->leading());
+  EXPECT_EQ(c->contender->watching(), b->contender->memberPath());
+}
+
+TEST_F(ElectionTest, MiddleStandbyLeavingMakesTheNextWatchTheLeaderWithoutAnElection) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  auto c = contend(5003);
+  std::string leaderPath = a->contender->memberPath();
+  b.reset();  // closes b's session: its znode goes
+  ASSERT_TRUE(runUntil(io_, [&] { return c->contender->watching() == leaderPath; }, 2000ms));
+  EXPECT_TRUE(a->contender->leading());
+  EXPECT_FALSE(c->contender->leading());
+  EXPECT_TRUE(a->lostWhy.empty());
+}
+
+TEST_F(ElectionTest, LeaderDisconnectedPastAThirdOfTheTimeoutStepsDown) {
+  auto a = contend(5001);
+  zk_.disconnect(1);
+  // The fake negotiates 900 ms: the fence is 300 ms.
+  runFor(io_, 150ms);
+  EXPECT_TRUE(a->lostWhy.empty());
+  ASSERT_TRUE(runUntil(io_, [&] { return !a->lostWhy.empty(); }, 1000ms));
+  EXPECT_FALSE(a->contender->leading());
+  EXPECT_NE(a->lostWhy.find("no link to ZooKeeper"), std::string::npos);
+}
+
+TEST_F(ElectionTest, LeaderBrieflyDisconnectedKeepsLeading) {
+  auto a = contend(5001);
+  zk_.disconnect(1);
+  runFor(io_, 50ms);
+  zk_.reconnect(1);
+  runFor(io_, 500ms);
+  EXPECT_TRUE(a->contender->leading());
+  EXPECT_TRUE(a->lostWhy.empty());
+}
+
+TEST_F(ElectionTest, StandbySessionExpiryRejoinsWithANewSessionAndStaysStandby) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  std::string before = b->contender->memberPath();
+  zk_.expire(2);
+  ASSERT_TRUE(runUntil(io_, [&] {
+    return !b->contender->memberPath().empty() && b->contender->memberPath() != before &&
+           !b->contender->watching().empty();
+  }, 2000ms));
+  EXPECT_EQ(zk_.sessionsCreated(), 3);
+  EXPECT_TRUE(a->contender->leading());
+  EXPECT_FALSE(b->contender->leading());
+  EXPECT_TRUE(b->lostWhy.empty());
+  EXPECT_EQ(zk_.children(kGroup).size(), 2u);
+}
+
+TEST_F(ElectionTest, DeletedLeaderZnodeEndsLeadershipAndTheStandbyTakesOver) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  zk_.removeNode(a->contender->memberPath());
+  ASSERT_TRUE(runUntil(io_, [&] { return b->contender->leading(); }, 2000ms));
+  EXPECT_NE(a->lostWhy.find("was deleted"), std::string::npos);
+}
+
+TEST_F(ElectionTest, CreateWhoseReplyWasLostAdoptsTheZnodeInsteadOfMakingASecond) {
+  auto a = contend(5001);
+  zk_.loseNextCreateReply(2);  // b's member create (the group exists already)
+  Candidate b;
+  b.contender = std::make_unique<LeaderContender>(
+      io_, zk_.factory(), kGroup, Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", 5002, ""}, "m",
+      LeaderContender::Callbacks{});
+  b.contender->start();
+  runFor(io_, 50ms);
+  EXPECT_EQ(zk_.children(kGroup).size(), 2u);
+  EXPECT_TRUE(b.contender->memberPath().empty());
+  zk_.reconnect(2);
+  ASSERT_TRUE(runUntil(io_, [&] { return !b.contender->watching().empty(); }, 2000ms));
+  EXPECT_EQ(b.contender->watching(), a->contender->memberPath());
+  EXPECT_EQ(zk_.children(kGroup).size(), 2u);
+}
+
+TEST_F(ElectionTest, StaleDeleteEventOfAnEarlierPredecessorIsIgnored) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  auto c = contend(5003);
+  std::string bPath = b->contender->memberPath();
+  // c's deliveries are held: b leaves, then the leader a leaves, and c sees
+  // the answers in reverse order.
+  zk_.hold(3);
+  b.reset();
+  runFor(io_, 20ms);
+  zk_.releaseReversed(3);
+  runFor(io_, 50ms);
+  EXPECT_FALSE(c->contender->leading());
+  EXPECT_EQ(c->contender->watching(), a->contender->memberPath());
+  a.reset();
+  ASSERT_TRUE(runUntil(io_, [&] { return c->contender->leading(); }, 2000ms));
+}
+
+// ------------------------------------------------------------------ detector
+
+class DetectorTest : public ElectionTest {
+ protected:
+  void SetUp() override {
+    detector_ = std::make_unique<ZooKeeperDetector>(io_, zk_.factory(), kGroup, "zk://fake/x");
+    detector_->start([this](const std::optional<Leader>& leader) { reports_.push_back(leader); });
+  }
+  std::optional<Leader> last() const { return reports_.empty() ? std::nullopt : reports_.back(); }
+
+  std::unique_ptr<ZooKeeperDetector> detector_;
+  std::vector<std::optional<Leader>> reports_;
+};
+
+TEST_F(DetectorTest, NoGroupReportsNoLeaderThenTheFirstMasterWithItsAddressAndEpoch) {
+  runFor(io_, 20ms);
+  ASSERT_EQ(reports_.size(), 1u);
+  EXPECT_FALSE(reports_[0]);
+  auto a = contend(5001);
+  ASSERT_TRUE(runUntil(io_, [&] { return last().has_value(); }, 2000ms));
+  EXPECT_EQ(last()->endpoint.describe(), "127.0.0.1:5001");
+  EXPECT_EQ(last()->id, "m5001");
+  EXPECT_EQ(last()->epoch, a->electedEpoch);
+}
+
+TEST_F(DetectorTest, FollowsEachNewLeaderWithIncreasingEpochs) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5001; }, 2000ms));
+  zk_.expire(2);  // a's session (the detector is session 1)
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5002; }, 2000ms));
+  EXPECT_EQ(last()->epoch, b->electedEpoch);
+  EXPECT_GT(b->electedEpoch, a->electedEpoch);
+  b.reset();
+  ASSERT_TRUE(runUntil(io_, [&] { return !last(); }, 2000ms));
+}
+
+TEST_F(DetectorTest, KeepsTheLeaderWhileDisconnectedAndCatchesUpOnReconnect) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5001; }, 2000ms));
+  size_t before = reports_.size();
+  zk_.disconnect(1);
+  runFor(io_, 50ms);
+  EXPECT_EQ(reports_.size(), before);
+  a.reset();  // the leader leaves while the detector cannot hear it
+  runFor(io_, 50ms);
+  EXPECT_EQ(last()->endpoint.port, 5001);
+  zk_.reconnect(1);
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5002; }, 2000ms));
+}
+
+TEST_F(DetectorTest, ExpiryReportsNoLeaderThenRecoversWithANewSession) {
+  auto a = contend(5001);
+  ASSERT_TRUE(runUntil(io_, [&] { return last().has_value(); }, 2000ms));
+  zk_.expire(1);
+  ASSERT_TRUE(runUntil(io_, [&] { return reports_.size() >= 3 && last().has_value(); }, 2000ms));
+  EXPECT_FALSE(reports_[reports_.size() - 2]);
+  EXPECT_EQ(last()->endpoint.port, 5001);
+}
+
+TEST_F(DetectorTest, OutOfOrderAnswersNeverReportAnOlderLeaderLast) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5001; }, 2000ms));
+  zk_.hold(1);
+  a.reset();  // child watch fires; the detector lists and reads b...
+  runFor(io_, 20ms);
+  zk_.releaseReversed(1);
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5002; }, 2000ms));
+  runFor(io_, 100ms);
+  EXPECT_EQ(last()->endpoint.port, 5002);
+  for (size_t i = 1; i < reports_.size(); ++i) {
+    if (reports_[i] && reports_[i - 1]) EXPECT_GE(reports_[i]->epoch, reports_[i - 1]->epoch);
+  }
+}
+
+TEST_F(DetectorTest, IgnoresForeignChildrenAndUnreadableMembers) {
+  auto a = contend(5001);
+  ASSERT_TRUE(runUntil(io_, [&] { return last().has_value(); }, 2000ms));
+  EXPECT_EQ(parseMembers({"lock", "member_x_12", "member_g_0000000003", "member_h_0000000001"})
+                .front().name, "member_h_0000000001");
+  EXPECT_FALSE(decodeMemberData("id=x\n"));
+  EXPECT_FALSE(decodeMemberData("address=nope\n"));
+  EXPECT_FALSE(decodeMemberData(std::string(5000, 'a')));
+}
+
+TEST(ZkUrl, ParsesServersAndPathAndRefusesMalformedOnes) {
+  auto url = parseZkUrl("zk://127.0.0.1:2181,10.0.0.2:2182/allot/");
+  ASSERT_TRUE(url);
+  EXPECT_EQ(url->servers, "127.0.0.1:2181,10.0.0.2:2182");
+  EXPECT_EQ(url->path, "/allot");
+  EXPECT_FALSE(parseZkUrl("zk://127.0.0.1:2181"));
+  EXPECT_FALSE(parseZkUrl("zk://127.0.0.1:2181/"));
+  EXPECT_FALSE(parseZkUrl("zk:///allot"));
+  EXPECT_FALSE(parseZkUrl("zk://host/allot"));
+  EXPECT_FALSE(parseZkUrl("zk://a:1,/allot"));
+  EXPECT_FALSE(parseZkUrl("http://a:1/allot"));
+}
+
+}  // namespace
+}  // namespace allot
