@@ -30,6 +30,15 @@ std::string findCgroup2Mount() {
   return "";
 }
 
+std::string ownV2Cgroup() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  }
+  return "";
+}
+
 std::set<std::string> words(const std::string& text) {
   std::set<std::string> out;
   std::istringstream in(text);
@@ -76,6 +85,8 @@ const char* cgroupModeName(CgroupMode mode) {
 
 Result<CgroupHost> detectCgroupHost(const std::string& root) {
   CgroupHost host;
+  host.fs = realCgroupFs();
+  host.agentV2Cgroup = ownV2Cgroup();
   // libcgroup reads the mount table correctly for v1 hierarchies (including
   // co-mounted ones like cpu,cpuacct); see docs/decisions.md.
   // libcgroup 2.0.2 also answers with the cgroup2 mount for a controller
@@ -106,25 +117,6 @@ Result<CgroupHost> detectCgroupHost(const std::string& root) {
   host.mode = host.v1.empty() ? CgroupMode::kUnified
               : host.v2.empty() ? CgroupMode::kLegacy
                                 : CgroupMode::kHybrid;
-  return host;
-}
-
-CgroupHost fakeCgroupHost(const std::string& dir, CgroupMode mode) {
-  CgroupHost host;
-  host.fake = true;
-  cgroupfs::setFakeRoot(dir);
-  host.mode = mode;
-  if (mode != CgroupMode::kUnified) {
-    for (const char* c : kV1Controllers) {
-      host.v1[c] = dir + "/" + c;
-      (void)cgroupfs::makeDir(host.v1[c]);
-    }
-  }
-  if (mode != CgroupMode::kLegacy) {
-    host.v2 = dir + "/unified";
-    (void)cgroupfs::makeDir(host.v2);
-    if (mode == CgroupMode::kUnified) host.v2Usable = {"cpu", "cpuset", "io", "memory", "pids"};
-  }
   return host;
 }
 

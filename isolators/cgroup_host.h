@@ -3,15 +3,18 @@
 // unified v2). Isolators use v2 for a controller when the agent's v2 root
 // can use it, else the v1 hierarchy, else they refuse to start.
 //
-// A fake host (a temp directory laid out like /sys/fs/cgroup) lets unit
-// tests check the exact files and values written without root.
+// The host also carries the CgroupFs the cgroup code goes through: the
+// kernel's (detectCgroupHost), or a temp-dir twin in unit tests
+// (twinCgroupHost in cgroupfs_twin.h).
 #pragma once
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
 #include "base/result.h"
+#include "isolators/cgroupfs.h"
 
 namespace allot {
 
@@ -25,7 +28,10 @@ struct CgroupHost {
   // Controllers the agent may enable below its v2 root (those enabled in
   // the root's parent's cgroup.subtree_control: the delegation boundary).
   std::set<std::string> v2Usable;
-  bool fake = false;
+  // The agent's own cgroup2 path ("/allot" or "/system.slice/x"), "" when
+  // unknown: setUp moves the agent out of its root when it sits in it.
+  std::string agentV2Cgroup;
+  std::shared_ptr<CgroupFs> fs;
 
   // v2 names: "cpu", "memory", "io", "pids", "cpuset"; v1 "blkio" is "io".
   CgroupVersion versionOf(const std::string& controller) const;
@@ -37,10 +43,6 @@ struct CgroupHost {
 // Detects the real host: v1 mounts through libcgroup, cgroup2 from
 // /proc/self/mountinfo. `root` is the agent's subtree name (--cgroups-root).
 Result<CgroupHost> detectCgroupHost(const std::string& root);
-
-// A fake host under `dir`: v1 controllers as subdirectories, or a v2
-// hierarchy with every controller usable.
-CgroupHost fakeCgroupHost(const std::string& dir, CgroupMode mode);
 
 const char* cgroupModeName(CgroupMode mode);
 

@@ -56,13 +56,13 @@ class CpuIsolator final : public CgroupIsolator {
 
   Status usage(const ContainerId& id, wire::ResourceUsage* usage) override {
     if (v2()) {
-      auto us = cgroupfs::readKey(file(id, "cpu.stat"), "usage_usec");
+      auto us = fs().readKey(file(id, "cpu.stat"), "usage_usec");
       if (!us) return us.error();
       usage->set_cpu_time_s(static_cast<double>(*us) / 1e6);
       return okStatus();
     }
     if (!layer_->host().v1.count("cpuacct")) return okStatus();
-    auto ns = cgroupfs::readInt(layer_->dir(id, "cpuacct") + "/cpuacct.usage");
+    auto ns = fs().readInt(layer_->dir(id, "cpuacct") + "/cpuacct.usage");
     if (!ns) return ns.error();
     usage->set_cpu_time_s(static_cast<double>(*ns) / 1e9);
     return okStatus();
@@ -72,22 +72,22 @@ class CpuIsolator final : public CgroupIsolator {
   Status apply(const ContainerId& id, const Resources& limits) override {
     double cpus = limits.scalar("cpus");
     if (v2()) {
-      if (Status st = cgroupfs::writeFile(file(id, "cpu.weight"), std::to_string(cpuWeight(cpus))); !st) {
+      if (Status st = fs().writeFile(file(id, "cpu.weight"), std::to_string(cpuWeight(cpus))); !st) {
         return st;
       }
       if (!cfsQuota_) return okStatus();
       int64_t quota = cfsQuotaUs(cpus);
-      return cgroupfs::writeFile(file(id, "cpu.max"), (quota < 0 ? std::string("max") : std::to_string(quota)) +
+      return fs().writeFile(file(id, "cpu.max"), (quota < 0 ? std::string("max") : std::to_string(quota)) +
                                                           " " + std::to_string(kCfsPeriodUs));
     }
-    if (Status st = cgroupfs::writeFile(file(id, "cpu.shares"), std::to_string(cpuShares(cpus))); !st) {
+    if (Status st = fs().writeFile(file(id, "cpu.shares"), std::to_string(cpuShares(cpus))); !st) {
       return st;
     }
     if (!cfsQuota_) return okStatus();
-    if (Status st = cgroupfs::writeFile(file(id, "cpu.cfs_period_us"), std::to_string(kCfsPeriodUs)); !st) {
+    if (Status st = fs().writeFile(file(id, "cpu.cfs_period_us"), std::to_string(kCfsPeriodUs)); !st) {
       return st;
     }
-    return cgroupfs::writeFile(file(id, "cpu.cfs_quota_us"), std::to_string(cfsQuotaUs(cpus)));
+    return fs().writeFile(file(id, "cpu.cfs_quota_us"), std::to_string(cfsQuotaUs(cpus)));
   }
 
  private:
@@ -101,7 +101,7 @@ class PidsIsolator final : public CgroupIsolator {
   std::string_view name() const override { return "cgroups/pids"; }
 
   Status usage(const ContainerId& id, wire::ResourceUsage* usage) override {
-    auto n = cgroupfs::readInt(file(id, "pids.current"));
+    auto n = fs().readInt(file(id, "pids.current"));
     if (!n) return n.error();
     usage->set_processes(static_cast<uint32_t>(*n));
     return okStatus();
@@ -109,7 +109,7 @@ class PidsIsolator final : public CgroupIsolator {
 
  protected:
   Status apply(const ContainerId& id, const Resources& limits) override {
-    return cgroupfs::writeFile(file(id, "pids.max"),
+    return fs().writeFile(file(id, "pids.max"),
                                std::to_string(pidsMax(limits.scalar("cpus"), configured_)));
   }
 
@@ -126,7 +126,7 @@ class BlkioIsolator final : public CgroupIsolator {
   // v1 blkio.throttle.io_service_bytes: "MAJ:MIN Read N" lines; v2 io.stat:
   // "MAJ:MIN rbytes=N wbytes=N ...".
   Status usage(const ContainerId& id, wire::ResourceUsage* usage) override {
-    auto text = cgroupfs::readFile(file(id, v2() ? "io.stat" : "blkio.throttle.io_service_bytes"));
+    auto text = fs().readFile(file(id, v2() ? "io.stat" : "blkio.throttle.io_service_bytes"));
     if (!text) return text.error();
     uint64_t read = 0, written = 0;
     std::istringstream in(*text);
@@ -156,19 +156,19 @@ class BlkioIsolator final : public CgroupIsolator {
     double cpus = limits.scalar("cpus");
     if (v2()) {
       // io.weight exists only with a weight-capable scheduler on some device.
-      if (cgroupfs::exists(file(id, "io.weight")) || layer_->host().fake) {
+      if (fs().exists(file(id, "io.weight"))) {
         std::string w = "default " + std::to_string(ioWeightV2(cpus, weight_));
-        if (Status st = cgroupfs::writeFile(file(id, "io.weight"), w); !st) return st;
+        if (Status st = fs().writeFile(file(id, "io.weight"), w); !st) return st;
       }
       for (const auto& d : devices_) {
-        if (Status st = cgroupfs::writeFile(file(id, "io.max"), ioMaxLine(d)); !st) return st;
+        if (Status st = fs().writeFile(file(id, "io.max"), ioMaxLine(d)); !st) return st;
       }
       return okStatus();
     }
     // blkio.weight belongs to CFQ (gone since 5.0) or BFQ (blkio.bfq.weight).
     for (const char* name : {"blkio.weight", "blkio.bfq.weight"}) {
-      if (!cgroupfs::exists(file(id, name)) && !(layer_->host().fake && name[6] == 'w')) continue;
-      if (Status st = cgroupfs::writeFile(file(id, name), std::to_string(blkioWeightV1(cpus, weight_))); !st) {
+      if (!fs().exists(file(id, name))) continue;
+      if (Status st = fs().writeFile(file(id, name), std::to_string(blkioWeightV1(cpus, weight_))); !st) {
         return st;
       }
       break;
@@ -181,7 +181,7 @@ class BlkioIsolator final : public CgroupIsolator {
       for (const auto& [suffix, value] : throttles) {
         // 0 removes a v1 throttle rule.
         std::string path = file(id, std::string("blkio.throttle.") + suffix);
-        if (Status st = cgroupfs::writeFile(path, d.device + " " + std::to_string(value)); !st) return st;
+        if (Status st = fs().writeFile(path, d.device + " " + std::to_string(value)); !st) return st;
       }
     }
     return okStatus();
@@ -194,20 +194,32 @@ class BlkioIsolator final : public CgroupIsolator {
 
 }  // namespace
 
-std::unique_ptr<Isolator> makeCpuIsolator(std::shared_ptr<CgroupLayer> layer, bool cfsQuota) {
-  return std::make_unique<CpuIsolator>(std::move(layer), cfsQuota);
+Result<std::unique_ptr<Isolator>> makeCpuIsolator(const IsolatorContext& context) {
+  const CgroupHost& host = context.host;
+  const IsolatorOptions& options = context.options;
+  bool v2 = host.versionOf("cpu") == CgroupVersion::kV2;
+  std::string root = host.hierarchyOf("cpu") + "/" + options.cgroupsRoot;
+  if (options.cfsQuota && !v2 && !host.fs->exists(host.hierarchyOf("cpu") + "/cpu.cfs_quota_us")) {
+    return Error{"--cgroups-enable-cfs needs CFS bandwidth control (cpu.cfs_quota_us), "
+                 "which this kernel was built without"};
+  }
+  if (options.rootCpus > 0) {
+    Status st = v2 ? host.fs->writeFile(root + "/cpu.weight", std::to_string(cpuWeight(options.rootCpus)))
+                   : host.fs->writeFile(root + "/cpu.shares", std::to_string(cpuShares(options.rootCpus)));
+    if (!st) return Error{"weighting the agent's cgroup root: " + st.error().describe(), st.error().errnum};
+  }
+  return std::unique_ptr<Isolator>(std::make_unique<CpuIsolator>(context.cgroups, options.cfsQuota));
 }
 
-std::unique_ptr<Isolator> makePidsIsolator(std::shared_ptr<CgroupLayer> layer, int64_t pidsMax) {
-  return std::make_unique<PidsIsolator>(std::move(layer), pidsMax);
+Result<std::unique_ptr<Isolator>> makePidsIsolator(const IsolatorContext& context) {
+  return std::unique_ptr<Isolator>(std::make_unique<PidsIsolator>(context.cgroups, context.options.pidsMax));
 }
 
-Result<std::unique_ptr<Isolator>> makeBlkioIsolator(std::shared_ptr<CgroupLayer> layer,
-                                                    const IsolatorOptions& options) {
-  auto devices = parseDeviceLimits(options.blkioLimits);
+Result<std::unique_ptr<Isolator>> makeBlkioIsolator(const IsolatorContext& context) {
+  auto devices = parseDeviceLimits(context.options.blkioLimits);
   if (!devices) return Error{"--cgroups-blkio-limits: " + devices.error().describe()};
   return std::unique_ptr<Isolator>(
-      std::make_unique<BlkioIsolator>(std::move(layer), std::move(*devices), options.blkioWeight));
+      std::make_unique<BlkioIsolator>(context.cgroups, std::move(*devices), context.options.blkioWeight));
 }
 
 }  // namespace allot

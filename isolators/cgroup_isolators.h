@@ -43,6 +43,7 @@ class CgroupIsolator : public Isolator {
   // Drops per-container state (cleanup, before the directories go).
   virtual void forget(const ContainerId&) {}
 
+  const CgroupFs& fs() const { return layer_->fs(); }
   bool v2() const { return layer_->host().versionOf(controller_) == CgroupVersion::kV2; }
   // A file of this controller in the container's directory.
   std::string file(const ContainerId& id, const std::string& name) const {
@@ -53,11 +54,13 @@ class CgroupIsolator : public Isolator {
   std::string controller_;
 };
 
-std::unique_ptr<Isolator> makeCpuIsolator(std::shared_ptr<CgroupLayer> layer, bool cfsQuota);
-std::unique_ptr<Isolator> makeMemIsolator(std::shared_ptr<CgroupLayer> layer, UringPoller* poller);
-Result<std::unique_ptr<Isolator>> makeBlkioIsolator(std::shared_ptr<CgroupLayer> layer,
-                                                    const IsolatorOptions& options);
-std::unique_ptr<Isolator> makeCpusetIsolator(std::shared_ptr<CgroupLayer> layer);
-std::unique_ptr<Isolator> makePidsIsolator(std::shared_ptr<CgroupLayer> layer, int64_t pidsMax);
+// The table's factories (isolator_table.cpp). cgroups/cpu also weighs the
+// agent's root (IsolatorOptions::rootCpus) and checks CFS bandwidth control
+// when asked for quotas; cgroups/mem needs the event poller.
+Result<std::unique_ptr<Isolator>> makeCpuIsolator(const IsolatorContext& context);
+Result<std::unique_ptr<Isolator>> makeMemIsolator(const IsolatorContext& context);
+Result<std::unique_ptr<Isolator>> makeBlkioIsolator(const IsolatorContext& context);
+Result<std::unique_ptr<Isolator>> makeCpusetIsolator(const IsolatorContext& context);
+Result<std::unique_ptr<Isolator>> makePidsIsolator(const IsolatorContext& context);
 
 }  // namespace allot

@@ -29,15 +29,6 @@ bool waitFor(F done, std::chrono::milliseconds limit) {
   return true;
 }
 
-std::string ownV2Cgroup() {
-  std::ifstream in("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("0::", 0) == 0) return line.substr(3);
-  }
-  return "";
-}
-
 }  // namespace
 
 CgroupLayer::CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers)
@@ -63,11 +54,11 @@ Status CgroupLayer::prepareCpuset(const std::string& dir) {
   // join it. Start from the parent's.
   std::string parent = dir.substr(0, dir.rfind('/'));
   for (const char* file : {"cpuset.cpus", "cpuset.mems"}) {
-    auto current = cgroupfs::readFile(dir + "/" + file);
+    auto current = fs().readFile(dir + "/" + file);
     if (current && current->find_first_not_of(" \n") != std::string::npos) continue;
-    auto value = cgroupfs::readFile(parent + "/" + file);
+    auto value = fs().readFile(parent + "/" + file);
     if (!value) return value.error();
-    if (Status st = cgroupfs::writeFile(dir + "/" + file, *value); !st) return st;
+    if (Status st = fs().writeFile(dir + "/" + file, *value); !st) return st;
   }
   return okStatus();
 }
@@ -75,8 +66,8 @@ Status CgroupLayer::prepareCpuset(const std::string& dir) {
 Status CgroupLayer::setUp() {
   for (const auto& h : hierarchies()) {
     std::string dir = h + "/" + root_;
-    if (Status st = cgroupfs::makeDir(dir); !st) return st;
-    if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset") && !host_.fake) {
+    if (Status st = fs().makeDir(dir); !st) return st;
+    if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset")) {
       if (Status st = prepareCpuset(dir); !st) return st;
     }
   }
@@ -84,9 +75,9 @@ Status CgroupLayer::setUp() {
   for (const auto& c : controllers_) usesV2 |= host_.versionOf(c) == CgroupVersion::kV2;
   if (!usesV2) return okStatus();
   std::string root = host_.v2 + "/" + root_;
-  if (!host_.fake && ownV2Cgroup() == "/" + root_) {
-    if (Status st = cgroupfs::makeDir(root + "/agent"); !st) return st;
-    if (Status st = cgroupfs::writeFile(root + "/agent/cgroup.procs", std::to_string(getpid())); !st) {
+  if (host_.agentV2Cgroup == "/" + root_) {
+    if (Status st = fs().makeDir(root + "/agent"); !st) return st;
+    if (Status st = fs().writeFile(root + "/agent/cgroup.procs", std::to_string(getpid())); !st) {
       return st;
     }
     LOG_INFO("moved the agent into " << root << "/agent (no processes in inner cgroups)");
@@ -95,7 +86,7 @@ Status CgroupLayer::setUp() {
   for (const auto& c : controllers_) {
     if (host_.versionOf(c) == CgroupVersion::kV2) enable += (enable.empty() ? "+" : " +") + c;
   }
-  return cgroupfs::writeFile(root + "/cgroup.subtree_control", enable);
+  return fs().writeFile(root + "/cgroup.subtree_control", enable);
 }
 
 std::string CgroupLayer::dir(const ContainerId& id, const std::string& controller) const {
@@ -107,8 +98,8 @@ std::string CgroupLayer::dir(const ContainerId& id, const std::string& controlle
 Status CgroupLayer::create(const ContainerId& id, ChildSetup* setup) {
   for (const auto& h : hierarchies()) {
     std::string dir = h + "/" + root_ + "/" + id.name();
-    if (Status st = cgroupfs::makeDir(dir); !st) return st;
-    if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset") && !host_.fake) {
+    if (Status st = fs().makeDir(dir); !st) return st;
+    if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset")) {
       if (Status st = prepareCpuset(dir); !st) return st;
     }
     if (h == host_.v2) {
@@ -132,21 +123,21 @@ Status CgroupLayer::join(const ContainerId& id, pid_t pid) {
   dirFds_.erase(id.name());
   for (const auto& h : hierarchies()) {
     std::string dir = h + "/" + root_ + "/" + id.name();
-    auto members = cgroupfs::procs(dir);
+    auto members = fs().procs(dir);
     if (std::find(members.begin(), members.end(), pid) != members.end()) continue;
-    Status st = cgroupfs::writeFile(dir + "/cgroup.procs", std::to_string(pid));
+    Status st = fs().writeFile(dir + "/cgroup.procs", std::to_string(pid));
     if (!st && st.error().errnum != ESRCH) return st;
   }
   return okStatus();
 }
 
 Status CgroupLayer::killV2(const std::string& dir) {
-  if (cgroupfs::exists(dir + "/cgroup.kill")) {
-    if (Status st = cgroupfs::writeFile(dir + "/cgroup.kill", "1"); !st) return st;
+  if (fs().exists(dir + "/cgroup.kill")) {
+    if (Status st = fs().writeFile(dir + "/cgroup.kill", "1"); !st) return st;
   } else {
-    for (pid_t pid : cgroupfs::procs(dir)) kill(pid, SIGKILL);
+    for (pid_t pid : fs().procs(dir)) (void)fs().signal(pid, SIGKILL);
   }
-  if (!waitFor([&] { return cgroupfs::procs(dir).empty(); }, 2000ms)) {
+  if (!waitFor([&] { return fs().procs(dir).empty(); }, 2000ms)) {
     return Error{dir + " still has processes 2 s after the kill"};
   }
   return okStatus();
@@ -157,22 +148,22 @@ Status CgroupLayer::killV2(const std::string& dir) {
 Status CgroupLayer::killV1(const std::string& name) {
   std::string freezer = host_.v1.count("freezer") ? host_.v1.at("freezer") + "/" + root_ + "/" + name : "";
   bool frozen = false;
-  if (!freezer.empty() && cgroupfs::exists(freezer + "/freezer.state")) {
-    frozen = cgroupfs::writeFile(freezer + "/freezer.state", "FROZEN").ok() &&
+  if (!freezer.empty() && fs().exists(freezer + "/freezer.state")) {
+    frozen = fs().writeFile(freezer + "/freezer.state", "FROZEN").ok() &&
              waitFor([&] {
-               auto s = cgroupfs::readFile(freezer + "/freezer.state");
+               auto s = fs().readFile(freezer + "/freezer.state");
                return !s || s->rfind("FROZEN", 0) == 0;
              }, 1000ms);
   }
   for (const auto& h : hierarchies()) {
-    for (pid_t pid : cgroupfs::procs(h + "/" + root_ + "/" + name)) kill(pid, SIGKILL);
+    for (pid_t pid : fs().procs(h + "/" + root_ + "/" + name)) (void)fs().signal(pid, SIGKILL);
   }
-  if (!freezer.empty()) (void)cgroupfs::writeFile(freezer + "/freezer.state", "THAWED");
+  if (!freezer.empty()) (void)fs().writeFile(freezer + "/freezer.state", "THAWED");
   for (const auto& h : hierarchies()) {
     std::string d = h + "/" + root_ + "/" + name;
     bool empty = waitFor([&] {
-      auto members = cgroupfs::procs(d);
-      for (pid_t pid : members) kill(pid, SIGKILL);  // late forks of an unfrozen group
+      auto members = fs().procs(d);
+      for (pid_t pid : members) (void)fs().signal(pid, SIGKILL);  // late forks of an unfrozen group
       return members.empty();
     }, 2000ms);
     if (!empty) return Error{d + " still has processes 2 s after the kill"};
@@ -181,20 +172,28 @@ Status CgroupLayer::killV1(const std::string& name) {
   return okStatus();
 }
 
+// rmdir answers EBUSY while the kernel still tears the last members down.
+Status CgroupLayer::removeDir(const std::string& dir) {
+  Status st = fs().removeDir(dir);
+  for (int attempt = 0; !st && st.error().errnum == EBUSY && attempt < 100; ++attempt) {
+    std::this_thread::sleep_for(10ms);
+    st = fs().removeDir(dir);
+  }
+  return st;
+}
+
 Status CgroupLayer::destroy(const ContainerId& id) { return destroyByName(id.name()); }
 
 Status CgroupLayer::destroyByName(const std::string& name) {
   dirFds_.erase(name);
   Status result;
-  if (!host_.fake) {
-    std::string v2dir = host_.v2 + "/" + root_ + "/" + name;
-    bool hasV2 = !host_.v2.empty() && cgroupfs::exists(v2dir);
-    Status st = hasV2 ? killV2(v2dir) : okStatus();
-    if (st) st = killV1(name);
-    if (!st) result = st;
-  }
+  std::string v2dir = host_.v2 + "/" + root_ + "/" + name;
+  bool hasV2 = !host_.v2.empty() && fs().exists(v2dir);
+  Status st = hasV2 ? killV2(v2dir) : okStatus();
+  if (st) st = killV1(name);
+  if (!st) result = st;
   for (const auto& h : hierarchies()) {
-    Status st = cgroupfs::removeDir(h + "/" + root_ + "/" + name, host_.fake);
+    Status st = removeDir(h + "/" + root_ + "/" + name);
     if (!st && result) result = st;
   }
   return result;
@@ -203,7 +202,7 @@ Status CgroupLayer::destroyByName(const std::string& name) {
 std::set<std::string> CgroupLayer::existing() const {
   std::set<std::string> out;
   for (const auto& h : hierarchies()) {
-    for (const auto& name : cgroupfs::subdirs(h + "/" + root_)) {
+    for (const auto& name : fs().subdirs(h + "/" + root_)) {
       if (name != "agent") out.insert(name);
     }
   }
@@ -213,7 +212,7 @@ std::set<std::string> CgroupLayer::existing() const {
 std::vector<pid_t> CgroupLayer::processes(const ContainerId& id) const {
   auto hs = hierarchies();
   if (hs.empty()) return {};
-  return cgroupfs::procs(hs.front() + "/" + root_ + "/" + id.name());
+  return fs().procs(hs.front() + "/" + root_ + "/" + id.name());
 }
 
 }  // namespace allot

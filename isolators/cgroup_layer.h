@@ -32,6 +32,7 @@ class CgroupLayer {
   CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers);
 
   const CgroupHost& host() const { return host_; }
+  const CgroupFs& fs() const { return *host_.fs; }
   const std::string& root() const { return root_; }
   // Creates the agent's root in each hierarchy (idempotent).
   Status setUp();
@@ -59,6 +60,7 @@ class CgroupLayer {
   std::vector<std::string> hierarchies() const;  // distinct, v1 freezer/cpuacct included
   Status killV2(const std::string& dir);
   Status killV1(const std::string& name);
+  Status removeDir(const std::string& dir);
   Status prepareCpuset(const std::string& dir);
 
   CgroupHost host_;

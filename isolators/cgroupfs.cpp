@@ -2,28 +2,20 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
-#include <filesystem>
 #include <sstream>
-#include <thread>
 
 #include "base/unique_fd.h"
 
-namespace allot::cgroupfs {
-
-namespace {
-std::string fakeRoot;  // files under it are created on write (unit tests)
-}  // namespace
-
-void setFakeRoot(const std::string& dir) { fakeRoot = dir; }
+namespace allot {
+namespace cgroupfs {
 
 Status writeFile(const std::string& path, const std::string& value) {
-  bool fake = !fakeRoot.empty() && path.rfind(fakeRoot, 0) == 0;
-  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC | (fake ? O_CREAT | O_TRUNC : 0), 0644));
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (fd.get() < 0) return Error::fromErrno("open " + path);
   if (write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
     return Error::fromErrno("write '" + value + "' to " + path);
@@ -42,27 +34,43 @@ Result<std::string> readFile(const std::string& path) {
   return out;
 }
 
-Result<int64_t> readInt(const std::string& path) {
-  auto text = readFile(path);
-  if (!text) return text.error();
-  if (text->rfind("max", 0) == 0) return int64_t{-1};
+Result<int64_t> parseInt(const std::string& path, const std::string& text) {
+  if (text.rfind("max", 0) == 0) return int64_t{-1};
   try {
-    return static_cast<int64_t>(std::stoll(*text));
+    return static_cast<int64_t>(std::stoll(text));
   } catch (...) {
-    return Error{path + ": '" + *text + "' is not a number"};
+    return Error{path + ": '" + text + "' is not a number"};
   }
 }
 
-Result<int64_t> readKey(const std::string& path, const std::string& key) {
-  auto text = readFile(path);
-  if (!text) return text.error();
-  std::istringstream in(*text);
+Result<int64_t> parseKey(const std::string& path, const std::string& text, const std::string& key) {
+  std::istringstream in(text);
   std::string k;
   int64_t v;
   while (in >> k >> v) {
     if (k == key) return v;
   }
   return Error{path + ": no '" + key + "'"};
+}
+
+std::vector<pid_t> parsePids(const std::string& text) {
+  std::vector<pid_t> out;
+  std::istringstream in(text);
+  pid_t pid;
+  while (in >> pid) out.push_back(pid);
+  return out;
+}
+
+Result<int64_t> readInt(const std::string& path) {
+  auto text = readFile(path);
+  if (!text) return text.error();
+  return parseInt(path, *text);
+}
+
+Result<int64_t> readKey(const std::string& path, const std::string& key) {
+  auto text = readFile(path);
+  if (!text) return text.error();
+  return parseKey(path, *text, key);
 }
 
 bool exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
@@ -72,29 +80,14 @@ Status makeDir(const std::string& path) {
   return Error::fromErrno("mkdir " + path);
 }
 
-Status removeDir(const std::string& path, bool fake) {
-  if (fake) {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-    if (ec) return Error{"remove " + path + ": " + ec.message()};
-    return okStatus();
-  }
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    if (rmdir(path.c_str()) == 0 || errno == ENOENT) return okStatus();
-    if (errno != EBUSY) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+Status removeDir(const std::string& path) {
+  if (rmdir(path.c_str()) == 0 || errno == ENOENT) return okStatus();
   return Error::fromErrno("rmdir " + path);
 }
 
 std::vector<pid_t> procs(const std::string& dir) {
-  std::vector<pid_t> out;
   auto text = readFile(dir + "/cgroup.procs");
-  if (!text) return out;
-  std::istringstream in(*text);
-  pid_t pid;
-  while (in >> pid) out.push_back(pid);
-  return out;
+  return text ? parsePids(*text) : std::vector<pid_t>{};
 }
 
 std::vector<std::string> subdirs(const std::string& dir) {
@@ -111,4 +104,48 @@ std::vector<std::string> subdirs(const std::string& dir) {
   return out;
 }
 
-}  // namespace allot::cgroupfs
+}  // namespace cgroupfs
+
+Result<int64_t> CgroupFs::readInt(const std::string& path) const {
+  auto text = readFile(path);
+  if (!text) return text.error();
+  return cgroupfs::parseInt(path, *text);
+}
+
+Result<int64_t> CgroupFs::readKey(const std::string& path, const std::string& key) const {
+  auto text = readFile(path);
+  if (!text) return text.error();
+  return cgroupfs::parseKey(path, *text, key);
+}
+
+std::vector<pid_t> CgroupFs::procs(const std::string& dir) const {
+  auto text = readFile(dir + "/cgroup.procs");
+  return text ? cgroupfs::parsePids(*text) : std::vector<pid_t>{};
+}
+
+namespace {
+
+class RealCgroupFs final : public CgroupFs {
+ public:
+  Status writeFile(const std::string& path, const std::string& value) const override {
+    return cgroupfs::writeFile(path, value);
+  }
+  Result<std::string> readFile(const std::string& path) const override { return cgroupfs::readFile(path); }
+  bool exists(const std::string& path) const override { return cgroupfs::exists(path); }
+  Status makeDir(const std::string& path) const override { return cgroupfs::makeDir(path); }
+  Status removeDir(const std::string& path) const override { return cgroupfs::removeDir(path); }
+  std::vector<std::string> subdirs(const std::string& dir) const override { return cgroupfs::subdirs(dir); }
+  Status signal(pid_t pid, int sig) const override {
+    if (::kill(pid, sig) == 0 || errno == ESRCH) return okStatus();
+    return Error::fromErrno("kill " + std::to_string(pid));
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<CgroupFs> realCgroupFs() {
+  static const std::shared_ptr<CgroupFs> fs = std::make_shared<RealCgroupFs>();
+  return fs;
+}
+
+}  // namespace allot

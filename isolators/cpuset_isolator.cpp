@@ -94,7 +94,7 @@ class CpusetIsolator final : public CgroupIsolator {
   Result<Cpus> readPool() const {
     const CgroupHost& host = layer_->host();
     std::string root = host.hierarchyOf("cpuset") + "/" + rootName();
-    auto text = cgroupfs::readFile(root + (v2() && !host.fake ? "/cpuset.cpus.effective" : "/cpuset.cpus"));
+    auto text = fs().readFile(root + (v2() ? "/cpuset.cpus.effective" : "/cpuset.cpus"));
     if (!text) return text.error();
     Cpus pool = parseCpuList(*text);
     if (pool.empty()) return Error{root + " has no cpus"};
@@ -112,16 +112,16 @@ class CpusetIsolator final : public CgroupIsolator {
   }
 
   Status writeCpus(const ContainerId& id, const Cpus& cpus) {
-    return cgroupfs::writeFile(file(id, "cpuset.cpus"), formatCpuList(cpus));
+    return fs().writeFile(file(id, "cpuset.cpus"), formatCpuList(cpus));
   }
 
   // v2 only: a partition root when the agent's root is one.
   Status setPartition(const ContainerId& id, bool exclusive) {
     if (!v2()) return okStatus();
     std::string rootDir = layer_->host().hierarchyOf("cpuset") + "/" + rootName();
-    auto mode = cgroupfs::readFile(rootDir + "/cpuset.cpus.partition");
+    auto mode = fs().readFile(rootDir + "/cpuset.cpus.partition");
     if (!mode || mode->rfind("root", 0) != 0) return okStatus();
-    return cgroupfs::writeFile(file(id, "cpuset.cpus.partition"), exclusive ? "root" : "member");
+    return fs().writeFile(file(id, "cpuset.cpus.partition"), exclusive ? "root" : "member");
   }
 
   // Every shared executor gets the cores nobody holds.
@@ -140,8 +140,8 @@ class CpusetIsolator final : public CgroupIsolator {
 
 }  // namespace
 
-std::unique_ptr<Isolator> makeCpusetIsolator(std::shared_ptr<CgroupLayer> layer) {
-  return std::make_unique<CpusetIsolator>(std::move(layer));
+Result<std::unique_ptr<Isolator>> makeCpusetIsolator(const IsolatorContext& context) {
+  return std::unique_ptr<Isolator>(std::make_unique<CpusetIsolator>(context.cgroups));
 }
 
 }  // namespace allot

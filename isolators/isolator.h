@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/uring_poller.h"
 #include "launcher/launcher.h"
 #include "proto/allot.pb.h"
 #include "proto/resources.h"
@@ -48,6 +49,23 @@ struct Limitation {
   wire::Reason reason = wire::REASON_NONE;  // REASON_MEMORY_LIMIT, REASON_PIDS_LIMIT
   std::string message;                      // "memory limit 64 MiB exceeded (OOM kill)"
   wire::ResourceUsage usage;                // at the time, when known
+};
+
+// Settings shared by the isolators; addIsolatorFlags() (isolator_table.h)
+// exposes them as allot-agent flags (--cgroups-root, --cgroups-enable-cfs,
+// block I/O limits...). An isolator that needs a setting of its own adds it
+// here and its flag in addIsolatorFlags().
+struct IsolatorOptions {
+  UringPoller* poller = nullptr;      // for OOM and other kernel events; required
+  std::string cgroupsRoot = "allot";  // the agent's subtree in every hierarchy
+  bool cfsQuota = false;              // hard CPU cap from cpus (--cgroups-enable-cfs)
+  std::string blkioLimits;            // per-executor "MAJ:MIN rbps=N wbps=N riops=N wiops=N"
+  int64_t blkioWeight = 0;            // 0: proportional to cpus
+  int64_t pidsMax = 0;                // 0: derived from the executor's resources
+  // The cpus this node offers: the agent's cgroup root gets the CPU weight
+  // of that many cpus, so all executors together weigh like the share of
+  // the machine they were given, not like one process (0: leave it).
+  double rootCpus = 0;
 };
 
 class Isolator {

@@ -5,28 +5,24 @@
 
 #include "base/log.h"
 #include "isolators/cgroup_host.h"
+#include "isolators/cgroup_layer.h"
 #include "isolators/cgroup_isolators.h"
 #include "isolators/cgroupfs.h"
 
 namespace allot {
 namespace {
 
-// The table: name, the controller it needs (v2 name), in run order.
-struct Entry {
-  const char* name;
-  const char* controller;
-};
-constexpr Entry kTable[] = {
-    {"cgroups/cpu", "cpu"},
-    {"cgroups/mem", "memory"},
-    {"cgroups/blkio", "io"},
-    {"cgroups/pids", "pids"},
-    {"cgroups/cpuset", "cpuset"},
+constexpr IsolatorEntry kIsolatorTable[] = {
+    {"cgroups/cpu", "cpu", makeCpuIsolator},
+    {"cgroups/mem", "memory", makeMemIsolator},
+    {"cgroups/blkio", "io", makeBlkioIsolator},
+    {"cgroups/pids", "pids", makePidsIsolator},
+    {"cgroups/cpuset", "cpuset", makeCpusetIsolator},
 };
 
 std::string validNames() {
   std::string out;
-  for (const auto& e : kTable) out += (out.empty() ? "" : ", ") + std::string(e.name);
+  for (const auto& e : isolatorTable()) out += (out.empty() ? "" : ", ") + std::string(e.name);
   return out;
 }
 
@@ -42,28 +38,21 @@ Result<std::set<std::string>> parseNames(std::string_view isolation) {
     while (!name.empty() && name.back() == ' ') name.pop_back();
     if (name.empty()) continue;
     bool known = false;
-    for (const auto& e : kTable) known |= name == e.name;
+    for (const auto& e : isolatorTable()) known |= name == e.name;
     if (!known) return Error{"unknown isolator '" + name + "' (valid: " + validNames() + ")"};
     names.insert(name);
   }
   return names;
 }
 
-// Why this host cannot enforce `entry`, or "" when it can.
-std::string whyNot(const CgroupHost& host, const Entry& entry, const IsolatorOptions& options) {
+// Why this host cannot enforce `entry`'s controller, or "" when it can.
+std::string whyNot(const CgroupHost& host, const IsolatorEntry& entry) {
+  if (!entry.controller) return "";
   std::string c = entry.controller;
-  if (host.versionOf(c) == CgroupVersion::kNone) {
-    std::string v1 = c == "io" ? "blkio" : c;
-    return std::string(entry.name) + " needs the " + c + " controller, which is neither mounted as a v1 hierarchy (" +
-           v1 + ") nor enabled for the agent's cgroup2 subtree on this " + cgroupModeName(host.mode) + " host";
-  }
-  if (c == "cpu" && options.cfsQuota && host.versionOf("cpu") == CgroupVersion::kV1 && !host.fake &&
-      !cgroupfs::exists(host.v1.at("cpu") + "/cpu.cfs_quota_us")) {
-    return "--cgroups-enable-cfs needs CFS bandwidth control (cpu.cfs_quota_us), "
-           "which this kernel was built without";
-  }
-  if (c == "memory" && !options.poller) return "cgroups/mem needs an event poller for OOM events";
-  return "";
+  if (host.versionOf(c) != CgroupVersion::kNone) return "";
+  std::string v1 = c == "io" ? "blkio" : c;
+  return std::string(entry.name) + " needs the " + c + " controller, which is neither mounted as a v1 hierarchy (" +
+         v1 + ") nor enabled for the agent's cgroup2 subtree on this " + cgroupModeName(host.mode) + " host";
 }
 
 }  // namespace
@@ -91,9 +80,11 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
   flags.addInt("cgroups-pids-max", &o->pidsMax, "process cap per executor (0: 1024 per cpu, 256..32768)");
 }
 
+std::span<const IsolatorEntry> isolatorTable() { return kIsolatorTable; }
+
 std::vector<std::string> knownIsolators() {
   std::vector<std::string> out;
-  for (const auto& e : kTable) out.push_back(e.name);
+  for (const auto& e : isolatorTable()) out.push_back(e.name);
   return out;
 }
 
@@ -103,39 +94,28 @@ Result<std::vector<std::unique_ptr<Isolator>>> createIsolatorsOn(const CgroupHos
   auto names = parseNames(isolation);
   if (!names) return names.error();
   std::set<std::string> controllers;
-  for (const auto& e : kTable) {
+  for (const auto& e : isolatorTable()) {
     if (!names->count(e.name)) continue;
-    if (std::string why = whyNot(host, e, options); !why.empty()) return Error{why};
-    controllers.insert(e.controller);
+    if (std::string why = whyNot(host, e); !why.empty()) return Error{why};
+    if (e.controller) controllers.insert(e.controller);
+  }
+  std::shared_ptr<CgroupLayer> layer;
+  if (!controllers.empty()) {
+    if (options.cgroupsRoot.empty() || options.cgroupsRoot.find("..") != std::string::npos ||
+        options.cgroupsRoot.front() == '/') {
+      return Error{"--cgroups-root '" + options.cgroupsRoot + "' must be a relative path without '..'"};
+    }
+    layer = std::make_shared<CgroupLayer>(host, options.cgroupsRoot, controllers);
+    if (Status st = layer->setUp(); !st) {
+      return Error{"setting up the agent's cgroups: " + st.error().describe(), st.error().errnum};
+    }
   }
   std::vector<std::unique_ptr<Isolator>> out;
-  if (controllers.empty()) return out;
-  if (options.cgroupsRoot.empty() || options.cgroupsRoot.find("..") != std::string::npos ||
-      options.cgroupsRoot.front() == '/') {
-    return Error{"--cgroups-root '" + options.cgroupsRoot + "' must be a relative path without '..'"};
-  }
-  auto layer = std::make_shared<CgroupLayer>(host, options.cgroupsRoot, controllers);
-  if (Status st = layer->setUp(); !st) return Error{"setting up the agent's cgroups: " + st.error().describe(),
-                                                     st.error().errnum};
-  if (names->count("cgroups/cpu") && options.rootCpus > 0) {
-    std::string root = host.hierarchyOf("cpu") + "/" + options.cgroupsRoot;
-    bool v2 = host.versionOf("cpu") == CgroupVersion::kV2;
-    Status st = v2 ? cgroupfs::writeFile(root + "/cpu.weight", std::to_string(cpuWeight(options.rootCpus)))
-                   : cgroupfs::writeFile(root + "/cpu.shares", std::to_string(cpuShares(options.rootCpus)));
-    if (!st) return Error{"weighting the agent's cgroup root: " + st.error().describe(), st.error().errnum};
-  }
-  for (const auto& e : kTable) {
+  for (const auto& e : isolatorTable()) {
     if (!names->count(e.name)) continue;
-    std::string n = e.name;
-    if (n == "cgroups/cpu") out.push_back(makeCpuIsolator(layer, options.cfsQuota));
-    if (n == "cgroups/mem") out.push_back(makeMemIsolator(layer, options.poller));
-    if (n == "cgroups/pids") out.push_back(makePidsIsolator(layer, options.pidsMax));
-    if (n == "cgroups/cpuset") out.push_back(makeCpusetIsolator(layer));
-    if (n == "cgroups/blkio") {
-      auto made = makeBlkioIsolator(layer, options);
-      if (!made) return made.error();
-      out.push_back(std::move(*made));
-    }
+    auto made = e.make(IsolatorContext{options, host, e.controller ? layer : nullptr});
+    if (!made) return made.error();
+    out.push_back(std::move(*made));
   }
   return out;
 }

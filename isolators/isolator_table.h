@@ -1,33 +1,48 @@
 // The isolator table: every isolator allot knows, in the fixed order they
 // run (cleanup in reverse), and the --isolation flag that picks among them.
+//
+// Adding an isolator: write its factory (IsolatorFactory) and add one line
+// to kIsolatorTable in isolator_table.cpp, at the place in the run order
+// where it belongs. A cgroup isolator names the (v2) controller it needs and
+// gets the shared CgroupLayer; any other passes nullptr and gets none.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/flags.h"
 #include "base/result.h"
-#include "base/uring_poller.h"
+#include "isolators/cgroup_host.h"
 #include "isolators/isolator.h"
 
 namespace allot {
 
-// Settings shared by the isolators; addIsolatorFlags() exposes them as
-// allot-agent flags (--cgroups-root, --cgroups-enable-cfs, block I/O limits...).
-struct IsolatorOptions {
-  UringPoller* poller = nullptr;      // for OOM and other kernel events; required
-  std::string cgroupsRoot = "allot";  // the agent's subtree in every hierarchy
-  bool cfsQuota = false;              // hard CPU cap from cpus (--cgroups-enable-cfs)
-  std::string blkioLimits;            // per-executor "MAJ:MIN rbps=N wbps=N riops=N wiops=N"
-  int64_t blkioWeight = 0;            // 0: proportional to cpus
-  int64_t pidsMax = 0;                // 0: derived from the executor's resources
-  // The cpus this node offers: the agent's cgroup root gets the CPU weight
-  // of that many cpus, so all executors together weigh like the share of
-  // the machine they were given, not like one process (0: leave it).
-  double rootCpus = 0;
+class CgroupLayer;
+
+// What a factory builds an isolator from. Lives for the factory call only.
+struct IsolatorContext {
+  const IsolatorOptions& options;
+  const CgroupHost& host;
+  // The agent's per-container cgroups, shared by the cgroup isolators; null
+  // for an entry that names no controller.
+  std::shared_ptr<CgroupLayer> cgroups;
 };
+
+// Builds one isolator, or says why this host or these options cannot have
+// it ("--cgroups-enable-cfs needs CFS bandwidth control...").
+using IsolatorFactory = Result<std::unique_ptr<Isolator>> (*)(const IsolatorContext& context);
+
+struct IsolatorEntry {
+  const char* name;        // as written in --isolation
+  const char* controller;  // cgroup controller (v2 name) it needs; nullptr: none
+  IsolatorFactory make;
+};
+
+// The table, in run order.
+std::span<const IsolatorEntry> isolatorTable();
 
 void addIsolatorFlags(Flags& flags, IsolatorOptions* options);
 
@@ -41,9 +56,8 @@ std::vector<std::string> knownIsolators();
 Result<std::vector<std::unique_ptr<Isolator>>> createIsolators(std::string_view isolation,
                                                                const IsolatorOptions& options);
 
-// Added for tests: the same on a given host (e.g. fakeCgroupHost() in a temp
-// dir) instead of the detected one.
-struct CgroupHost;
+// The same on a given host (the detected one, or a temp-dir twin from
+// twinCgroupHost() in unit tests).
 Result<std::vector<std::unique_ptr<Isolator>>> createIsolatorsOn(const CgroupHost& host,
                                                                  std::string_view isolation,
                                                                  const IsolatorOptions& options);

@@ -55,10 +55,10 @@ class MemIsolator final : public CgroupIsolator {
   }
 
   Status usage(const ContainerId& id, wire::ResourceUsage* usage) override {
-    auto current = cgroupfs::readInt(file(id, v2() ? "memory.current" : "memory.usage_in_bytes"));
+    auto current = fs().readInt(file(id, v2() ? "memory.current" : "memory.usage_in_bytes"));
     if (!current) return current.error();
     usage->set_mem_bytes(static_cast<uint64_t>(*current));
-    auto peak = cgroupfs::readInt(file(id, v2() ? "memory.peak" : "memory.max_usage_in_bytes"));
+    auto peak = fs().readInt(file(id, v2() ? "memory.peak" : "memory.max_usage_in_bytes"));
     if (peak) usage->set_mem_peak_bytes(static_cast<uint64_t>(*peak));
     return okStatus();
   }
@@ -69,31 +69,31 @@ class MemIsolator final : public CgroupIsolator {
     limits_[id.name()] = bytes;
     if (v2()) {
       std::string value = bytes < 0 ? "max" : std::to_string(bytes);
-      if (Status st = cgroupfs::writeFile(file(id, "memory.max"), value); !st) return st;
-      if (Status st = cgroupfs::writeFile(file(id, "memory.oom.group"), "1"); !st) return st;
+      if (Status st = fs().writeFile(file(id, "memory.max"), value); !st) return st;
+      if (Status st = fs().writeFile(file(id, "memory.oom.group"), "1"); !st) return st;
       // Swap would let the executor exceed its limit: none (absent without swap).
-      if (cgroupfs::exists(file(id, "memory.swap.max")) || layer_->host().fake) {
-        return cgroupfs::writeFile(file(id, "memory.swap.max"), "0");
+      if (fs().exists(file(id, "memory.swap.max"))) {
+        return fs().writeFile(file(id, "memory.swap.max"), "0");
       }
       return okStatus();
     }
     // v1: memsw (memory+swap) must stay >= the memory limit: when raising,
     // memsw goes first; when lowering, the memory limit goes first.
     std::string memsw = file(id, "memory.memsw.limit_in_bytes");
-    bool haveMemsw = cgroupfs::exists(memsw);
-    auto old = cgroupfs::readInt(file(id, "memory.limit_in_bytes"));
+    bool haveMemsw = fs().exists(memsw);
+    auto old = fs().readInt(file(id, "memory.limit_in_bytes"));
     bool raising = bytes < 0 || !old || *old < 0 || bytes >= *old;
     std::string value = std::to_string(bytes);
     if (haveMemsw && raising) {
-      if (Status st = cgroupfs::writeFile(memsw, value); !st) return st;
+      if (Status st = fs().writeFile(memsw, value); !st) return st;
     }
-    Status st = cgroupfs::writeFile(file(id, "memory.limit_in_bytes"), value);
+    Status st = fs().writeFile(file(id, "memory.limit_in_bytes"), value);
     if (!st && st.error().errnum == EBUSY) {
       return Error{"cannot lower the memory limit of " + id.name() + " to " + value +
                        " bytes below its current usage", EBUSY};
     }
     if (!st) return st;
-    if (haveMemsw && !raising) return cgroupfs::writeFile(memsw, value);
+    if (haveMemsw && !raising) return fs().writeFile(memsw, value);
     return okStatus();
   }
 
@@ -122,7 +122,7 @@ class MemIsolator final : public CgroupIsolator {
     std::string control = file(id, "memory.oom_control");
     w->controlFd = UniqueFd(open(control.c_str(), O_RDONLY | O_CLOEXEC));
     if (w->controlFd.get() < 0) return Error::fromErrno("open " + control);
-    return cgroupfs::writeFile(file(id, "cgroup.event_control"),
+    return fs().writeFile(file(id, "cgroup.event_control"),
                                std::to_string(w->fd.get()) + " " + std::to_string(w->controlFd.get()));
   }
 
@@ -147,11 +147,11 @@ class MemIsolator final : public CgroupIsolator {
     while (read(w.fd.get(), buf, sizeof buf) > 0) woke = true;
     if (w.fired) return;
     std::string counters = file(w.id, v2() ? "memory.events" : "memory.oom_control");
-    auto kills = cgroupfs::readKey(counters, "oom_kill");
+    auto kills = fs().readKey(counters, "oom_kill");
     // v1 signals the eventfd before the OOM killer has picked its victim (so
     // oom_kill may still read 0); a wake while the cgroup exists is an OOM
     // (our own rmdir cancels the watch first).
-    bool oom = (kills && *kills > 0) || (!v2() && woke && cgroupfs::exists(counters));
+    bool oom = (kills && *kills > 0) || (!v2() && woke && fs().exists(counters));
     if (!oom) return;
     w.fired = true;
     Limitation limitation;
@@ -173,8 +173,9 @@ class MemIsolator final : public CgroupIsolator {
 
 }  // namespace
 
-std::unique_ptr<Isolator> makeMemIsolator(std::shared_ptr<CgroupLayer> layer, UringPoller* poller) {
-  return std::make_unique<MemIsolator>(std::move(layer), poller);
+Result<std::unique_ptr<Isolator>> makeMemIsolator(const IsolatorContext& context) {
+  if (!context.options.poller) return Error{"cgroups/mem needs an event poller for OOM events"};
+  return std::unique_ptr<Isolator>(std::make_unique<MemIsolator>(context.cgroups, context.options.poller));
 }
 
 }  // namespace allot

@@ -64,8 +64,8 @@ class RootIsolators : public ::testing::Test {
     for (const auto& dir : rootDirs()) {
       EXPECT_TRUE(cgroupfs::subdirs(dir).empty() || cgroupfs::subdirs(dir) == std::vector<std::string>{"agent"})
           << "cgroups left under " << dir;
-      if (cgroupfs::exists(dir + "/agent")) (void)cgroupfs::removeDir(dir + "/agent", false);
-      EXPECT_TRUE(cgroupfs::removeDir(dir, false).ok()) << dir;
+      if (cgroupfs::exists(dir + "/agent")) (void)cgroupfs::removeDir(dir + "/agent");
+      EXPECT_TRUE(cgroupfs::removeDir(dir).ok()) << dir;
     }
   }
 
@@ -352,7 +352,7 @@ TEST_F(RootIsolators, ROOT_VanishedCgroupFilesAreErrorsThenCleanupWorks) {
   auto t0 = Clock::now();
   while (!cgroupfs::procs(dir(id, "memory")).empty() && secondsSince(t0) < 2) std::this_thread::sleep_for(10ms);
   for (const char* c : {"cpu", "cpuacct", "memory", "freezer"}) {
-    if (!host_.hierarchyOf(c).empty()) (void)cgroupfs::removeDir(dir(id, c), false);
+    if (!host_.hierarchyOf(c).empty()) (void)cgroupfs::removeDir(dir(id, c));
   }
   Status st = isolators_[1]->update(id, res("cpus:1;mem:64"));
   ASSERT_FALSE(st.ok());

@@ -1,4 +1,4 @@
-// Unit tests of the isolators against a fake cgroupfs in a temp dir (no
+// Unit tests of the isolators against the cgroupfs twin in a temp dir (no
 // root): the exact files and values written for v1 and v2, the table and
 // its errors, recovery, usage parsing, and v2 OOM events through the real
 // UringPoller (inotify on a fake memory.events).
@@ -7,12 +7,15 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
+#include <signal.h>
 
 #include "base/asio.h"
 #include "base/uring_poller.h"
 #include "isolators/cgroup_host.h"
 #include "isolators/cgroup_values.h"
 #include "isolators/cgroupfs.h"
+#include "isolators/cgroupfs_twin.h"
 #include "isolators/isolator_table.h"
 
 namespace allot {
@@ -37,6 +40,7 @@ class FakeCgroups : public ::testing::Test {
     char tmpl[] = "/tmp/allot-fake-cgroup-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    fs_ = std::make_shared<DirCgroupFs>(dir_);
     auto poller = UringPoller::create(io_);
     ASSERT_TRUE(poller.ok());
     poller_ = std::move(*poller);
@@ -44,11 +48,10 @@ class FakeCgroups : public ::testing::Test {
   }
   void TearDown() override {
     isolators_.clear();
-    cgroupfs::setFakeRoot("");
     fs::remove_all(dir_);
   }
   void make(CgroupMode mode, const std::string& names) {
-    host_ = fakeCgroupHost(dir_, mode);
+    host_ = twinCgroupHost(fs_, mode);
     auto made = createIsolatorsOn(host_, names, options_);
     ASSERT_TRUE(made.ok()) << made.error().describe();
     isolators_ = std::move(*made);
@@ -70,6 +73,7 @@ class FakeCgroups : public ::testing::Test {
   std::unique_ptr<UringPoller> poller_;
   IsolatorOptions options_;
   std::string dir_;
+  std::shared_ptr<DirCgroupFs> fs_;
   CgroupHost host_;
   std::vector<std::unique_ptr<Isolator>> isolators_;
   ContainerId id_{"fw-1", "exec/1"};
@@ -128,7 +132,7 @@ TEST(ContainerIdTest, NameIsSanitizedAndStable) {
 }
 
 TEST_F(FakeCgroups, UnknownNamesListTheValidOnes) {
-  host_ = fakeCgroupHost(dir_, CgroupMode::kLegacy);
+  host_ = twinCgroupHost(fs_, CgroupMode::kLegacy);
   auto made = createIsolatorsOn(host_, "cgroups/cpu,cgroups/gpu", options_);
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.error().message.find("cgroups/gpu"), std::string::npos);
@@ -139,7 +143,7 @@ TEST_F(FakeCgroups, UnknownNamesListTheValidOnes) {
 }
 
 TEST_F(FakeCgroups, MissingControllerIsRefusedWithTheReason) {
-  host_ = fakeCgroupHost(dir_, CgroupMode::kLegacy);
+  host_ = twinCgroupHost(fs_, CgroupMode::kLegacy);
   host_.v1.erase("pids");
   auto made = createIsolatorsOn(host_, "cgroups/pids", options_);
   ASSERT_FALSE(made.ok());
@@ -221,12 +225,12 @@ TEST_F(FakeCgroups, UsageReadsEveryControllersCounters) {
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
   std::string d = dir_ + "/unified/allot/fw-1.exec_1/";
-  ASSERT_TRUE(cgroupfs::writeFile(d + "cpu.stat", "usage_usec 1500000\nuser_usec 1000000\n").ok());
-  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.current", "1048576\n").ok());
-  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.peak", "2097152\n").ok());
-  ASSERT_TRUE(cgroupfs::writeFile(d + "io.stat", "8:0 rbytes=10 wbytes=20 rios=1 wios=2\n"
+  ASSERT_TRUE(fs_->writeFile(d + "cpu.stat", "usage_usec 1500000\nuser_usec 1000000\n").ok());
+  ASSERT_TRUE(fs_->writeFile(d + "memory.current", "1048576\n").ok());
+  ASSERT_TRUE(fs_->writeFile(d + "memory.peak", "2097152\n").ok());
+  ASSERT_TRUE(fs_->writeFile(d + "io.stat", "8:0 rbytes=10 wbytes=20 rios=1 wios=2\n"
                                                  "8:16 rbytes=5 wbytes=7 rios=1 wios=1\n").ok());
-  ASSERT_TRUE(cgroupfs::writeFile(d + "pids.current", "3\n").ok());
+  ASSERT_TRUE(fs_->writeFile(d + "pids.current", "3\n").ok());
   wire::ResourceUsage usage;
   for (auto& iso : isolators_) ASSERT_TRUE(iso->usage(id_, &usage).ok()) << iso->name();
   EXPECT_DOUBLE_EQ(usage.cpu_time_s(), 1.5);
@@ -248,21 +252,21 @@ TEST_F(FakeCgroups, V2OomEventEndsTheContainerOnceWithTheMemoryReason) {
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
   std::string d = dir_ + "/unified/allot/fw-1.exec_1/";
-  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n").ok());
-  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.current", "67100000\n").ok());
-  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.peak", "67108864\n").ok());
+  ASSERT_TRUE(fs_->writeFile(d + "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n").ok());
+  ASSERT_TRUE(fs_->writeFile(d + "memory.current", "67100000\n").ok());
+  ASSERT_TRUE(fs_->writeFile(d + "memory.peak", "67108864\n").ok());
   std::vector<Limitation> seen;
   ASSERT_TRUE(isolators_[0]->watch(id_, [&](const Limitation& l) { seen.push_back(l); }).ok());
   EXPECT_TRUE(isolators_[0]->watch(id_, [&](const Limitation& l) { seen.push_back(l); }).ok());
   io_.run_for(std::chrono::milliseconds(50));
   EXPECT_TRUE(seen.empty()) << "no OOM yet";
-  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n").ok());
+  ASSERT_TRUE(fs_->writeFile(d + "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n").ok());
   for (int i = 0; i < 100 && seen.empty(); ++i) io_.run_for(std::chrono::milliseconds(10));
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].reason, wire::REASON_MEMORY_LIMIT);
   EXPECT_NE(seen[0].message.find("64 MiB"), std::string::npos) << seen[0].message;
   EXPECT_EQ(seen[0].usage.mem_peak_bytes(), 67108864u);
-  ASSERT_TRUE(cgroupfs::writeFile(d + "memory.events", "oom 2\noom_kill 2\n").ok());
+  ASSERT_TRUE(fs_->writeFile(d + "memory.events", "oom 2\noom_kill 2\n").ok());
   io_.run_for(std::chrono::milliseconds(50));
   EXPECT_EQ(seen.size(), 1u) << "at most once per container";
   ASSERT_TRUE(cleanupAll(id_).ok());
@@ -271,7 +275,7 @@ TEST_F(FakeCgroups, V2OomEventEndsTheContainerOnceWithTheMemoryReason) {
 
 TEST_F(FakeCgroups, CpusetGivesWholeCpusTheirOwnCoresAndSharesTheRest) {
   make(CgroupMode::kLegacy, "cgroups/cpuset");
-  ASSERT_TRUE(cgroupfs::writeFile(dir_ + "/cpuset/allot/cpuset.cpus", "0-3\n").ok());
+  ASSERT_TRUE(fs_->writeFile(dir_ + "/cpuset/allot/cpuset.cpus", "0-3\n").ok());
   ContainerId a{"fw", "a"}, b{"fw", "b"}, c{"fw", "c"};
   ChildSetup sa, sb, sc;
   auto cpus = [&](const ContainerId& id) { return read(dir_ + "/cpuset/allot/" + id.name() + "/cpuset.cpus"); };
@@ -308,6 +312,88 @@ TEST_F(FakeCgroups, RecoverDestroysUnknownContainersOnly) {
   EXPECT_FALSE(fs::exists(dir_ + "/cpu/allot/fw.orphan"));
   EXPECT_FALSE(fs::exists(dir_ + "/freezer/allot/fw.orphan"));
   ASSERT_TRUE(cleanupAll(known).ok());
+}
+
+}  // namespace
+}  // namespace allot
+
+namespace allot {
+namespace {
+
+TEST_F(FakeCgroups, CfsQuotaWithoutBandwidthControlIsRefused) {
+  fs_->withoutFile("cpu.cfs_quota_us");
+  host_ = twinCgroupHost(fs_, CgroupMode::kLegacy);
+  options_.cfsQuota = true;
+  auto made = createIsolatorsOn(host_, "cgroups/cpu", options_);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.error().message.find("cpu.cfs_quota_us"), std::string::npos) << made.error().message;
+  options_.cfsQuota = false;
+  EXPECT_TRUE(createIsolatorsOn(host_, "cgroups/cpu", options_).ok());
+}
+
+TEST_F(FakeCgroups, V1CleanupFreezesKillsEveryMemberAndRemovesEveryDirectory) {
+  make(CgroupMode::kLegacy, "cgroups/cpu,cgroups/mem");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->isolate(id_, 4242).ok());
+  // A process the executor forked after it joined.
+  std::string c = "/allot/fw-1.exec_1";
+  ASSERT_TRUE(fs_->writeFile(dir_ + "/freezer" + c + "/cgroup.procs", "4343").ok());
+  ASSERT_TRUE(fs_->writeFile(dir_ + "/memory" + c + "/cgroup.procs", "4343").ok());
+  EXPECT_EQ(read(dir_ + "/cpu" + c + "/cgroup.procs"), "4242\n") << "joined once, however many isolators";
+  ASSERT_TRUE(cleanupAll(id_).ok());
+  std::set<pid_t> killed;
+  for (auto [pid, sig] : fs_->signals()) {
+    if (sig == SIGKILL) killed.insert(pid);
+  }
+  EXPECT_EQ(killed, (std::set<pid_t>{4242, 4343}));
+  for (const char* h : {"cpu", "cpuacct", "memory", "freezer"}) EXPECT_FALSE(fs::exists(dir_ + "/" + h + c)) << h;
+}
+
+TEST_F(FakeCgroups, V2CleanupKillsTheGroupThroughCgroupKill) {
+  make(CgroupMode::kUnified, "cgroups/pids");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
+  ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
+  ASSERT_TRUE(cleanupAll(id_).ok());
+  EXPECT_TRUE(fs_->signals().empty()) << "cgroup.kill, no pid by pid";
+  EXPECT_FALSE(fs::exists(dir_ + "/unified/allot/fw-1.exec_1"));
+}
+
+TEST_F(FakeCgroups, V2WithoutCgroupKillSignalsEveryMember) {
+  fs_->withoutFile("cgroup.kill");
+  make(CgroupMode::kUnified, "cgroups/pids");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
+  ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
+  ASSERT_TRUE(cleanupAll(id_).ok());
+  ASSERT_FALSE(fs_->signals().empty());
+  EXPECT_EQ(fs_->signals().front(), std::make_pair(pid_t{4242}, SIGKILL));
+}
+
+TEST_F(FakeCgroups, HybridHostSplitsControllersBetweenV1AndV2) {
+  host_ = twinCgroupHost(fs_, CgroupMode::kHybrid);
+  host_.v1.erase("pids");
+  host_.v2Usable = {"pids"};
+  auto made = createIsolatorsOn(host_, "cgroups/cpu,cgroups/mem,cgroups/pids", options_);
+  ASSERT_TRUE(made.ok()) << made.error().describe();
+  isolators_ = std::move(*made);
+  EXPECT_EQ(read(dir_ + "/unified/allot/cgroup.subtree_control"), "+pids");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:32"), &setup).ok());
+  std::string c = "/allot/fw-1.exec_1/";
+  EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.shares"), "1024");
+  EXPECT_EQ(read(dir_ + "/memory" + c + "memory.limit_in_bytes"), std::to_string(32 << 20));
+  EXPECT_EQ(read(dir_ + "/unified" + c + "pids.max"), "1024");
+  EXPECT_FALSE(fs::exists(dir_ + "/unified" + c + "cpu.weight"));
+  EXPECT_GE(setup.cgroupDirFd, 0) << "born in its v2 cgroup";
+  EXPECT_EQ(setup.cgroupProcsFiles.size(), 4u) << "cpu, cpuacct, memory, freezer";
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->update(id_, res("cpus:2;mem:64")).ok());
+  EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.shares"), "2048");
+  EXPECT_EQ(read(dir_ + "/unified" + c + "pids.max"), "2048");
+  ASSERT_TRUE(cleanupAll(id_).ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/unified" + c));
+  EXPECT_FALSE(fs::exists(dir_ + "/cpu" + c));
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// DirCgroupFs: CgroupFs's twin in a temp directory, for unit tests of the
+// cgroup code without root (leveldb's in-memory Env, on disk so that the
+// real UringPoller can watch its files with inotify).
+//
+// It behaves like cgroupfs for what allot's cgroup code does:
+// - every directory has the kernel's interface files (kernelFiles()): they
+//   exist() and read as "" until written; withoutFile() takes one away
+//   (a kernel without that feature), and writing it then fails ENOENT;
+// - writing cgroup.procs adds the pid, writing "1" to cgroup.kill empties
+//   cgroup.procs, signal(SIGKILL) removes the pid from every cgroup.procs;
+// - removeDir() answers EBUSY while the directory has members or children,
+//   and takes the interface files with it.
+// signals() records every signal sent. Paths are real paths under dir().
+// Thread: one test thread.
+#pragma once
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "isolators/cgroup_host.h"
+#include "isolators/cgroupfs.h"
+
+namespace allot {
+
+class DirCgroupFs final : public CgroupFs {
+ public:
+  explicit DirCgroupFs(std::string dir) : dir_(std::move(dir)) {}
+
+  const std::string& dir() const { return dir_; }
+  void withoutFile(const std::string& name) { absent_.insert(name); }
+  const std::vector<std::pair<pid_t, int>>& signals() const { return signals_; }
+  static const std::set<std::string>& kernelFiles();
+
+  Status writeFile(const std::string& path, const std::string& value) const override;
+  Result<std::string> readFile(const std::string& path) const override;
+  bool exists(const std::string& path) const override;
+  Status makeDir(const std::string& path) const override;
+  Status removeDir(const std::string& path) const override;
+  std::vector<std::string> subdirs(const std::string& dir) const override;
+  Status signal(pid_t pid, int sig) const override;
+
+ private:
+  bool isKernelFile(const std::string& path) const;
+  void dropPid(const std::string& dir, pid_t pid) const;
+
+  std::string dir_;
+  std::set<std::string> absent_;
+  mutable std::vector<std::pair<pid_t, int>> signals_;
+};
+
+// A host laid out under `fs->dir()` like /sys/fs/cgroup: v1 controllers as
+// subdirectories (legacy, hybrid), a cgroup2 hierarchy in "unified" (hybrid:
+// no controller usable, as on Debian 12's hybrid layout; unified: all). The
+// top cpuset offers cpus 0-3 and memory node 0.
+CgroupHost twinCgroupHost(std::shared_ptr<DirCgroupFs> fs, CgroupMode mode);
+
+}  // namespace allot
