@@ -96,5 +96,5 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.DEBUG if __import__("os").environ.get("ALLOT_DEBUG") else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sys.exit(asyncio.run(main()))

@@ -7,6 +7,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -91,4 +92,65 @@ def cluster() -> Iterator[Cluster]:
         yield c
     finally:
         c.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/zookeeper-jute.jar",
+           "/usr/share/java/slf4j-api.jar", "/usr/share/java/netty.jar"]
+
+
+class ZooKeeper:
+    """A throwaway standalone ZooKeeper server on a free loopback port."""
+
+    def __init__(self, work: pathlib.Path) -> None:
+        java = shutil.which("java")
+        if java is None or not pathlib.Path(ZK_JARS[0]).exists():
+            pytest.skip("ZooKeeper is not installed (scripts/allot-dev installs zookeeper)")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        data = work / "zk-data"
+        data.mkdir()
+        cfg = work / "zoo.cfg"
+        cfg.write_text(f"tickTime=200\ndataDir={data}\nclientPort={self.port}\n"
+                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+                       "4lw.commands.whitelist=srvr\n")
+        jars = ":".join(str(p) for p in pathlib.Path("/usr/share/java").glob("*.jar")
+                        if p.name.startswith(("zookeeper", "slf4j-api", "netty", "jline",
+                                              "commons-", "metrics-core", "snappy")))
+        self.daemon = Daemon([java, "-cp", jars, "-Xmx256m",
+                              "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
+                             work / "zookeeper.log")
+        deadline = time.monotonic() + 30
+        while not self._serving():
+            if time.monotonic() > deadline or self.daemon.proc.poll() is not None:
+                raise RuntimeError("ZooKeeper did not start: " + self.daemon.log.read_text()[-2000:])
+            time.sleep(0.1)
+
+    def _serving(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), 0.5) as s:
+                s.sendall(b"srvr")
+                return b"Mode:" in s.recv(4096)
+        except OSError:
+            return False
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.daemon.stop()
+
+
+@pytest.fixture
+def zookeeper() -> Iterator[ZooKeeper]:
+    work = pathlib.Path(tempfile.mkdtemp(prefix="allot-pytest-zk-"))
+    zk = None
+    try:
+        zk = ZooKeeper(work)
+        yield zk
+    finally:
+        if zk:
+            zk.stop()
         shutil.rmtree(work, ignore_errors=True)

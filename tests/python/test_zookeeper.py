@@ -1,0 +1,68 @@
+"""The Python SDK follows the leader through a real ZooKeeper server."""
+
+import asyncio
+import os
+import subprocess
+import sys
+
+from kazoo.client import KazooClient
+
+import allot
+from allot import wire
+from allot.zookeeper import ZooKeeperDetector
+
+from conftest import ROOT
+
+
+def advertise(zk, path, address, master_id):
+    """Joins the contender group the way a master does (ha/group.h)."""
+    client = KazooClient(hosts=zk.hosts)
+    client.start(timeout=10)
+    client.ensure_path(path)
+    client.create(f"{path}/member_0123456789abcdef_", f"address={address}\nid={master_id}\n".encode(),
+                  ephemeral=True, sequence=True)
+    return client
+
+
+def test_detector_reports_the_lowest_member_and_its_successor(zookeeper):
+    async def scenario():
+        first = advertise(zookeeper, "/allot", "127.0.0.1:1111", "m1")
+        second = advertise(zookeeper, "/allot", "127.0.0.1:2222", "m2")
+        detector = ZooKeeperDetector(f"zk://{zookeeper.hosts}/allot")
+        try:
+            leader = await asyncio.wait_for(detector.wait_change(None), 20)
+            assert leader.endpoint.port == 1111 and leader.id == "m1" and leader.epoch > 0
+            first.stop()
+            first.close()  # its ephemeral member goes at once
+            successor = await asyncio.wait_for(detector.wait_change(leader), 20)
+            assert successor.endpoint.port == 2222 and successor.id == "m2"
+            assert successor.epoch > leader.epoch
+        finally:
+            detector.close()
+            second.stop()
+            second.close()
+    asyncio.run(scenario())
+
+
+def test_a_master_older_than_the_groups_epoch_is_refused(cluster, zookeeper):
+    # The group names the (standalone, epoch 0) master with its member's
+    # czxid as epoch: the SDK must refuse it (docs/links.md, fencing).
+    member = advertise(zookeeper, "/cluster", cluster.master, "the-master")
+    try:
+        done = subprocess.run([sys.executable, str(ROOT / "examples" / "python" / "hello.py"),
+                               "--master", f"zk://{zookeeper.hosts}/cluster", "--timeout", "3"],
+                              capture_output=True, text=True, timeout=60,
+                              env=dict(os.environ, ALLOT_DEBUG="1"))
+        assert done.returncode == 124, done.stdout + done.stderr
+        assert "has leader epoch 0, older than" in done.stderr
+    finally:
+        member.stop()
+        member.close()
+
+
+def test_bad_zookeeper_urls_are_refused():
+    import pytest
+    from allot.zookeeper import parse_zk_url
+    for bad in ("zk://", "zk://127.0.0.1:2181", "http://x/y"):
+        with pytest.raises(ValueError):
+            parse_zk_url(bad)
