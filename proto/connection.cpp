@@ -1,5 +1,7 @@
 #include "proto/connection.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -9,6 +11,9 @@ namespace allot {
 
 namespace {
 constexpr size_t kReadChunkBytes = 64 * 1024;
+// TLS reads go through OpenSSL's record buffer, so a TLS link reads into a
+// buffer of its own (one record's worth).
+constexpr size_t kTlsReadChunkBytes = 16 * 1024;
 
 // One read buffer for every connection of the thread: connections wait for
 // readability and then drain the socket into it, so an idle connection costs
@@ -30,14 +35,27 @@ std::string describeEndpoint(const StreamSocket& socket) {
   }
   return "local socket";
 }
+
+bool isUnixSocket(const StreamSocket& socket) {
+  boost::system::error_code ec;
+  auto endpoint = socket.local_endpoint(ec);
+  return !ec && endpoint.protocol().family() == AF_UNIX;
+}
+
+std::string describeReadError(const boost::system::error_code& ec) {
+  if (ec == asio::error::eof || ec == ssl::error::stream_truncated) return "peer closed";
+  if (ec.category() == asio::error::get_ssl_category()) return "TLS: " + ec.message();
+  return "read failed: " + ec.message();
+}
 }  // namespace
 
-wire::Envelope helloEnvelope(wire::Role role, const std::string& name) {
+wire::Envelope helloEnvelope(wire::Role role, const std::string& name, uint64_t leaderEpoch) {
   wire::Envelope envelope;
   wire::Hello* hello = envelope.mutable_hello();
   hello->set_protocol_version(kProtocolVersion);
   hello->set_role(role);
   hello->set_name(name);
+  hello->set_leader_epoch(leaderEpoch);
   return envelope;
 }
 
@@ -54,15 +72,69 @@ std::shared_ptr<Connection> Connection::create(asio::ip::tcp::socket socket, Opt
 Connection::Connection(StreamSocket socket, Options options)
     : socket_(std::move(socket)),
       options_(std::move(options)),
+      handshakeTimer_(socket_.get_executor()),
       decoder_(options_.maxFrameBytes) {
   peerAddress_ = describeEndpoint(socket_);
-  // Our Hello is always the first frame on the wire.
-  Status st = appendFrame(helloEnvelope(options_.localRole, options_.localName), &pending_);
+  if (isUnixSocket(socket_)) {
+    struct ucred cred {};
+    socklen_t length = sizeof cred;
+    if (getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0) {
+      peer_.pid = cred.pid;
+      peer_.uid = cred.uid;
+      peer_.gid = cred.gid;
+    }
+  }
+  if (options_.tls) tls_ = std::make_unique<ssl::stream<StreamSocket&>>(socket_, *options_.tls);
+  // Our Hello is always the first frame on the wire (after the TLS handshake).
+  Status st = appendFrame(
+      helloEnvelope(options_.localRole, options_.localName, options_.leaderEpoch), &pending_);
   CHECK(st.ok());
 }
 
 void Connection::start(Handlers handlers) {
   handlers_ = std::move(handlers);
+  if (options_.handshakeTimeout > std::chrono::milliseconds::zero()) {
+    handshakeTimer_.expires_after(options_.handshakeTimeout);
+    auto self = shared_from_this();
+    handshakeTimer_.async_wait([self](const boost::system::error_code& ec) {
+      if (ec || self->closed_ || self->handshaken_) return;
+      std::string reason = "handshake timed out after " +
+                           std::to_string(self->options_.handshakeTimeout.count()) + " ms";
+      LOG_WARNING("closing connection from " << self->peerAddress_ << ": " << reason);
+      self->close(reason);
+    });
+  }
+  if (tls_) return startTls();
+  transportReady();
+}
+
+void Connection::startTls() {
+  auto self = shared_from_this();
+  auto side = options_.tlsSide == TlsSide::kServer ? ssl::stream_base::server
+                                                   : ssl::stream_base::client;
+  tls_->async_handshake(side, [self](const boost::system::error_code& ec) {
+    if (self->closed_) return;
+    std::string failure;
+    if (ec) {
+      failure = "TLS handshake: " + ec.message();
+    } else if (Status st = readPeerCertificate(self->tls_->native_handle(), &self->peer_); !st) {
+      failure = "TLS: " + st.error().describe();
+    } else if (!self->options_.requirePeerCertRole.empty() &&
+               self->peer_.certRole != self->options_.requirePeerCertRole) {
+      failure = "TLS: peer certificate of " + self->peer_.principal + " has role '" +
+                self->peer_.certRole + "', expected '" + self->options_.requirePeerCertRole + "'";
+    }
+    if (!failure.empty()) {
+      LOG_WARNING("closing connection with " << self->peerAddress_ << ": " << failure);
+      self->close(failure);
+      return;
+    }
+    self->transportReady();
+  });
+}
+
+void Connection::transportReady() {
+  transportReady_ = true;
   flush();
   readMore();
 }
@@ -82,24 +154,26 @@ Status Connection::send(const wire::Envelope& envelope) {
 }
 
 void Connection::flush() {
-  if (writeInFlight_ || closed_ || pending_.empty()) return;
+  if (writeInFlight_ || closed_ || !transportReady_ || pending_.empty()) return;
   writing_.swap(pending_);
   pending_.clear();
   writeInFlight_ = true;
   auto self = shared_from_this();
-  asio::async_write(socket_, asio::buffer(writing_),
-                    [self](const boost::system::error_code& ec, size_t) {
-                      self->writeInFlight_ = false;
-                      self->writing_.clear();
-                      if (ec) {
-                        self->close("write failed: " + ec.message());
-                        return;
-                      }
-                      self->flush();
-                      if (self->closeWhenFlushed_ && self->queuedBytes() == 0) {
-                        self->close(self->closeReason_);
-                      }
-                    });
+  auto done = [self](const boost::system::error_code& ec, size_t) {
+    self->writeInFlight_ = false;
+    self->writing_.clear();
+    if (ec) {
+      self->close("write failed: " + ec.message());
+      return;
+    }
+    self->flush();
+    if (self->closeWhenFlushed_ && self->queuedBytes() == 0) self->close(self->closeReason_);
+  };
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(writing_), std::move(done));
+  } else {
+    asio::async_write(socket_, asio::buffer(writing_), std::move(done));
+  }
 }
 
 void Connection::closeAfterFlush(const std::string& reason) {
@@ -112,6 +186,10 @@ void Connection::closeAfterFlush(const std::string& reason) {
 void Connection::close(const std::string& reason) {
   if (closed_) return;
   closed_ = true;
+  handshakeTimer_.cancel();
+  // No TLS close_notify: SSL_shutdown waits for the peer's, which a silent
+  // peer never sends. Frames are self-delimiting, so a truncated stream
+  // between frames reads as a clean close on the other side.
   boost::system::error_code ignored;
   socket_.shutdown(asio::socket_base::shutdown_both, ignored);
   socket_.close(ignored);
@@ -123,6 +201,14 @@ void Connection::close(const std::string& reason) {
 void Connection::readMore() {
   if (closed_) return;
   auto self = shared_from_this();
+  if (tls_) {
+    if (tlsReadBuffer_.empty()) tlsReadBuffer_.resize(kTlsReadChunkBytes);
+    tls_->async_read_some(asio::buffer(tlsReadBuffer_),
+                          [self](const boost::system::error_code& ec, size_t bytes) {
+                            self->onTlsRead(ec, bytes);
+                          });
+    return;
+  }
   socket_.async_wait(asio::socket_base::wait_read,
                      [self](const boost::system::error_code& ec) { self->onReadable(ec); });
 }
@@ -136,8 +222,17 @@ void Connection::onReadable(const boost::system::error_code& waitError) {
     if (!ec) bytes = socket_.read_some(asio::buffer(sharedReadBuffer(), kReadChunkBytes), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) return readMore();
   }
+  consume(sharedReadBuffer(), bytes, ec);
+}
+
+void Connection::onTlsRead(const boost::system::error_code& ec, size_t bytes) {
+  if (closed_) return;
+  consume(tlsReadBuffer_.data(), bytes, ec);
+}
+
+void Connection::consume(const char* data, size_t bytes, const boost::system::error_code& ec) {
   if (ec) {
-    std::string reason = ec == asio::error::eof ? "peer closed" : "read failed: " + ec.message();
+    std::string reason = describeReadError(ec);
     if (decoder_.midFrame()) {
       reason += " mid-frame (truncated frame of " + std::to_string(decoder_.bufferedBytes()) +
                 " buffered bytes)";
@@ -146,7 +241,7 @@ void Connection::onReadable(const boost::system::error_code& waitError) {
     close(reason);
     return;
   }
-  decoder_.append(sharedReadBuffer(), bytes);
+  decoder_.append(data, bytes);
   while (!closed_) {
     Result<bool> got = decoder_.next(&scratch_);
     if (!got) {
@@ -188,24 +283,30 @@ bool Connection::acceptHello(const wire::Hello& hello) {
              std::find(options_.acceptRoles.begin(), options_.acceptRoles.end(), hello.role()) ==
                  options_.acceptRoles.end()) {
     refusal = "role " + wire::Role_Name(hello.role()) + " is not accepted on this port";
+  } else if (peer_.tls && certRoleFor(hello.role()) != peer_.certRole) {
+    refusal = "Hello role " + wire::Role_Name(hello.role()) + " does not match certificate role '" +
+              peer_.certRole + "' of principal " + peer_.principal;
   }
   if (!refusal.empty()) {
-    LOG_WARNING("rejecting " << peerAddress_ << " (" << hello.name() << "): " << refusal);
-    wire::Envelope rejected;
-    rejected.mutable_hello_rejected()->set_reason(refusal);
-    // Best effort: write the rejection synchronously before closing.
-    std::string bytes;
-    if (appendFrame(rejected, &bytes)) {
-      boost::system::error_code ignored;
-      asio::write(socket_, asio::buffer(bytes), ignored);
-    }
-    close("handshake refused: " + refusal);
+    reject(refusal, hello.name());
     return false;
   }
   handshaken_ = true;
+  handshakeTimer_.cancel();
   peerHello_ = hello;
   if (handlers_.onHello) handlers_.onHello(peerHello_);
   return !closed_;
+}
+
+// The rejection goes through the write queue (a TLS stream has one writer
+// at a time); nothing more is read, and the handshake timer still bounds a
+// peer that never lets the write finish.
+void Connection::reject(const std::string& refusal, const std::string& name) {
+  LOG_WARNING("rejecting " << peerAddress_ << " (" << name << "): " << refusal);
+  wire::Envelope rejected;
+  rejected.mutable_hello_rejected()->set_reason(refusal);
+  if (!send(rejected)) return;
+  closeAfterFlush("handshake refused: " + refusal);
 }
 
 void asyncConnect(asio::io_context& io, const std::string& host, uint16_t port,

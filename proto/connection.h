@@ -7,9 +7,16 @@
 //   conn->send(envelope);    // any time after create(); queued in order
 //   conn->close("reason");   // or the peer closes; onClose fires once
 //
+// Transport: plaintext, or mutual TLS 1.3 when Options::tls is set (TCP
+// only; proto/tls.h). The TLS handshake runs inside start(), before the
+// Hellos; a failure closes the link with a reason that starts "TLS".
+//
 // Handshake: the first frame from the peer must be a Hello with our
 // kProtocolVersion (and, if Options::acceptRoles is set, one of those roles).
-// Otherwise the peer gets a HelloRejected and the link closes. An oversized,
+// Over TLS the Hello's role must also match the role (OU) of the peer's
+// certificate (framework <-> ROLE_SCHEDULER, agent <-> ROLE_AGENT, master <->
+// ROLE_MASTER). Otherwise the peer gets a HelloRejected naming both and the
+// link closes. Options::handshakeTimeout bounds TLS + Hello together. An oversized,
 // truncated or undecodable frame closes only this connection, with a logged
 // reason. A peer that lets more than Options::maxQueuedBytes pile up unsent
 // is disconnected rather than allowed to exhaust memory.
@@ -19,6 +26,7 @@
 #pragma once
 
 #include "base/asio.h"
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -27,6 +35,7 @@
 #include "base/result.h"
 #include "proto/allot.pb.h"
 #include "proto/frame.h"
+#include "proto/tls.h"
 
 namespace allot {
 
@@ -40,6 +49,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::vector<wire::Role> acceptRoles;  // empty: any role
     size_t maxFrameBytes = kMaxFrameBytes;
     size_t maxQueuedBytes = 64u << 20;
+    // Sent in our Hello (masters: their leader epoch, docs/links.md).
+    uint64_t leaderEpoch = 0;
+    // Null: plaintext. Otherwise mutual TLS with this context (makeTlsContext).
+    std::shared_ptr<ssl::context> tls;
+    TlsSide tlsSide = TlsSide::kClient;
+    // TLS: the peer's certificate must have this role (OU); empty: any.
+    // Clients of a master set "master".
+    std::string requirePeerCertRole;
+    // TLS handshake + Hello must complete within this; zero: no limit.
+    std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
   };
 
   struct Handlers {
@@ -70,18 +89,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool handshaken() const { return handshaken_; }
   const wire::Hello& peerHello() const { return peerHello_; }
   const std::string& peerAddress() const { return peerAddress_; }
+  // Who the peer is: its certificate (TLS, known once onHello runs) and its
+  // SO_PEERCRED (Unix sockets, known from create()).
+  const PeerIdentity& peer() const { return peer_; }
   size_t queuedBytes() const { return pending_.size() + writing_.size(); }
 
  private:
   Connection(StreamSocket socket, Options options);
+  void startTls();
+  void transportReady();
   void readMore();
   void onReadable(const boost::system::error_code& ec);
+  void onTlsRead(const boost::system::error_code& ec, size_t bytes);
+  void consume(const char* data, size_t bytes, const boost::system::error_code& ec);
+  void reject(const std::string& refusal, const std::string& name);
   bool handleEnvelope(wire::Envelope& envelope);
   bool acceptHello(const wire::Hello& hello);
   void flush();
 
   StreamSocket socket_;
   Options options_;
+  std::unique_ptr<ssl::stream<StreamSocket&>> tls_;
+  std::vector<char> tlsReadBuffer_;
+  asio::steady_timer handshakeTimer_;
+  PeerIdentity peer_;
   Handlers handlers_;
   FrameDecoder decoder_;
   wire::Envelope scratch_;
@@ -89,6 +120,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string peerAddress_;
   std::string pending_;
   std::string writing_;
+  bool transportReady_ = false;
   bool handshaken_ = false;
   bool closed_ = false;
   bool writeInFlight_ = false;
@@ -101,7 +133,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 void asyncConnect(asio::io_context& io, const std::string& host, uint16_t port,
                   std::function<void(Result<asio::ip::tcp::socket>)> done);
 
-// Helper to build envelopes: makeEnvelope([](wire::Envelope& e){ ... }).
-wire::Envelope helloEnvelope(wire::Role role, const std::string& name);
+// The Hello every Connection sends first.
+wire::Envelope helloEnvelope(wire::Role role, const std::string& name, uint64_t leaderEpoch = 0);
 
 }  // namespace allot
