@@ -6,11 +6,14 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <iostream>
 
 #include "base/asio.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "ha/contender.h"
+#include "ha/zk_session.h"
 #include "master/allocator/allocator.h"
 #include "master/server.h"
 
@@ -23,6 +26,8 @@ struct Settings {
   std::string portFile;
   std::string workDir;
   std::string zk;
+  double zkSessionTimeoutS = 10;
+  std::string advertise;
   std::string allocator = "drf";
   std::string minOffer = "cpus:0.01;mem:32";
   double offerTimeoutS = 30;
@@ -39,7 +44,15 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addString("listen", &s->listen, "HOST:PORT to listen on (port 0: any free port)");
   flags.addString("port-file", &s->portFile, "write the bound port to this file once listening");
   flags.addString("work-dir", &s->workDir, "directory for the master's files (state is soft; unused)");
-  flags.addString("zk", &s->zk, "zk://host:port,.../path for leader election (not built yet)");
+  flags.addString("zk", &s->zk,
+                  "zk://host:port[,host:port...]/path: elect the leader among the masters "
+                  "there (empty: standalone)");
+  flags.addDouble("zk-session-timeout", &s->zkSessionTimeoutS,
+                  "seconds of ZooKeeper session: a crashed leader is replaced after about this "
+                  "long (the servers clamp it to 2..20 ticks)");
+  flags.addString("advertise", &s->advertise,
+                  "HOST:PORT other peers reach this master at, published in ZooKeeper "
+                  "(default: --listen's host and the bound port)");
   flags.addString("allocator", &s->allocator, "allocation module: drf, priority or lottery");
   flags.addString("min-offer", &s->minOffer,
                   "offer an agent only when its free resources reach one of these");
@@ -117,6 +130,71 @@ Status writePortFile(const std::string& path, uint16_t port) {
   return okStatus();
 }
 
+// The address published in ZooKeeper for clients to connect to.
+Result<Endpoint> advertisedAddress(const Settings& s, uint16_t boundPort) {
+  if (!s.advertise.empty()) {
+    auto endpoint = parseEndpoint(s.advertise);
+    if (!endpoint || endpoint->kind != Endpoint::Kind::kTcp)
+      return Error{"--advertise: expected HOST:PORT, got '" + s.advertise + "'"};
+    return *endpoint;
+  }
+  auto listen = parseHostPort(s.listen);
+  if (!listen) return listen.error();
+  if (!s.zk.empty() && (listen->host == "0.0.0.0" || listen->host == "::"))
+    return Error{"--listen " + s.listen + " is not an address peers can reach: give --advertise"};
+  return Endpoint{Endpoint::Kind::kTcp, listen->host, boundPort, ""};
+}
+
+int runStandalone(asio::io_context& io, MasterServer& server) {
+  server.start();
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int sig) {
+    LOG_INFO("signal " << sig << ": shutting down");
+    server.stop();
+    io.stop();
+  });
+  io.run();
+  return 0;
+}
+
+// With --zk: a hot standby until elected, then the leader until it stops or
+// can no longer be sure it leads (fencing: it closes every peer and exits
+// non-zero at once; systemd starts it again as a standby).
+int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, Endpoint advertise,
+                  double sessionTimeoutS) {
+  auto sessions = zooKeeperSessionFactory(io, zk.servers, secondsToDuration(sessionTimeoutS));
+  if (!sessions) {
+    LOG_ERROR("--zk: " << sessions.error().describe());
+    return 2;
+  }
+  int exitCode = 0;
+  LeaderContender::Callbacks callbacks;
+  callbacks.elected = [&](uint64_t epoch) {
+    server.setLeaderEpoch(epoch);
+    server.start();
+  };
+  callbacks.lost = [&](const std::string& why) {
+    LOG_ERROR("exiting: this master can no longer be sure it leads (" << why << ")");
+    server.stop();
+    exitCode = 1;
+    io.stop();
+  };
+  auto contender = std::make_unique<LeaderContender>(io, std::move(*sessions), zk.path, advertise,
+                                                     server.master().masterId(), callbacks);
+  LOG_INFO("master " << server.master().masterId() << " standing by at " << advertise.describe()
+                     << " until elected");
+  contender->start();
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int sig) {
+    LOG_INFO("signal " << sig << ": leaving the contender group and shutting down");
+    contender.reset();  // closes the session: our znode goes at once
+    server.stop();
+    io.stop();
+  });
+  io.run();
+  return exitCode;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,14 +203,22 @@ int main(int argc, char** argv) {
   Flags flags("allot-master", "Runs the allot master: soft state and resource offers.");
   addFlags(flags, &settings);
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
-  if (!settings.zk.empty()) {
-    std::cerr << "allot-master: --zk: ZooKeeper leader election is not built yet; "
-                 "run without --zk (standalone)\n";
-    return 2;
-  }
   auto options = toOptions(settings);
   if (!options) {
     std::cerr << "allot-master: " << options.error().describe() << "\n";
+    return 2;
+  }
+  std::optional<ZkUrl> zk;
+  if (!settings.zk.empty()) {
+    auto url = parseZkUrl(settings.zk);
+    if (!url) {
+      std::cerr << "allot-master: --zk: " << url.error().describe() << "\n";
+      return 2;
+    }
+    zk = *url;
+  }
+  if (!(settings.zkSessionTimeoutS >= 0.1 && settings.zkSessionTimeoutS <= 3600)) {
+    std::cerr << "allot-master: --zk-session-timeout must be between 0.1 and 3600 seconds\n";
     return 2;
   }
   raiseFileLimit();
@@ -143,19 +229,17 @@ int main(int argc, char** argv) {
     LOG_ERROR(server.error().describe());
     return 1;
   }
-  (*server)->start();
+  auto advertise = advertisedAddress(settings, (*server)->port());
+  if (!advertise) {
+    std::cerr << "allot-master: " << advertise.error().describe() << "\n";
+    return 2;
+  }
   if (!settings.portFile.empty()) {
     if (auto st = writePortFile(settings.portFile, (*server)->port()); !st) {
       LOG_ERROR(st.error().describe());
       return 1;
     }
   }
-  asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code&, int sig) {
-    LOG_INFO("signal " << sig << ": shutting down");
-    (*server)->stop();
-    io.stop();
-  });
-  io.run();
-  return 0;
+  if (settings.zk.empty()) return runStandalone(io, **server);
+  return runContending(io, **server, *zk, std::move(*advertise), settings.zkSessionTimeoutS);
 }

@@ -31,7 +31,7 @@ MasterServer::MasterServer(asio::io_context& io, ServerOptions options)
 
 void MasterServer::start() {
   LOG_INFO("master " << master_->masterId() << " listening on " << options_.listen.host << ":"
-                     << port_);
+                     << port_ << " (leader epoch " << options_.leaderEpoch << ")");
   acceptNext();
   scheduleTick();
   statsSince_ = clock_.now();
@@ -98,6 +98,7 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
   copts.localName = "allot-master " + master_->masterId();
   copts.acceptRoles = {wire::ROLE_SCHEDULER, wire::ROLE_AGENT};
   copts.maxFrameBytes = options_.maxFrameBytes;
+  copts.leaderEpoch = options_.leaderEpoch;
   auto conn = Connection::create(std::move(socket), copts);
   PeerId peer = nextPeer_++;
   connections_[peer] = conn;

@@ -24,6 +24,9 @@ struct ServerOptions {
   size_t maxPeers = 200000;
   // A "stats:" log line this often (0: never): peers, messages per second.
   Duration statsInterval = std::chrono::seconds(60);
+  // The leader epoch every Hello to a peer carries (ZooKeeper election;
+  // 0 standalone).
+  uint64_t leaderEpoch = 0;
 };
 
 class MasterServer final : public Outbox {
@@ -33,6 +36,9 @@ class MasterServer final : public Outbox {
 
   uint16_t port() const { return port_; }
   Master& master() { return *master_; }
+  // Listening starts in create(); peers are accepted from start() on (a
+  // standby master calls it once elected, with its epoch).
+  void setLeaderEpoch(uint64_t epoch) { options_.leaderEpoch = epoch; }
   void start();
   void stop();
 
