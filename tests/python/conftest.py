@@ -52,11 +52,10 @@ class Cluster:
     def master(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start_master(self, port: int = 0) -> None:
-        port_file = self.work / "master.port"
-        port_file.unlink(missing_ok=True)
+    def start_master(self, port: int = 0, *extra: str) -> Daemon:
+        port_file = self.work / f"master-{len(self.daemons)}.port"
         self.master_daemon = Daemon([_binary("ALLOT_MASTER"), "--listen", f"127.0.0.1:{port}",
-                                     "--port-file", str(port_file)],
+                                     "--port-file", str(port_file), *extra],
                                     self.work / f"master-{len(self.daemons)}.log")
         self.daemons.append(self.master_daemon)
         deadline = time.monotonic() + 10
@@ -65,6 +64,7 @@ class Cluster:
                 raise RuntimeError("master did not start: " + self.master_daemon.log.read_text())
             time.sleep(0.02)
         self.port = int(port_file.read_text())
+        return self.master_daemon
 
     def start_agent(self, resources: str = "cpus:2;mem:2048;ports:[31000-31100]") -> None:
         self.daemons.append(Daemon([_binary("ALLOT_AGENT"), "--master", self.master,

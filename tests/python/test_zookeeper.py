@@ -66,3 +66,60 @@ def test_bad_zookeeper_urls_are_refused():
     for bad in ("zk://", "zk://127.0.0.1:2181", "http://x/y"):
         with pytest.raises(ValueError):
             parse_zk_url(bad)
+
+
+def test_framework_follows_the_leader_to_a_standby_after_sigkill(zookeeper, tmp_path):
+    from conftest import Cluster
+    cluster = Cluster(tmp_path)
+    zk_url = f"zk://{zookeeper.hosts}/ha-test"
+    try:
+        leader = cluster.start_master(0, "--zk", zk_url, "--zk-session-timeout", "1")
+        standby = cluster.start_master(0, "--zk", zk_url, "--zk-session-timeout", "1")
+
+        class Watcher(allot.Scheduler):
+            def __init__(self):
+                self.events = []
+                self.changed = asyncio.Event()
+
+            def _note(self, *event):
+                self.events.append(event)
+                self.changed.set()
+
+            def registered(self, driver, framework_id, master_id):
+                self._note("registered", framework_id, master_id)
+
+            def reregistered(self, driver, master_id):
+                self._note("reregistered", driver.framework_id, master_id)
+
+            def disconnected(self, driver):
+                self._note("disconnected")
+
+        async def until(watcher, kind, timeout):
+            deadline = asyncio.get_running_loop().time() + timeout
+            while not any(e[0] == kind for e in watcher.events):
+                watcher.changed.clear()
+                await asyncio.wait_for(watcher.changed.wait(),
+                                       deadline - asyncio.get_running_loop().time())
+            return next(e for e in watcher.events if e[0] == kind)
+
+        async def scenario():
+            watcher = Watcher()
+            driver = allot.SchedulerDriver(watcher, wire.FrameworkInfo(name="ha-pytest"),
+                                           master=zk_url, backoff=allot.Backoff(0.05, 0.5))
+            runner = asyncio.ensure_future(driver.run())
+            try:
+                first = await until(watcher, "registered", 30)
+                leader.stop()  # SIGKILL: the standby leads once the session expires
+                await until(watcher, "disconnected", 10)
+                again = await until(watcher, "reregistered", 30)
+                return first, again
+            finally:
+                driver.stop()
+                await asyncio.wait_for(runner, 5)
+
+        first, again = asyncio.run(scenario())
+        assert again[1] == first[1]      # the same framework id
+        assert again[2] != first[2]      # on another master
+        assert standby.proc.poll() is None
+    finally:
+        cluster.stop()
