@@ -85,6 +85,10 @@ void LeaderContender::onSessionEvent(const ZkEvent& event) {
       LOG_INFO((everConnected_ ? "reconnected" : "connected") << " to ZooKeeper (session timeout "
                                                                << toMs(negotiatedTimeout_) << " ms)");
       everConnected_ = true;
+      // Set the predecessor watch again rather than trust the client's
+      // re-registration across servers (a standby once missed the
+      // deletion after moving to another server of an ensemble).
+      watching_.clear();
       if (!memberPath_.empty()) return check();
       if (createInFlight_) return;
       return createUncertain_ ? findOrJoin() : ensurePath(1);

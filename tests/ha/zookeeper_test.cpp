@@ -1,0 +1,221 @@
+// The zk suite: a real ZooKeeper server (or ensemble) started here, the
+// real C client, real allot-master processes.
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "ha/contender.h"
+#include "ha/zk_detector.h"
+#include "proto/connection.h"
+#include "tests/ha/zk_cluster.h"
+
+namespace allot {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Child;
+using testing::runFor;
+using testing::runUntil;
+using testing::ZooKeeperCluster;
+
+// One standalone server shared by the tests that never stop it; each test
+// uses its own group path.
+class ZkTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!ZooKeeperCluster::missing().empty()) return;
+    shared_ = new ZooKeeperCluster(1);
+    if (!shared_->start()) {
+      delete shared_;
+      shared_ = nullptr;
+    }
+  }
+  static void TearDownTestSuite() {
+    delete shared_;
+    shared_ = nullptr;
+  }
+  void SetUp() override {
+    if (auto why = ZooKeeperCluster::missing(); !why.empty()) GTEST_SKIP() << why;
+    ASSERT_NE(shared_, nullptr) << "the ZooKeeper server did not start";
+    group_ = "/allot-test/" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+
+  std::unique_ptr<ZooKeeperDetector> detect(const ZooKeeperCluster& zk) {
+    auto url = parseZkUrl(zk.url(group_));
+    EXPECT_TRUE(url);
+    auto d = std::make_unique<ZooKeeperDetector>(
+        io_, *zooKeeperSessionFactory(io_, url->servers, 4s), url->path, "test");
+    d->start([this](const std::optional<Leader>& l) { leader_ = l; });
+    return d;
+  }
+
+  std::unique_ptr<LeaderContender> contend(const ZooKeeperCluster& zk, uint16_t port, Duration timeout,
+                                           bool* elected, std::string* lost) {
+    auto sessions = zooKeeperSessionFactory(io_, zk.connectString(), timeout);
+    LeaderContender::Callbacks cb;
+    cb.elected = [elected](uint64_t) { *elected = true; };
+    cb.lost = [lost](const std::string& why) { *lost = why; };
+    auto c = std::make_unique<LeaderContender>(io_, std::move(*sessions), group_,
+                                               Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", port, ""},
+                                               "m" + std::to_string(port), cb);
+    c->start();
+    EXPECT_TRUE(runUntil(io_, [&] { return !c->memberPath().empty(); }, 10000ms));
+    return c;
+  }
+
+  // allot-master with --zk; its port from --port-file.
+  struct Master {
+    Child child;
+    uint16_t port = 0;
+  };
+  Master startMaster(const ZooKeeperCluster& zk, double sessionTimeoutS) {
+    std::string dir = ::testing::TempDir() + "/allot-ha-" + std::to_string(getpid()) + "-" +
+                      std::to_string(mastersStarted_++);
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    dirs_.push_back(dir);
+    std::string portFile = dir + "/port";
+    Master m;
+    m.child = Child({std::getenv("ALLOT_MASTER"), "--listen", "127.0.0.1:0", "--port-file", portFile,
+                     "--zk", zk.url(group_), "--zk-session-timeout", std::to_string(sessionTimeoutS)},
+                    dir + "/master.log");
+    runUntil(io_, [&] { return std::ifstream(portFile) >> m.port ? true : false; }, 10000ms);
+    // Masters join in the order the test starts them.
+    runUntil(io_, [&] { return m.child.log().find("joined the contender group") != std::string::npos; },
+             10000ms);
+    return m;
+  }
+
+  // The leader epoch in the Hello of whoever answers at `port`, or nullopt
+  // if nobody completes a handshake within `limit`.
+  std::optional<uint64_t> helloEpoch(uint16_t port, std::chrono::milliseconds limit) {
+    std::optional<uint64_t> epoch;
+    std::shared_ptr<Connection> conn;
+    asyncConnect(io_, "127.0.0.1", port, [&](Result<asio::ip::tcp::socket> socket) {
+      if (!socket) return;
+      Connection::Options options;
+      options.localRole = wire::ROLE_SCHEDULER;
+      options.localName = "zk test";
+      conn = Connection::create(std::move(*socket), options);
+      Connection::Handlers handlers;
+      handlers.onHello = [&](const wire::Hello& hello) { epoch = hello.leader_epoch(); };
+      handlers.onMessage = [](wire::Envelope&) {};
+      handlers.onClose = [](const std::string&) {};
+      conn->start(std::move(handlers));
+    });
+    runUntil(io_, [&] { return epoch.has_value(); }, limit);
+    if (conn) conn->close("done");
+    return epoch;
+  }
+
+  void TearDown() override {
+    for (const auto& d : dirs_) std::filesystem::remove_all(d);
+  }
+
+  asio::io_context io_;
+  std::vector<std::string> dirs_;  // removed after the test (masters are gone by then)
+  std::string group_;
+  std::optional<Leader> leader_;
+  static inline int mastersStarted_ = 0;
+  static inline ZooKeeperCluster* shared_ = nullptr;
+};
+
+TEST_F(ZkTest, ContendersAndDetectorOverTheRealClient) {
+  bool aElected = false, bElected = false;
+  std::string aLost, bLost;
+  auto a = contend(*shared_, 6001, 1s, &aElected, &aLost);
+  auto b = contend(*shared_, 6002, 1s, &bElected, &bLost);
+  auto detector = detect(*shared_);
+  ASSERT_TRUE(runUntil(io_, [&] { return aElected && leader_ && leader_->endpoint.port == 6001; }, 5000ms));
+  EXPECT_FALSE(bElected);
+  EXPECT_EQ(b->watching(), a->memberPath());
+  uint64_t firstEpoch = a->epoch();
+  EXPECT_EQ(leader_->epoch, firstEpoch);
+  a.reset();  // closes the session: the znode goes at once
+  ASSERT_TRUE(runUntil(io_, [&] { return bElected && leader_ && leader_->endpoint.port == 6002; }, 3000ms));
+  EXPECT_GT(b->epoch(), firstEpoch);
+  EXPECT_EQ(leader_->epoch, b->epoch());
+  EXPECT_TRUE(bLost.empty());
+}
+
+TEST_F(ZkTest, EnsembleKeepsTheLeaderWhenOneServerIsKilled) {
+  ZooKeeperCluster ensemble(3);
+  ASSERT_TRUE(ensemble.start(60s)) << ensemble.log(0);
+  bool aElected = false, bElected = false;
+  std::string aLost, bLost;
+  // 4 s sessions: the ensemble re-elects its own leader in about 0.5 s, under
+  // the contender's fence (a third of the session).
+  auto a = contend(ensemble, 6011, 4s, &aElected, &aLost);
+  auto b = contend(ensemble, 6012, 4s, &bElected, &bLost);
+  ASSERT_TRUE(runUntil(io_, [&] { return aElected; }, 5000ms));
+  ensemble.kill(0);
+  runFor(io_, 3000ms);
+  EXPECT_TRUE(a->leading()) << aLost;
+  EXPECT_TRUE(aLost.empty()) << aLost;
+  EXPECT_FALSE(bElected);
+  a.reset();
+  ASSERT_TRUE(runUntil(io_, [&] { return bElected; }, 5000ms)) << "two of three servers must elect";
+}
+
+class MasterFailover : public ZkTest, public ::testing::WithParamInterface<std::tuple<int, int>> {};
+
+TEST_P(MasterFailover, AStandbyTakesOverWithAHigherEpochInItsHello) {
+  auto [masters, sig] = GetParam();
+  ASSERT_NE(std::getenv("ALLOT_MASTER"), nullptr);
+  std::vector<Master> ms;
+  for (int i = 0; i < masters; ++i) {
+    ms.push_back(startMaster(*shared_, 1.0));
+    ASSERT_NE(ms.back().port, 0) << ms.back().child.log();
+  }
+  auto detector = detect(*shared_);
+  ASSERT_TRUE(runUntil(io_, [&] { return leader_ && leader_->endpoint.port == ms[0].port; }, 10000ms))
+      << ms[0].child.log();
+  uint64_t firstEpoch = leader_->epoch;
+  EXPECT_EQ(helloEpoch(ms[0].port, 3000ms), firstEpoch);
+  EXPECT_EQ(helloEpoch(ms[1].port, 300ms), std::nullopt) << "a standby serves no peers";
+
+  auto killedAt = std::chrono::steady_clock::now();
+  ms[0].child.signal(sig);
+  ASSERT_TRUE(runUntil(io_, [&] { return leader_ && leader_->endpoint.port != ms[0].port; }, 10000ms));
+  auto took = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - killedAt);
+  EXPECT_EQ(leader_->endpoint.port, ms[1].port);
+  EXPECT_GT(leader_->epoch, firstEpoch);
+  EXPECT_EQ(helloEpoch(ms[1].port, 3000ms), leader_->epoch) << ms[1].child.log();
+  if (sig == SIGTERM) EXPECT_EQ(ms[0].child.waitExit(5000ms), 0);
+  for (size_t i = 2; i < ms.size(); ++i) EXPECT_TRUE(ms[i].child.running());
+  RecordProperty("failover_ms", static_cast<int>(took.count()));
+}
+
+INSTANTIATE_TEST_SUITE_P(TwoAndThreeMasters, MasterFailover,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Values(SIGKILL, SIGTERM)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "Masters" +
+                                  (std::get<1>(info.param) == SIGKILL ? "Sigkill" : "Sigterm");
+                         });
+
+TEST_F(ZkTest, LeaderCutOffFromZooKeeperExitsAndExactlyOneLeadsWhenItReturns) {
+  ZooKeeperCluster zk(1);
+  ASSERT_TRUE(zk.start());
+  Master first = startMaster(zk, 1.0);
+  Master second = startMaster(zk, 1.0);
+  ASSERT_NE(second.port, 0);
+  {
+    auto detector = detect(zk);
+    ASSERT_TRUE(runUntil(io_, [&] { return leader_ && leader_->endpoint.port == first.port; }, 10000ms));
+  }
+  leader_.reset();
+  zk.kill(0);
+  EXPECT_EQ(first.child.waitExit(5000ms), 1) << first.child.log();
+  EXPECT_NE(first.child.log().find("can no longer be sure it leads"), std::string::npos);
+  EXPECT_TRUE(second.child.running());
+  zk.launch(0);
+  ASSERT_TRUE(zk.waitServing(0, 30s));
+  auto detector = detect(zk);
+  ASSERT_TRUE(runUntil(io_, [&] { return leader_ && leader_->endpoint.port == second.port; }, 15000ms))
+      << second.child.log();
+  EXPECT_TRUE(helloEpoch(second.port, 3000ms).has_value()) << second.child.log();
+  EXPECT_TRUE(second.child.running());
+}
+
+}  // namespace
+}  // namespace allot
