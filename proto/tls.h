@@ -19,7 +19,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include <boost/asio/ssl.hpp>
@@ -28,6 +27,7 @@
 #include "base/flags.h"
 #include "base/result.h"
 #include "proto/allot.pb.h"
+#include "proto/peer_identity.h"
 
 namespace allot {
 
@@ -47,19 +47,6 @@ struct TlsFiles {
 // `files.cert`. Server contexts require a client certificate. The error
 // names the file that failed and OpenSSL's reason.
 Result<std::shared_ptr<ssl::context>> makeTlsContext(const TlsFiles& files, TlsSide side);
-
-// Who is on the other end of a Connection.
-struct PeerIdentity {
-  bool tls = false;
-  std::string principal;  // TLS: the certificate subject's CN; else empty
-  std::string certRole;   // TLS: the subject's OU; else empty
-  // Unix sockets: the peer process's SO_PEERCRED, read at accept/connect.
-  std::optional<int32_t> pid;
-  std::optional<uint32_t> uid;
-  std::optional<uint32_t> gid;
-
-  std::string describe() const;  // "principal agent-7 (agent)", "uid 1000 pid 42", "anonymous"
-};
 
 // The certificate role ("master", "agent", "framework") a peer must hold to
 // say `role` in its Hello; empty for roles no certificate may claim.
