@@ -38,6 +38,8 @@ struct Settings {
   double failoverTimeoutS = 60;
   int64_t maxFrameBytes = static_cast<int64_t>(kMaxFrameBytes);
   double statsIntervalS = 60;
+  TlsFiles tls;
+  bool insecure = false;
 };
 
 void addFlags(Flags& flags, Settings* s) {
@@ -67,6 +69,21 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addInt("max-frame-bytes", &s->maxFrameBytes, "largest protocol frame accepted");
   flags.addDouble("stats-interval", &s->statsIntervalS,
                   "seconds between 'stats:' log lines (0: none)");
+  addTlsFlags(flags, &s->tls);
+  flags.addBool("insecure", &s->insecure,
+                "allow plaintext on a non-loopback --listen address (no TLS)");
+}
+
+// Plaintext is for loopback (the embedded default); anything reachable from
+// the network needs TLS or an explicit --insecure.
+Status checkTransport(const ServerOptions& server, bool insecure) {
+  if (server.tls || insecure) return okStatus();
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(server.listen.host, ec);
+  if (!ec && address.is_loopback()) return okStatus();
+  return Error{"--listen " + server.listen.host +
+               " is not a loopback address: give --tls-cert, --tls-key and --tls-ca, or "
+               "--insecure to serve plaintext to the network"};
 }
 
 Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
@@ -75,6 +92,10 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
   auto listen = parseHostPort(s.listen);
   if (!listen) return Error{"--listen: " + listen.error().describe()};
   server.listen = *listen;
+  auto tls = tlsContextFromFlags(s.tls, TlsSide::kServer);
+  if (!tls) return tls.error();
+  server.tls = *tls;
+  if (auto st = checkTransport(server, s.insecure); !st) return st.error();
   if (s.maxFrameBytes < 1024 || s.maxFrameBytes > static_cast<int64_t>(kMaxFrameBytes)) {
     return Error{"--max-frame-bytes must be between 1024 and " + std::to_string(kMaxFrameBytes)};
   }

@@ -75,8 +75,8 @@ void Master::sendToFramework(FrameworkRecord& fw, const wire::Envelope& e) {
 
 // ------------------------------------------------------------------ peers
 
-void Master::peerConnected(PeerId peer, const wire::Hello& hello) {
-  peers_[peer] = PeerBinding{hello.role(), ""};
+void Master::peerConnected(PeerId peer, const wire::Hello& hello, const PeerIdentity& identity) {
+  peers_[peer] = PeerBinding{hello.role(), "", identity.principal};
 }
 
 void Master::peerClosed(PeerId peer) {

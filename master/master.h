@@ -3,7 +3,8 @@
 // recording Outbox.
 //
 // The server (server.h) feeds it events:
-//   peerConnected(peer, hello)  after a handshake (role scheduler or agent)
+//   peerConnected(peer, hello, identity)  after a handshake (role scheduler
+//                               or agent; identity: its certificate or none)
 //   peerMessage(peer, envelope) every message after that
 //   peerClosed(peer)            once, when the link is gone
 //   tick()                      often (every ~100 ms): timeouts, periodic
@@ -31,6 +32,7 @@
 #include "base/result.h"
 #include "master/allocator/allocator.h"
 #include "proto/allot.pb.h"
+#include "proto/peer_identity.h"
 #include "proto/resources.h"
 #include "proto/task_state.h"
 
@@ -69,7 +71,7 @@ class Master {
   static Result<std::unique_ptr<Master>> create(MasterOptions options, const Clock& clock,
                                                 Outbox& outbox);
 
-  void peerConnected(PeerId peer, const wire::Hello& hello);
+  void peerConnected(PeerId peer, const wire::Hello& hello, const PeerIdentity& identity = {});
   void peerMessage(PeerId peer, const wire::Envelope& envelope);
   void peerClosed(PeerId peer);
   void tick();
@@ -136,6 +138,7 @@ class Master {
   struct PeerBinding {
     wire::Role role = wire::ROLE_UNKNOWN;
     std::string id;  // framework or agent id once registered
+    std::string principal;  // the certificate CN over TLS; empty otherwise
   };
 
   Master(MasterOptions options, const Clock& clock, Outbox& outbox,

@@ -31,7 +31,8 @@ MasterServer::MasterServer(asio::io_context& io, ServerOptions options)
 
 void MasterServer::start() {
   LOG_INFO("master " << master_->masterId() << " listening on " << options_.listen.host << ":"
-                     << port_ << " (leader epoch " << options_.leaderEpoch << ")");
+                     << port_ << " (leader epoch " << options_.leaderEpoch << ", "
+                     << (options_.tls ? "mutual TLS)" : "plaintext)"));
   acceptNext();
   scheduleTick();
   statsSince_ = clock_.now();
@@ -99,12 +100,15 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
   copts.acceptRoles = {wire::ROLE_SCHEDULER, wire::ROLE_AGENT};
   copts.maxFrameBytes = options_.maxFrameBytes;
   copts.leaderEpoch = options_.leaderEpoch;
+  copts.tls = options_.tls;
+  copts.tlsSide = TlsSide::kServer;
   auto conn = Connection::create(std::move(socket), copts);
   PeerId peer = nextPeer_++;
   connections_[peer] = conn;
   Connection::Handlers handlers;
-  handlers.onHello = [this, peer](const wire::Hello& hello) {
-    master_->peerConnected(peer, hello);
+  handlers.onHello = [this, peer, weak = std::weak_ptr<Connection>(conn)](const wire::Hello& hello) {
+    auto conn = weak.lock();
+    master_->peerConnected(peer, hello, conn ? conn->peer() : PeerIdentity{});
   };
   handlers.onMessage = [this, peer](wire::Envelope& e) {
     ++messagesIn_;

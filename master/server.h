@@ -24,6 +24,9 @@ struct ServerOptions {
   size_t maxPeers = 200000;
   // A "stats:" log line this often (0: never): peers, messages per second.
   Duration statsInterval = std::chrono::seconds(60);
+  // Null: plaintext. Otherwise every peer must complete mutual TLS with
+  // this server context (proto/tls.h).
+  std::shared_ptr<ssl::context> tls;
   // The leader epoch every Hello to a peer carries (ZooKeeper election;
   // 0 standalone).
   uint64_t leaderEpoch = 0;
