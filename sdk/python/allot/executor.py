@@ -100,7 +100,13 @@ class ExecutorDriver:
         except (OSError, LinkError, asyncio.TimeoutError) as e:
             log.debug("agent %s: %s", self._endpoint.describe(), e)
             return False
-        self._link.send(self._registration())
+        try:
+            self._link.send(self._registration())
+        except LinkError as e:
+            log.debug("agent %s: %s", self._endpoint.describe(), e)
+            self._link.close()
+            self._link = None
+            return False
         reading = asyncio.ensure_future(self._read_loop(self._link))
         stop = asyncio.ensure_future(self._stopped.wait())
         await asyncio.wait({reading, stop}, return_when=asyncio.FIRST_COMPLETED)

@@ -162,7 +162,12 @@ class SchedulerDriver:
             log.debug("master %s: %s", leader.endpoint.describe(), e)
             return
         self._max_epoch = max(self._max_epoch, self._link.peer_hello.leader_epoch)
-        self._link.send(self._registration())
+        try:
+            self._link.send(self._registration())
+        except LinkError as e:  # e.g. TLS 1.3 reports a refused certificate only now
+            log.debug("master %s: %s", leader.endpoint.describe(), e)
+            self._link.close()
+            return
         reading = asyncio.ensure_future(self._read_loop(self._link))
         change = asyncio.ensure_future(detector.wait_change(leader))
         stop = asyncio.ensure_future(self._stopped.wait())
@@ -236,7 +241,10 @@ class SchedulerDriver:
         if self._link and self._registered and not failover:
             e = wire.Envelope()
             e.unregister_framework.framework_id = self._info.id
-            self._link.send(e)
+            try:
+                self._link.send(e)
+            except LinkError:
+                pass  # the link is gone: the master's failover timeout ends the framework
         self._registered = False
         self._stopped.set()
 
