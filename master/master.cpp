@@ -282,6 +282,13 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
     }
   }
   if (fw.peer) peers_[*fw.peer].id.clear();
+  if (removedFrameworks_.insert(frameworkId).second) {
+    removedOrder_.push_back(frameworkId);
+    if (removedOrder_.size() > kMaxRemovedFrameworksRemembered) {
+      removedFrameworks_.erase(removedOrder_.front());
+      removedOrder_.pop_front();
+    }
+  }
   allocator_->removeFramework(fw.handle);
   frameworkByHandle_.erase(fw.handle);
   frameworks_.erase(it);

@@ -65,6 +65,9 @@ constexpr size_t kMaxOffersPerMessage = 1000;
 constexpr size_t kMaxTasksPerAccept = 10000;
 constexpr size_t kMaxPendingUpdatesPerFramework = 10000;
 constexpr size_t kMaxIdBytes = 256;
+// Frameworks this master removed itself, remembered so a late update of
+// theirs is acknowledged on their behalf (oldest forgotten first).
+constexpr size_t kMaxRemovedFrameworksRemembered = 100000;
 
 class Master {
  public:
@@ -200,6 +203,8 @@ class Master {
   std::unordered_map<PeerId, PeerBinding> peers_;
   std::unordered_map<std::string, AgentRecord> agents_;
   std::unordered_map<std::string, FrameworkRecord> frameworks_;
+  std::unordered_set<std::string> removedFrameworks_;
+  std::deque<std::string> removedOrder_;  // removedFrameworks_ oldest first
   std::unordered_map<FrameworkHandle, std::string> frameworkByHandle_;
   std::unordered_map<AgentHandle, std::string> agentByHandle_;
   std::unordered_map<std::string, OfferRecord> offers_;

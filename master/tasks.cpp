@@ -42,9 +42,27 @@ void Master::forgetTask(FrameworkRecord& fw, const std::string& taskId, bool rec
 void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
   const wire::TaskStatus& status = m.status();
   auto fwIt = frameworks_.find(status.framework_id());
+  if (fwIt == frameworks_.end() && !removedFrameworks_.count(status.framework_id())) {
+    // Not removed by this master: after a failover the new leader hears from
+    // agents before schedulers. Never acknowledge on the framework's behalf;
+    // keep the update for its re-registration (or its failover timeout).
+    const std::string& id = status.framework_id();
+    if (id.empty() || id.size() > kMaxIdBytes || frameworks_.size() >= kMaxFrameworks) {
+      LOG_WARNING("agent " << agent.id << ": update of task " << status.task_id()
+                           << " for unknown framework '" << id.substr(0, kMaxIdBytes)
+                           << "' not kept (the agent resends it)");
+      return;
+    }
+    wire::FrameworkInfo info;
+    info.set_id(id);
+    FrameworkRecord& fw = ensureFramework(info);
+    allocator_->setActive(fw.handle, false);
+    fwIt = frameworks_.find(id);
+  }
   if (fwIt == frameworks_.end()) {
-    // The framework is gone for good: acknowledge for it so the agent stops
-    // retrying, and have the agent shut the framework's executors down.
+    // This master removed the framework (unregistered, or its failover
+    // timeout passed): acknowledge for it so the agent stops retrying, and
+    // have the agent shut the framework's executors down.
     wire::Envelope ack;
     auto* a = ack.mutable_status_acknowledgement();
     a->set_framework_id(status.framework_id());

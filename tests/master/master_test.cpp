@@ -368,6 +368,50 @@ TEST_F(MasterTest, NewMasterRebuildsStateFromReregistrations) {
   EXPECT_EQ(*Resources::fromWire(offers[0].resources()), *Resources::parse("cpus:3;mem:3072"));
 }
 
+// After a failover the agent reaches the new leader before the scheduler:
+// its terminal update must wait for the framework, never be acknowledged
+// for it.
+TEST_F(MasterTest, NewMasterKeepsAnUnknownFrameworksUpdateUntilItReregisters) {
+  master_ = makeMaster("m2");
+  registerAgent(kAgentPeer, "cpus:4;mem:4096", "m1-A1");
+  wire::TaskStatus s;
+  s.set_task_id("t1");
+  s.set_framework_id("m1-F9");
+  s.set_state(wire::TASK_FINISHED);
+  s.set_update_id("u1");
+  agentUpdate(s);
+  EXPECT_TRUE(outbox_.take(kAgentPeer, wire::Envelope::kStatusAcknowledgement).empty());
+  EXPECT_TRUE(outbox_.take(kAgentPeer, wire::Envelope::kShutdownFramework).empty());
+  EXPECT_EQ(registerFramework(kFrameworkPeer, "m1-F9"), "m1-F9");
+  auto updates = updatesTo(kFrameworkPeer);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].update_id(), "u1");
+  wire::Envelope ack;
+  ack.mutable_acknowledge()->set_task_id("t1");
+  ack.mutable_acknowledge()->set_agent_id("m1-A1");
+  ack.mutable_acknowledge()->set_update_id("u1");
+  master_->peerMessage(kFrameworkPeer, ack);
+  EXPECT_EQ(outbox_.take(kAgentPeer, wire::Envelope::kStatusAcknowledgement).size(), 1u);
+}
+
+TEST_F(MasterTest, UpdateOfAFrameworkThisMasterRemovedIsAcknowledgedForIt) {
+  registerAgent();
+  std::string fid = registerFramework();
+  wire::Envelope bye;
+  bye.mutable_unregister_framework();
+  master_->peerMessage(kFrameworkPeer, bye);
+  ASSERT_EQ(master_->frameworkCount(), 0u);
+  outbox_.take(kAgentPeer, wire::Envelope::kShutdownFramework);
+  wire::TaskStatus s;
+  s.set_task_id("t1");
+  s.set_framework_id(fid);
+  s.set_state(wire::TASK_KILLED);
+  s.set_update_id("u2");
+  agentUpdate(s);
+  EXPECT_EQ(outbox_.take(kAgentPeer, wire::Envelope::kStatusAcknowledgement).size(), 1u);
+  EXPECT_EQ(master_->frameworkCount(), 0u);
+}
+
 TEST_F(MasterTest, ASecondFrameworkIdOnOneConnectionDisconnectsTheFirst) {
   registerAgent();
   std::string first = registerFramework();
