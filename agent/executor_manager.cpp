@@ -226,6 +226,7 @@ void ExecutorManager::launch(Container& c) {
       return postFinalize(c);
     }
   }
+  spec.env.insert(spec.env.end(), spec.setup.env.begin(), spec.setup.env.end());
   std::weak_ptr<int> alive = alive_;
   auto pid = launcher_.launch(spec, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
     if (!alive.expired()) onExit(name, gen, e);

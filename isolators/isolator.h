@@ -29,6 +29,7 @@
 
 #include "base/result.h"
 #include "base/uring_poller.h"
+#include "isolators/network_options.h"
 #include "launcher/launcher.h"
 #include "proto/allot.pb.h"
 #include "proto/resources.h"
@@ -66,6 +67,7 @@ struct IsolatorOptions {
   // of that many cpus, so all executors together weigh like the share of
   // the machine they were given, not like one process (0: leave it).
   double rootCpus = 0;
+  NetworkOptions network;  // network/netns (--network-*)
 };
 
 class Isolator {

@@ -8,6 +8,7 @@
 #include "isolators/cgroup_layer.h"
 #include "isolators/cgroup_isolators.h"
 #include "isolators/cgroupfs.h"
+#include "isolators/network_isolator.h"
 
 namespace allot {
 namespace {
@@ -18,6 +19,7 @@ constexpr IsolatorEntry kIsolatorTable[] = {
     {"cgroups/blkio", "io", makeBlkioIsolator},
     {"cgroups/pids", "pids", makePidsIsolator},
     {"cgroups/cpuset", "cpuset", makeCpusetIsolator},
+    {"network/netns", nullptr, [](const IsolatorContext& c) { return makeNetworkIsolator(c.options.network); }},
 };
 
 std::string validNames() {
@@ -78,6 +80,7 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
   flags.addInt("cgroups-blkio-weight", &o->blkioWeight,
                "block I/O weight of every executor (0: 100 per cpu; v1 10..1000, v2 1..10000)");
   flags.addInt("cgroups-pids-max", &o->pidsMax, "process cap per executor (0: 1024 per cpu, 256..32768)");
+  addNetworkFlags(flags, &o->network);
 }
 
 std::span<const IsolatorEntry> isolatorTable() { return kIsolatorTable; }

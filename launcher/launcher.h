@@ -44,6 +44,9 @@ struct ChildSetup {
   // Run as this user and group (-1: stay root).
   int uid = -1;
   int gid = -1;
+  // Environment isolators add ("NAME=value", e.g. the executor's network
+  // address); the agent appends it to LaunchSpec::env before launching.
+  std::vector<std::string> env;
 };
 
 struct LaunchSpec {

@@ -1,0 +1,390 @@
+#include "isolators/network_isolator.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "base/log.h"
+#include "isolators/network_links.h"
+#include "isolators/network_pool.h"
+#include "isolators/network_rules.h"
+
+namespace allot {
+namespace {
+
+constexpr const char* kInsideName = "eth0";
+// Offered port ranges per executor: each is one map and one set element.
+constexpr size_t kPortRangesMax = 1024;
+
+bool validBridgeName(const std::string& n) {
+  if (n.empty() || n.size() > 15) return false;
+  for (char c : n) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  }
+  return true;
+}
+
+std::string vethName(uint32_t address) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "ve%08x", address);
+  return buf;
+}
+
+PortRanges portsOf(const Resources& limits) {
+  for (const auto& set : limits.rangeSets()) {
+    if (set.name == "ports") return set.ranges;
+  }
+  return PortRanges{};
+}
+
+std::string rangesText(const PortRanges& ports) {
+  std::string out;
+  for (const auto& [b, e] : ports) out += (out.empty() ? "" : ",") + std::to_string(b) + "-" + std::to_string(e);
+  return out;
+}
+
+// One executor's checkpoint: "address A\nveth V\nports B-E,B-E\n".
+struct NetState {
+  uint32_t address = 0;
+  std::string veth;
+  PortRanges ports;
+  double egressMbitPerS = 0;  // 0: unlimited
+  pid_t pid = 0;              // the executor, once isolate() saw it
+};
+
+std::string stateText(const NetState& s) {
+  return "address " + ipv4ToString(s.address) + "\nveth " + s.veth + "\nports " + rangesText(s.ports) +
+         "\negress " + std::to_string(s.egressMbitPerS) + "\npid " + std::to_string(s.pid) + "\n";
+}
+
+Result<NetState> parseState(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::fromErrno("reading " + path);
+  NetState s;
+  std::string key, value;
+  while (in >> key) {
+    std::getline(in, value);
+    if (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    if (key == "address") {
+      auto a = parseIpv4(value);
+      if (!a) return Error{path + ": " + a.error().describe()};
+      s.address = *a;
+    } else if (key == "veth") {
+      s.veth = value;
+    } else if (key == "ports" && !value.empty()) {
+      auto r = Resources::parse("ports:[" + value + "]");
+      if (!r) return Error{path + ": ports '" + value + "': " + r.error().describe()};
+      s.ports = portsOf(*r);
+    } else if (key == "egress") {
+      s.egressMbitPerS = std::atof(value.c_str());
+    } else if (key == "pid") {
+      s.pid = std::atoi(value.c_str());
+    }
+  }
+  if (s.address == 0 || s.veth.size() != 10 || s.veth.rfind("ve", 0) != 0) {
+    return Error{path + ": not a network checkpoint"};
+  }
+  return s;
+}
+
+Status writeState(const std::string& dir, const std::string& name, const NetState& s) {
+  std::string path = dir + "/" + name, tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << stateText(s);
+    out.flush();
+    if (!out) return Error::fromErrno("writing " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Error::fromErrno("renaming " + tmp + " to " + path);
+  return okStatus();
+}
+
+class NetworkIsolator : public Isolator {
+ public:
+  NetworkIsolator(NetworkOptions options, NetworkRulesConfig rules, Netlink host, int bridgeIndex,
+                  std::unique_ptr<Nftables> nft)
+      : options_(std::move(options)),
+        rules_(std::move(rules)),
+        stateDir_(networkStateDir(options_)),
+        pool_(rules_.cidr),
+        host_(std::move(host)),
+        bridgeIndex_(bridgeIndex),
+        nft_(std::move(nft)) {}
+
+  std::string_view name() const override { return "network/netns"; }
+
+  Status recover(const std::vector<ContainerId>& known) override;
+  Status prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) override;
+  Status isolate(const ContainerId& id, pid_t pid) override {
+    auto it = nets_.find(id.name());
+    if (it == nets_.end()) return okStatus();
+    // The executor holds its namespace now; ours would only keep a dead
+    // executor's namespace alive.
+    it->second.netns.reset();
+    it->second.state.pid = pid;
+    return writeState(stateDir_, id.name(), it->second.state);
+  }
+  Status watch(const ContainerId&, std::function<void(const Limitation&)>) override { return okStatus(); }
+  Status update(const ContainerId& id, const Resources& limits) override;
+  Status usage(const ContainerId&, wire::ResourceUsage*) override { return okStatus(); }
+  Status cleanup(const ContainerId& id) override;
+
+ private:
+  struct Net {
+    NetState state;
+    UniqueFd netns;  // from prepare until isolate
+  };
+
+  Status plumb(Net& net, ChildSetup* setup);
+  Status updateRate(NetState& s, double mbitPerS);
+  double rateOf(const Resources& limits) const {
+    double perTask = limits.scalar("net_mbps");
+    return perTask > 0 ? perTask : options_.egressMbitPerS;
+  }
+  Status removeKernelObjects(const std::string& container, const NetState& state);
+
+  NetworkOptions options_;
+  NetworkRulesConfig rules_;
+  std::string stateDir_;
+  AddressPool pool_;
+  Netlink host_;
+  int bridgeIndex_;
+  std::unique_ptr<Nftables> nft_;
+  std::map<std::string, Net> nets_;  // by container name
+};
+
+Status NetworkIsolator::prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) {
+  std::string name = id.name();
+  if (nets_.count(name)) return Error{"container " + name + " already has a network"};
+  PortRanges ports = portsOf(limits);
+  if (ports.size() > kPortRangesMax) {
+    return Error{"executor has " + std::to_string(ports.size()) + " port ranges; at most " +
+                 std::to_string(kPortRangesMax)};
+  }
+  auto address = pool_.allocate();
+  if (!address) return address.error();
+  Net& net = nets_[name];
+  net.state = {*address, vethName(*address), ports, rateOf(limits), 0};
+  // The checkpoint first: a crash after it leaves only what recover() finds
+  // through it (or through the bridge) and removes.
+  Status st = writeState(stateDir_, name, net.state);
+  if (st) st = plumb(net, setup);
+  if (!st) {
+    (void)removeKernelObjects(name, net.state);
+    pool_.release(net.state.address);
+    nets_.erase(name);
+    return st;
+  }
+  return okStatus();
+}
+
+Status NetworkIsolator::plumb(Net& net, ChildSetup* setup) {
+  const NetState& s = net.state;
+  auto ns = createNetns();
+  if (!ns) return ns.error();
+  if (auto st = host_.createVeth(s.veth, bridgeIndex_, ns->fd.get(), kInsideName); !st) return st;
+  // Isolated bridge ports cannot talk to each other at layer 2: executor
+  // traffic goes through the host's forward hook (and its rules).
+  if (auto st = writeNetFile("/sys/class/net/" + s.veth + "/brport/isolated", "1"); !st) return st;
+  auto inside = ns->inside.ifindex(kInsideName);
+  if (!inside) return inside.error();
+  if (auto st = ns->inside.setUp(*inside); !st) return st;
+  if (auto st = ns->inside.addAddress(*inside, s.address, 32); !st) return st;
+  if (auto st = ns->inside.addDefaultRoute(*inside, rules_.cidr.gateway()); !st) return st;
+  if (s.egressMbitPerS > 0) {
+    if (auto st = ns->inside.setEgressRate(*inside, s.egressMbitPerS); !st) return st;
+  }
+  if (auto st = nft_->run(addPortsScript(rules_, s.address, s.ports)); !st) return st;
+  net.netns = std::move(ns->fd);
+  setup->netnsFd = net.netns.get();
+  setup->env.push_back("ALLOT_NETWORK_ADDRESS=" + ipv4ToString(s.address));
+  setup->env.push_back("ALLOT_NETWORK_GATEWAY=" + ipv4ToString(rules_.cidr.gateway()));
+  return okStatus();
+}
+
+Status NetworkIsolator::update(const ContainerId& id, const Resources& limits) {
+  auto it = nets_.find(id.name());
+  if (it == nets_.end()) return okStatus();
+  NetState& s = it->second.state;
+  if (double rate = rateOf(limits); rate != s.egressMbitPerS) {
+    if (auto st = updateRate(s, rate); !st) return st;
+  }
+  PortRanges ports = portsOf(limits);
+  if (ports == s.ports) return writeState(stateDir_, id.name(), s);
+  if (ports.size() > kPortRangesMax) return Error{"too many port ranges: " + std::to_string(ports.size())};
+  // One transaction: the old elements go and the new ones come together.
+  std::string script = deletePortsScript(rules_, s.address, s.ports) + addPortsScript(rules_, s.address, ports);
+  if (auto st = nft_->run(script); !st) return st;
+  s.ports = ports;
+  return writeState(stateDir_, id.name(), s);
+}
+
+Status NetworkIsolator::updateRate(NetState& s, double mbitPerS) {
+  if (s.pid <= 0) return Error{"cannot change the egress rate before the executor runs"};
+  UniqueFd ns(::open(("/proc/" + std::to_string(s.pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns.valid()) return Error::fromErrno("opening /proc/" + std::to_string(s.pid) + "/ns/net");
+  auto inside = netlinkIn(ns.get());
+  if (!inside) return inside.error();
+  auto index = inside->ifindex(kInsideName);
+  if (!index) return index.error();
+  Status st = mbitPerS > 0 ? inside->setEgressRate(*index, mbitPerS) : inside->removeRootQdisc(*index);
+  if (st) s.egressMbitPerS = mbitPerS;
+  return st;
+}
+
+Status NetworkIsolator::cleanup(const ContainerId& id) {
+  auto it = nets_.find(id.name());
+  if (it == nets_.end()) return okStatus();
+  Status st = removeKernelObjects(it->first, it->second.state);
+  pool_.release(it->second.state.address);
+  nets_.erase(it);
+  return st;
+}
+
+Status NetworkIsolator::removeKernelObjects(const std::string& container, const NetState& s) {
+  Status first = okStatus();
+  auto keep = [&](Status st) {
+    if (!st && first) first = st;
+  };
+  // Deleting an element that is not there fails the whole transaction, so
+  // the elements go one by one.
+  for (const auto& r : s.ports) {
+    (void)nft_->run(deletePortsScript(rules_, s.address, PortRanges{r}));
+  }
+  keep(host_.deleteLink(s.veth));
+  if (::unlink((stateDir_ + "/" + container).c_str()) != 0 && errno != ENOENT) {
+    keep(Error::fromErrno("removing " + stateDir_ + "/" + container));
+  }
+  return first;
+}
+
+Status NetworkIsolator::recover(const std::vector<ContainerId>& known) {
+  std::set<std::string> knownNames;
+  for (const auto& id : known) knownNames.insert(id.name());
+  std::set<std::string> keptVeths;
+  std::map<uint32_t, PortRanges> ports;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(stateDir_, ec)) {
+    std::string name = entry.path().filename();
+    if (name.size() > 4 && name.substr(name.size() - 4) == ".tmp") {
+      std::filesystem::remove(entry.path(), ec);
+      continue;
+    }
+    auto state = parseState(entry.path());
+    if (!state) {
+      LOG_WARNING("network/netns: dropping " << state.error().describe());
+      std::filesystem::remove(entry.path(), ec);
+      continue;
+    }
+    if (!knownNames.count(name) || nets_.count(name) || !pool_.claim(state->address)) {
+      LOG_INFO("network/netns: removing the network of gone executor " << name << " ("
+                                                                       << ipv4ToString(state->address) << ")");
+      if (auto st = removeKernelObjects(name, *state); !st) LOG_WARNING("network/netns: " << st.error().describe());
+      continue;
+    }
+    keptVeths.insert(state->veth);
+    ports[state->address] = state->ports;
+    nets_[name].state = *state;
+  }
+  if (auto onBridge = host_.bridgePorts(bridgeIndex_)) {
+    for (const auto& veth : *onBridge) {
+      if (keptVeths.count(veth)) continue;
+      LOG_INFO("network/netns: removing leftover interface " << veth << " from " << options_.bridge);
+      if (auto st = host_.deleteLink(veth); !st) LOG_WARNING("network/netns: " << st.error().describe());
+    }
+  }
+  return nft_->run(tableScript(rules_, ports));
+}
+
+}  // namespace
+
+std::string networkTableName(const NetworkOptions& o) {
+  std::string t = "allot_" + o.bridge;
+  for (char& c : t) {
+    if (c == '-') c = '_';
+  }
+  return t;
+}
+
+std::string networkStateDir(const NetworkOptions& o) {
+  return o.stateDir.empty() ? "/run/allot/network/" + o.bridge : o.stateDir;
+}
+
+void addNetworkFlags(Flags& flags, NetworkOptions* o) {
+  flags.addString("network-bridge", &o->bridge,
+                  "network/netns: the host bridge executors' veths join (created if missing)");
+  flags.addString("network-cidr", &o->cidr,
+                  "network/netns: executor address pool; the bridge holds its first address as gateway");
+  flags.addDouble("network-egress-rate", &o->egressMbitPerS,
+                  "network/netns: per-executor egress limit in Mbit/s (0: unlimited)");
+  flags.addBool("network-allow-executor-traffic", &o->allowExecutorTraffic,
+                "network/netns: executors may reach each other's unoffered ports");
+  flags.addString("network-state-dir", &o->stateDir,
+                  "network/netns: address checkpoints (default /run/allot/network/<bridge>)");
+}
+
+Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& o) {
+  if (!validBridgeName(o.bridge)) {
+    return Error{"--network-bridge '" + o.bridge + "': 1..15 characters of [A-Za-z0-9_-]"};
+  }
+  auto cidr = Ipv4Cidr::parse(o.cidr);
+  if (!cidr) return Error{"--network-cidr: " + cidr.error().describe()};
+  if (!(o.egressMbitPerS >= 0 && o.egressMbitPerS <= 100000)) {
+    return Error{"--network-egress-rate must be in [0, 100000] Mbit/s"};
+  }
+  std::string dir = networkStateDir(o);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error{"network/netns state dir " + dir + ": " + ec.message()};
+  auto nft = Nftables::create();
+  if (!nft) return nft.error();
+  auto host = Netlink::open();
+  if (!host) return host.error();
+  auto bridge = host->ensureBridge(o.bridge);
+  if (!bridge) return bridge.error();
+  if (auto st = host->addAddress(*bridge, cidr->gateway(), cidr->prefixLength); !st) return st.error();
+  // Forwarding on the bridge lets executors out; route_localnet lets
+  // 127.0.0.1:port be DNATed to them (only on this bridge, CVE-2020-8558).
+  std::string conf = "/proc/sys/net/ipv4/conf/" + o.bridge;
+  for (const char* key : {"forwarding", "route_localnet"}) {
+    if (auto st = writeNetFile(conf + "/" + key, "1"); !st) return st.error();
+  }
+  NetworkRulesConfig rules{networkTableName(o), o.bridge, *cidr, o.allowExecutorTraffic};
+  if (!(*nft)->listTable(rules.table)) {
+    if (auto st = (*nft)->run(tableScript(rules, {})); !st) {
+      return Error{"network/netns: installing nftables table " + rules.table + ": " + st.error().describe()};
+    }
+  }
+  std::ifstream forward("/proc/sys/net/ipv4/ip_forward");
+  int on = 0;
+  if (forward >> on && on == 0) {
+    LOG_WARNING("network/netns: net.ipv4.ip_forward is 0: other hosts reach offered ports only through "
+                "interfaces with net.ipv4.conf.<uplink>.forwarding=1");
+  }
+  return std::unique_ptr<Isolator>(
+      new NetworkIsolator(o, std::move(rules), std::move(*host), *bridge, std::move(*nft)));
+}
+
+Status removeNetwork(const NetworkOptions& o) {
+  Status first = okStatus();
+  auto nft = Nftables::create();
+  if (nft) {
+    NetworkRulesConfig rules{networkTableName(o), o.bridge, {}, false};
+    if (auto st = (*nft)->run(dropTableScript(rules)); !st) first = st;
+  }
+  if (auto host = Netlink::open()) {
+    if (auto st = host->deleteLink(o.bridge); !st && first) first = st;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(networkStateDir(o), ec);
+  return first;
+}
+
+}  // namespace allot

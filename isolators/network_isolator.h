@@ -1,0 +1,55 @@
+// network/netns: every executor in its own network namespace, joined to
+// the host through a veth pair on the agent's bridge.
+//
+//   prepare   takes an address from the pool (--network-cidr; the bridge
+//             holds the first one as gateway), checkpoints it, creates the
+//             namespace (lo up), the veth pair (host end on the bridge,
+//             "eth0" inside with address/32 and a default route via the
+//             gateway), the egress tbf on "eth0" (the executor's `net_mbps`
+//             resource, else --network-egress-rate) and the
+//             executor's offered ports in the nftables map; hands the
+//             namespace fd to the launcher and ALLOT_NETWORK_ADDRESS /
+//             ALLOT_NETWORK_GATEWAY to the executor's environment.
+//   update    replaces the executor's port elements and egress rate when
+//             its tasks change (the rate through /proc/<pid>/ns/net).
+//   cleanup   deletes the port elements and the veth, returns the address
+//             and removes the checkpoint (the namespace dies with its
+//             last process).
+//   recover   adopts the checkpointed executors the agent still knows,
+//             deletes everything else (veths on the bridge, checkpoints,
+//             port elements) and rewrites the nftables table atomically.
+//
+// Executors route everything through the host (a /32 address, isolated
+// bridge ports), so the host's forward hook sees executor-to-executor
+// traffic: only offered ports pass unless --network-allow-executor-traffic.
+// Checkpoints live in --network-state-dir (default /run/allot/network/<bridge>:
+// tmpfs, because neither namespaces nor executors outlive a reboot).
+// Thread: the agent's io_context thread (prepare enters the new namespace
+// on that thread for one unshare and returns at once).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/flags.h"
+#include "base/result.h"
+#include "isolators/isolator.h"
+#include "isolators/network_options.h"
+
+namespace allot {
+
+void addNetworkFlags(Flags& flags, NetworkOptions* options);
+
+// Sets up (or adopts) the bridge, its gateway address, forwarding and
+// route_localnet on it, and the nftables table; errors say what failed.
+Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& options);
+
+// Removes the bridge, the nftables table and the state directory (for
+// tests and uninstall; executors still attached lose their network).
+Status removeNetwork(const NetworkOptions& options);
+
+// Names used for `options` (validated): the nftables table and state dir.
+std::string networkTableName(const NetworkOptions& options);
+std::string networkStateDir(const NetworkOptions& options);
+
+}  // namespace allot

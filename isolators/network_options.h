@@ -1,0 +1,16 @@
+// Settings of network/netns (flags --network-*; see network_isolator.h).
+#pragma once
+
+#include <string>
+
+namespace allot {
+
+struct NetworkOptions {
+  std::string bridge = "allot0";
+  std::string cidr = "10.77.0.0/16";
+  double egressMbitPerS = 0;  // 0: unlimited (an executor's net_mbps wins)
+  bool allowExecutorTraffic = false;
+  std::string stateDir;  // "": /run/allot/network/<bridge>
+};
+
+}  // namespace allot

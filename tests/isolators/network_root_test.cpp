@@ -1,0 +1,432 @@
+// Root tests of network/netns against the real kernel: real namespaces,
+// veths, a bridge, nftables and tbf. Every test has its own bridge, CIDR,
+// state dir and "outside host" namespace (names carry the test's pid), sends
+// traffic only to loopback and to namespaces it made, and its TearDown
+// checks that no interface, address, nftables table, namespace or process
+// of the test remains.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <dirent.h>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "base/asio.h"
+#include "base/uring_poller.h"
+#include "isolators/network_isolator.h"
+#include "isolators/network_links.h"
+#include "isolators/network_rules.h"
+#include "launcher/launcher.h"
+#include "tests/common/test_util.h"
+
+namespace allot {
+namespace {
+
+using namespace std::chrono_literals;
+using allot::testing::readFile;
+using allot::testing::runUntil;
+
+// Listens on every port in argv, answers each connection with
+// "<ALLOT_NETWORK_ADDRESS> <peer address>\n"; writes ./ready when listening.
+constexpr const char* kServer = R"(
+import os, select, socket, sys
+ss = []
+for p in sys.argv[1:]:
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(('0.0.0.0', int(p))); s.listen(16); ss.append(s)
+open('ready', 'w').write(os.environ.get('ALLOT_NETWORK_ADDRESS', 'none'))
+while True:
+    for s in select.select(ss, [], [])[0]:
+        c, a = s.accept()
+        c.sendall((os.environ.get('ALLOT_NETWORK_ADDRESS', 'none') + ' ' + a[0] + '\n').encode())
+        c.close()
+)";
+
+bool haveTool(const char* path) { return access(path, X_OK) == 0; }
+
+int shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
+
+// Connects to ip:port from the network namespace at `nsPath` ("" = the
+// test's own) and returns the first line the server sends, or nothing.
+std::optional<std::string> fetch(const std::string& nsPath, const std::string& ip, int port) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::nullopt;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    if (!nsPath.empty()) {
+      int ns = open(nsPath.c_str(), O_RDONLY);
+      if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(2);
+    }
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{1, 500000};
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
+    if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) _exit(1);
+    char buf[256];
+    ssize_t n = read(s, buf, sizeof buf);
+    if (n <= 0) _exit(1);
+    if (write(fds[1], buf, n) != n) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[256];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+ino_t netnsInode(const std::string& path) {
+  struct stat st{};
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+// Every process's and fd's reference to the namespace with inode `ino`.
+int netnsReferences(ino_t ino) {
+  int refs = 0;
+  std::string want = "net:[" + std::to_string(ino) + "]";
+  std::error_code ec;
+  for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
+    std::string name = p.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (netnsInode(p.path().string() + "/ns/net") == ino) ++refs;
+    std::error_code e2;
+    for (const auto& fd : std::filesystem::directory_iterator(p.path() / "fd", e2)) {
+      std::error_code e3;
+      if (std::filesystem::read_symlink(fd.path(), e3).string() == want) ++refs;
+    }
+  }
+  return refs;
+}
+
+class NetworkRoot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, veth, nftables)";
+    if (!haveTool("/usr/bin/python3") || !haveTool("/usr/sbin/ip")) {
+      GTEST_SKIP() << "needs /usr/bin/python3 and iproute2's /usr/sbin/ip";
+    }
+    int tag = getpid() % 250;
+    unique_ = std::to_string(getpid());
+    options_.bridge = "antb" + unique_;
+    subnet_ = "10.234." + std::to_string(tag);
+    options_.cidr = subnet_ + ".0/24";
+    options_.stateDir = "/tmp/allot-nettest-" + unique_ + "/state";
+    workDir_ = "/tmp/allot-nettest-" + unique_;
+    outsideNs_ = "antout" + unique_;
+    outsideHost_ = "192.168." + std::to_string(tag) + ".1";
+    outsidePeer_ = "192.168." + std::to_string(tag) + ".2";
+    std::filesystem::create_directories(workDir_);
+    auto poller = UringPoller::create(io_);
+    ASSERT_TRUE(poller.ok()) << poller.error().describe();
+    poller_ = std::move(*poller);
+    auto launcher = Launcher::create(io_, *poller_);
+    ASSERT_TRUE(launcher.ok()) << launcher.error().describe();
+    launcher_ = std::move(*launcher);
+    makeIsolator();
+    ASSERT_TRUE(isolator_);
+    Status st = isolator_->recover({});
+    ASSERT_TRUE(st.ok()) << st.error().describe();
+  }
+
+  void makeIsolator() {
+    auto made = makeNetworkIsolator(options_);
+    ASSERT_TRUE(made.ok()) << made.error().describe();
+    isolator_ = std::move(*made);
+  }
+
+  void TearDown() override {
+    if (geteuid() != 0 || !launcher_) return;
+    std::vector<ino_t> inodes;
+    for (auto& [name, e] : executors_) {
+      if (e.pid > 0 && e.running) (void)launcher_->signal(e.pid, SIGKILL);
+      if (e.netns) inodes.push_back(e.netns);
+    }
+    runUntil(io_, [&] {
+      for (auto& [n, e] : executors_) if (e.running) return false;
+      return true;
+    }, 10s);
+    for (auto& [name, e] : executors_) {
+      Status st = isolator_->cleanup(e.id);
+      EXPECT_TRUE(st.ok()) << st.error().describe();
+    }
+    for (pid_t pid : helpers_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    if (outsideMade_) shell("ip netns del " + outsideNs_);
+    // What cleanup() must have removed on its own, before the network goes.
+    EXPECT_EQ(hostVeths(), "") << "executor veths left";
+    for (ino_t ino : inodes) EXPECT_EQ(netnsReferences(ino), 0) << "namespace " << ino << " still referenced";
+    isolator_.reset();
+    Status st = removeNetwork(options_);
+    EXPECT_TRUE(st.ok()) << st.error().describe();
+    auto nft = Nftables::create();
+    ASSERT_TRUE(nft.ok());
+    EXPECT_FALSE((*nft)->listTable(networkTableName(options_)).ok()) << "nftables table left";
+    auto nl = Netlink::open();
+    ASSERT_TRUE(nl.ok());
+    EXPECT_FALSE(nl->ifindex(options_.bridge).ok()) << "bridge left";
+    EXPECT_FALSE(nl->ifindex("ao" + unique_).ok()) << "outside veth left";
+    EXPECT_EQ(shell("ip -4 addr show | grep -q ' " + subnet_ + "\\.'"), 256) << "addresses of the pool left";
+    std::filesystem::remove_all(workDir_);
+  }
+
+  // Host interfaces named like our executors' veths (ve + hex of the pool).
+  std::string hostVeths() {
+    char prefix[16];
+    auto net = Ipv4Cidr::parse(options_.cidr);
+    std::snprintf(prefix, sizeof prefix, "ve%06x", net->network >> 8);
+    std::string out;
+    for (const auto& d : std::filesystem::directory_iterator("/sys/class/net")) {
+      std::string n = d.path().filename();
+      if (n.rfind(prefix, 0) == 0) out += n + " ";
+    }
+    return out;
+  }
+
+  struct Executor {
+    ContainerId id;
+    pid_t pid = 0;
+    bool running = false;
+    std::string address;
+    std::string dir;
+    ino_t netns = 0;
+    std::string nsPath() const { return "/proc/" + std::to_string(pid) + "/ns/net"; }
+  };
+
+  // Starts the test server (listening on `listen`) as executor `name` with
+  // `resources`, through prepare, the launcher and isolate.
+  Executor& start(const std::string& name, const std::string& resources, const std::vector<int>& listen) {
+    Executor& e = executors_[name];
+    e.id = {"fw-" + unique_, name};
+    e.dir = workDir_ + "/" + name;
+    std::filesystem::create_directories(e.dir);
+    LaunchSpec spec;
+    spec.argv = {"/usr/bin/python3", "-c", kServer};
+    for (int p : listen) spec.argv.push_back(std::to_string(p));
+    spec.workDir = e.dir;
+    spec.stderrPath = e.dir + "/stderr";
+    auto limits = Resources::parse(resources);
+    EXPECT_TRUE(limits.ok());
+    Status st = isolator_->prepare(e.id, *limits, &spec.setup);
+    EXPECT_TRUE(st.ok()) << st.error().describe();
+    if (!st) return e;
+    spec.env = spec.setup.env;
+    auto pid = launcher_->launch(spec, [this, name](const ExitInfo&) { executors_[name].running = false; });
+    EXPECT_TRUE(pid.ok()) << pid.error().describe();
+    if (!pid) return e;
+    e.pid = *pid;
+    e.running = true;
+    st = isolator_->isolate(e.id, e.pid);
+    EXPECT_TRUE(st.ok()) << st.error().describe();
+    e.netns = netnsInode(e.nsPath());
+    EXPECT_TRUE(runUntil(io_, [&] { return !readFile(e.dir + "/ready").empty(); }, 10s))
+        << "server " << name << " did not start: " << readFile(e.dir + "/stderr");
+    e.address = readFile(e.dir + "/ready");
+    return e;
+  }
+
+  void stop(Executor& e) {
+    (void)launcher_->signal(e.pid, SIGKILL);
+    EXPECT_TRUE(runUntil(io_, [&] { return !e.running; }, 10s));
+  }
+
+  // A namespace playing another host: veth ao<pid> (outsideHost_ on the
+  // host side, forwarding on) to outsidePeer_ inside.
+  void makeOutside() {
+    std::string ao = "ao" + unique_;
+    std::string cmds = "ip netns add " + outsideNs_ + " && ip link add " + ao + " type veth peer name eth0 netns " +
+                       outsideNs_ + " && ip addr add " + outsideHost_ + "/30 dev " + ao + " && ip link set " + ao +
+                       " up && ip -n " + outsideNs_ + " addr add " + outsidePeer_ + "/30 dev eth0 && ip -n " +
+                       outsideNs_ + " link set eth0 up && ip -n " + outsideNs_ + " link set lo up && ip -n " +
+                       outsideNs_ + " route add default via " + outsideHost_ +
+                       " && sysctl -qw net.ipv4.conf." + ao + ".forwarding=1";
+    outsideMade_ = true;
+    ASSERT_EQ(shell(cmds), 0) << cmds;
+  }
+
+  std::string outsidePath() const { return "/run/netns/" + outsideNs_; }
+
+  // Runs argv inside the outside namespace, in the background.
+  pid_t spawnOutside(std::vector<std::string> argv, const std::string& dir) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int ns = open(outsidePath().c_str(), O_RDONLY);
+      if (ns < 0 || setns(ns, CLONE_NEWNET) != 0 || chdir(dir.c_str()) != 0) _exit(127);
+      int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      dup2(null, 2);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    helpers_.push_back(pid);
+    return pid;
+  }
+
+  asio::io_context io_;
+  std::unique_ptr<UringPoller> poller_;
+  std::unique_ptr<Launcher> launcher_;
+  std::unique_ptr<Isolator> isolator_;
+  NetworkOptions options_;
+  std::string unique_, subnet_, workDir_, outsideNs_, outsideHost_, outsidePeer_;
+  bool outsideMade_ = false;
+  std::map<std::string, Executor> executors_;
+  std::vector<pid_t> helpers_;
+};
+
+TEST_F(NetworkRoot, TwoExecutorsGetOwnNamespacesAndReachOnlyOfferedPorts) {
+  Executor& a = start("a", "cpus:0.1;ports:[31001-31001]", {31001, 31002});
+  Executor& b = start("b", "cpus:0.1;ports:[31011-31011]", {31011});
+  ASSERT_TRUE(a.running && b.running);
+  EXPECT_NE(a.netns, netnsInode("/proc/self/ns/net"));
+  EXPECT_NE(a.netns, b.netns);
+  EXPECT_EQ(a.address.rfind(subnet_ + ".", 0), 0u) << a.address;
+  EXPECT_EQ(b.address.rfind(subnet_ + ".", 0), 0u) << b.address;
+  EXPECT_NE(a.address, b.address);
+  // Offered port: reachable from the other executor (which is who it sees).
+  auto offered = fetch(b.nsPath(), a.address, 31001);
+  ASSERT_TRUE(offered.has_value()) << "b cannot reach a's offered port";
+  EXPECT_EQ(*offered, a.address + " " + b.address);
+  // Unoffered port: dropped between executors, but a's own loopback works.
+  EXPECT_FALSE(fetch(b.nsPath(), a.address, 31002).has_value()) << "b reached a's unoffered port";
+  EXPECT_TRUE(fetch(a.nsPath(), "127.0.0.1", 31002).has_value());
+  EXPECT_TRUE(fetch(a.nsPath(), b.address, 31011).has_value());
+}
+
+TEST_F(NetworkRoot, AllowExecutorTrafficOpensUnofferedPorts) {
+  isolator_.reset();
+  options_.allowExecutorTraffic = true;
+  ASSERT_TRUE(removeNetwork(options_).ok());
+  makeIsolator();
+  ASSERT_TRUE(isolator_->recover({}).ok());
+  Executor& a = start("a", "cpus:0.1", {31002});
+  Executor& b = start("b", "cpus:0.1", {31003});
+  ASSERT_TRUE(a.running && b.running);
+  EXPECT_TRUE(fetch(b.nsPath(), a.address, 31002).has_value());
+}
+
+TEST_F(NetworkRoot, OfferedPortReachableFromHostLoopbackAndFromAnOutsideHost) {
+  int port = 32000 + getpid() % 1000;
+  Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
+  ASSERT_TRUE(a.running);
+  makeOutside();
+  auto local = fetch("", "127.0.0.1", port);
+  ASSERT_TRUE(local.has_value()) << "127.0.0.1:" << port << " not forwarded";
+  EXPECT_EQ(local->substr(0, a.address.size()), a.address);
+  auto remote = fetch(outsidePath(), outsideHost_, port);
+  ASSERT_TRUE(remote.has_value()) << "outside host cannot reach " << outsideHost_ << ":" << port;
+  // The executor sees the real client (DNAT only, no source NAT).
+  EXPECT_EQ(*remote, a.address + " " + outsidePeer_);
+  // After cleanup the port is the host's again.
+  stop(a);
+  ASSERT_TRUE(isolator_->cleanup(a.id).ok());
+  EXPECT_FALSE(fetch(outsidePath(), outsideHost_, port).has_value());
+}
+
+TEST_F(NetworkRoot, EgressLeavesThroughTheHostMasqueraded) {
+  Executor& a = start("a", "cpus:0.1", {31005});
+  makeOutside();
+  std::string dir = workDir_ + "/outside";
+  std::filesystem::create_directories(dir);
+  spawnOutside({"/usr/bin/python3", "-c", kServer, "8080"}, dir);
+  ASSERT_TRUE(runUntil(io_, [&] { return !readFile(dir + "/ready").empty(); }, 10s));
+  auto seen = fetch(a.nsPath(), outsidePeer_, 8080);
+  ASSERT_TRUE(seen.has_value()) << "executor cannot reach the outside host";
+  EXPECT_EQ(*seen, "none " + outsideHost_) << "outside host saw the executor's own address";
+}
+
+// iperf3 -J: end.sum_received.bits_per_second.
+double receivedBitsPerSecond(const std::string& json) {
+  size_t at = json.find("\"sum_received\"");
+  if (at == std::string::npos) return 0;
+  at = json.find("\"bits_per_second\"", at);
+  if (at == std::string::npos) return 0;
+  return std::atof(json.c_str() + json.find(':', at) + 1);
+}
+
+TEST_F(NetworkRoot, EgressRateLimitHoldsAndUnlimitedIsFaster) {
+  if (!haveTool("/usr/bin/iperf3")) GTEST_SKIP() << "needs iperf3 (Debian package iperf3)";
+  constexpr double kMbit = 40;
+  Executor& limited = start("limited", "cpus:0.1;net_mbps:" + std::to_string(kMbit), {31006});
+  Executor& open = start("open", "cpus:0.1", {31007});
+  makeOutside();
+  std::string dir = workDir_ + "/outside";
+  std::filesystem::create_directories(dir);
+  spawnOutside({"/usr/bin/iperf3", "-s", "-p", "5201"}, dir);
+  auto client = [&](const Executor& e) {
+    std::string out = workDir_ + "/iperf-" + e.id.executorId + ".json";
+    // Up to 10 tries while the server starts.
+    for (int i = 0; i < 10; ++i) {
+      std::string cmd = "nsenter --net=" + e.nsPath() + " /usr/bin/iperf3 -J -t 3 -O 1 -c " + outsidePeer_ +
+                        " -p 5201 > " + out + " 2>&1";
+      if (std::system(cmd.c_str()) == 0) return receivedBitsPerSecond(readFile(out)) / 1e6;
+      usleep(200000);
+    }
+    ADD_FAILURE() << "iperf3 from " << e.id.executorId << ": " << readFile(out);
+    return 0.0;
+  };
+  double limitedMbit = client(limited);
+  double openMbit = client(open);
+  std::printf("egress: limited %.1f Mbit/s (configured %.0f), unlimited %.1f Mbit/s, load %s", limitedMbit, kMbit,
+              openMbit, readFile("/proc/loadavg").c_str());
+  EXPECT_NEAR(limitedMbit, kMbit, kMbit * 0.10);
+  EXPECT_GE(openMbit, 5 * kMbit);
+}
+
+TEST_F(NetworkRoot, RecoveryKeepsRunningExecutorsAndRemovesGoneOnes) {
+  int port = 33000 + getpid() % 1000;
+  Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
+  Executor& b = start("b", "cpus:0.1", {31008});
+  Executor& c = start("c", "cpus:0.1", {31009});
+  ASSERT_TRUE(a.running && b.running && c.running);
+  // The agent dies (no cleanup), b and c die while it is down.
+  isolator_.reset();
+  stop(b);
+  stop(c);
+  makeIsolator();
+  // The restarted agent still knows a and b (b's death is found later), not c.
+  ASSERT_TRUE(isolator_->recover({a.id, b.id}).ok());
+  EXPECT_TRUE(fetch("", "127.0.0.1", port).has_value()) << "a's offered port lost across the restart";
+  auto nl = Netlink::open();
+  ASSERT_TRUE(nl.ok());
+  EXPECT_FALSE(nl->ifindex("ve" + [&] {
+                 char h[9];
+                 std::snprintf(h, sizeof h, "%08x", *parseIpv4(c.address));
+                 return std::string(h);
+               }()).ok()) << "c's veth survived recovery";
+  EXPECT_FALSE(std::filesystem::exists(options_.stateDir + "/" + c.id.name()));
+  ASSERT_TRUE(isolator_->cleanup(b.id).ok());
+  EXPECT_FALSE(std::filesystem::exists(options_.stateDir + "/" + b.id.name()));
+  // A new executor gets a fresh address, never a's.
+  Executor& d = start("d", "cpus:0.1", {31010});
+  EXPECT_NE(d.address, a.address);
+  EXPECT_TRUE(fetch(d.nsPath(), "127.0.0.1", 31010).has_value());
+}
+
+}  // namespace
+}  // namespace allot
