@@ -9,6 +9,7 @@
 #include "isolators/cgroup_isolators.h"
 #include "isolators/cgroupfs.h"
 #include "isolators/network_isolator.h"
+#include "isolators/solaris_project.h"
 
 namespace allot {
 namespace {
@@ -20,6 +21,8 @@ constexpr IsolatorEntry kIsolatorTable[] = {
     {"cgroups/pids", "pids", makePidsIsolator},
     {"cgroups/cpuset", "cpuset", makeCpusetIsolator},
     {"network/netns", nullptr, [](const IsolatorContext& c) { return makeNetworkIsolator(c.options.network); }},
+    {"solaris/project", nullptr,
+     [](const IsolatorContext& c) { return makeSolarisProjectIsolator(makeHostSolarisPlatform(), c.options.pidsMax); }},
 };
 
 std::string validNames() {
