@@ -8,7 +8,15 @@
 // minimal OCI bundle (busybox rootfs) with the same cpu shares and memory
 // limit; it returns once the container process has started. Teardown of
 // both (exit, cgroup removal, `runc delete`) is outside the timed part.
+//
+// With a network (issue 13): allot adds network/netns (namespace, veth on a
+// bench bridge, address, default route, one offered port in the nftables
+// map); runc's bundle adds a network namespace and the bench then gives it
+// a veth on the same kind of bridge with an address and a route (libnl, as
+// a CNI bridge plugin would), both inside the timed part (runc's process
+// sleeps there so its namespace is still around to be plumbed).
 // Needs root.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +31,9 @@
 #include "base/asio.h"
 #include "base/uring_poller.h"
 #include "isolators/isolator_table.h"
+#include "isolators/network_isolator.h"
+#include "isolators/network_links.h"
+#include "isolators/network_pool.h"
 #include "launcher/launcher.h"
 
 namespace allot {
@@ -39,19 +50,30 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
 }
 
-std::vector<double> allotLaunches(int count) {
+NetworkOptions benchNetwork() {
+  NetworkOptions n;
+  n.bridge = "anbench" + std::to_string(getpid() % 100000);
+  n.cidr = "10.235.0.0/16";
+  n.stateDir = (fs::temp_directory_path() / ("allot-bench-net-" + std::to_string(getpid()))).string();
+  return n;
+}
+
+std::vector<double> allotLaunches(int count, bool network) {
   asio::io_context io(1);
   auto poller = std::move(*UringPoller::create(io));
   auto launcher = std::move(*Launcher::create(io, *poller));
   IsolatorOptions options;
   options.poller = poller.get();
   options.cgroupsRoot = "allot-bench-" + std::to_string(getpid());
-  auto isolators = createIsolators("cgroups/cpu,cgroups/mem", options);
+  options.network = benchNetwork();
+  auto isolators = createIsolators(network ? "cgroups/cpu,cgroups/mem,network/netns" : "cgroups/cpu,cgroups/mem",
+                                   options);
   if (!isolators) {
     std::fprintf(stderr, "isolators: %s\n", isolators.error().describe().c_str());
     std::exit(1);
   }
-  Resources limits = *Resources::parse("cpus:0.5;mem:64");
+  for (auto& iso : *isolators) (void)iso->recover({});
+  Resources limits = *Resources::parse("cpus:0.5;mem:64;ports:[31000-31000]");
   std::vector<double> samples;
   for (int i = 0; i < count; ++i) {
     ContainerId id{"bench", "e" + std::to_string(i)};
@@ -83,11 +105,13 @@ std::vector<double> allotLaunches(int count) {
   for (const char* c : {"cpu", "cpuacct", "memory", "freezer"}) {
     fs::remove(fs::path("/sys/fs/cgroup") / c / options.cgroupsRoot);
   }
+  isolators->clear();
+  if (network) (void)removeNetwork(options.network);
   return samples;
 }
 
 // A minimal OCI bundle: busybox as the rootfs's only program.
-std::string makeBundle() {
+std::string makeBundle(bool network) {
   fs::path dir = fs::temp_directory_path() / ("allot-runc-bundle-" + std::to_string(getpid()));
   fs::create_directories(dir / "rootfs/bin");
   fs::create_directories(dir / "rootfs/proc");
@@ -95,14 +119,15 @@ std::string makeBundle() {
   std::ofstream(dir / "config.json") << R"({
   "ociVersion": "1.0.2",
   "process": {"terminal": false, "user": {"uid": 0, "gid": 0},
-              "args": ["/bin/busybox", "true"], "env": ["PATH=/bin"], "cwd": "/",
+              "args": ["/bin/busybox", ")" << (network ? "sleep\", \"30" : "true") << R"("], "env": ["PATH=/bin"], "cwd": "/",
               "noNewPrivileges": true},
   "root": {"path": "rootfs", "readonly": true},
   "hostname": "bench",
   "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}],
   "linux": {
     "resources": {"cpu": {"shares": 512}, "memory": {"limit": 67108864}},
-    "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}]
+    "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"})"
+                                << (network ? R"(, {"type": "network"})" : "") << R"(]
   }
 })";
   return dir.string();
@@ -110,14 +135,58 @@ std::string makeBundle() {
 
 int run(const std::string& command) { return std::system(command.c_str()); }
 
-std::vector<double> runcLaunches(int count) {
-  std::string bundle = makeBundle();
+std::string readLoad() {
+  std::ifstream in("/proc/loadavg");
+  std::string line;
+  std::getline(in, line);
+  return line + "\n";
+}
+
+// What a CNI bridge plugin does for runc: a veth into the container's
+// namespace, on the bridge, with an address and a default route.
+bool plumbRunc(Netlink& host, int bridge, const std::string& pidFile, uint32_t address, uint32_t gateway) {
+  std::ifstream in(pidFile);
+  int pid = 0;
+  if (!(in >> pid) || pid <= 0) return false;
+  int ns = ::open(("/proc/" + std::to_string(pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC);
+  if (ns < 0) return false;
+  char name[16];
+  std::snprintf(name, sizeof name, "vr%08x", address);
+  bool ok = host.createVeth(name, bridge, ns, "eth0").ok();
+  auto inside = netlinkIn(ns);
+  ::close(ns);
+  if (!ok || !inside) return false;
+  auto index = inside->ifindex("eth0");
+  return index && inside->setUp(*index).ok() && inside->addAddress(*index, address, 32).ok() &&
+         inside->addDefaultRoute(*index, gateway).ok();
+}
+
+std::vector<double> runcLaunches(int count, bool network) {
+  std::string bundle = makeBundle(network);
+  std::string pidFile = bundle + "/pid";
+  NetworkOptions net = benchNetwork();
+  Netlink host;
+  int bridge = 0;
+  auto cidr = *Ipv4Cidr::parse(net.cidr);
+  if (network) {
+    host = std::move(*Netlink::open());
+    bridge = *host.ensureBridge(net.bridge);
+    (void)host.addAddress(bridge, cidr.gateway(), cidr.prefixLength);
+  }
   std::vector<double> samples;
   for (int i = 0; i < count; ++i) {
     std::string id = "allot-bench-" + std::to_string(getpid()) + "-" + std::to_string(i);
+    uint32_t address = cidr.gateway() + 1 + (i % 60000);
     auto start = Clock::now();
-    int rc = run("runc run --detach --bundle " + bundle + " " + id + " </dev/null >/dev/null 2>&1");
+    int rc = run("runc run --detach --pid-file " + pidFile + " --bundle " + bundle + " " + id +
+                 " </dev/null >/dev/null 2>&1");
+    if (rc == 0 && network && !plumbRunc(host, bridge, pidFile, address, cidr.gateway())) rc = -1;
     samples.push_back(ms(Clock::now() - start));
+    if (network) {
+      char name[16];
+      std::snprintf(name, sizeof name, "vr%08x", address);
+      (void)host.deleteLink(name);
+    }
     run("runc delete --force " + id + " >/dev/null 2>&1");
     if (rc != 0) {
       std::fprintf(stderr, "runc run failed (exit %d); anchor skipped\n", rc);
@@ -126,6 +195,7 @@ std::vector<double> runcLaunches(int count) {
     }
   }
   fs::remove_all(bundle);
+  if (network) (void)removeNetwork(net);
   return samples;
 }
 
@@ -139,18 +209,31 @@ int main(int argc, char** argv) {
     return 77;
   }
   int count = argc > 1 ? std::atoi(argv[1]) : 1000;
-  auto ours = allotLaunches(count);
-  auto anchor = runcLaunches(count);
-  std::printf("isolated launch of /bin/true (cpus 0.5, mem 64 MiB), %d launches each\n", count);
-  std::printf("%-28s %10s %10s\n", "", "p50 ms", "p99 ms");
-  std::printf("%-28s %10.3f %10.3f\n", "allot (cgroups/cpu,mem)", percentile(ours, 0.5), percentile(ours, 0.99));
-  if (anchor.empty()) {
-    std::printf("%-28s %10s %10s\n", "runc run --detach (anchor)", "n/a", "n/a");
-    return 0;
+  auto ours = allotLaunches(count, false);
+  auto oursNet = allotLaunches(count, true);
+  auto anchor = runcLaunches(count, false);
+  auto anchorNet = runcLaunches(count, true);
+  std::printf("isolated launch of /bin/true (cpus 0.5, mem 64 MiB, one offered port), %d launches each; load %s",
+              count, readLoad().c_str());
+  std::printf("%-40s %10s %10s\n", "", "p50 ms", "p99 ms");
+  auto row = [](const char* name, const std::vector<double>& v) {
+    if (v.empty()) {
+      std::printf("%-40s %10s %10s\n", name, "n/a", "n/a");
+    } else {
+      std::printf("%-40s %10.3f %10.3f\n", name, percentile(v, 0.5), percentile(v, 0.99));
+    }
+  };
+  row("allot (cgroups/cpu,mem)", ours);
+  row("allot (cgroups/cpu,mem + network/netns)", oursNet);
+  row("runc run --detach (anchor)", anchor);
+  row("runc + netns + veth (anchor)", anchorNet);
+  if (!anchor.empty()) {
+    std::printf("runc/allot p50: %.1fx (target: allot p50 under 5 ms and at least 5x faster)\n",
+                percentile(anchor, 0.5) / percentile(ours, 0.5));
   }
-  std::printf("%-28s %10.3f %10.3f\n", "runc run --detach (anchor)", percentile(anchor, 0.5),
-              percentile(anchor, 0.99));
-  std::printf("runc/allot p50: %.1fx (target: allot p50 under 5 ms and at least 5x faster)\n",
-              percentile(anchor, 0.5) / percentile(ours, 0.5));
+  if (!anchorNet.empty()) {
+    std::printf("with network: runc/allot p50: %.1fx (target: allot p50 under 5 ms and at least 5x faster)\n",
+                percentile(anchorNet, 0.5) / percentile(oursNet, 0.5));
+  }
   return 0;
 }
