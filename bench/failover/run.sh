@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Paper experiment 6.6: master failover with ZooKeeper (docs/benchmarks.md).
+#
+#   bench/failover/run.sh [--build-dir build] [--sizes "200 1000 4000 10000"]
+#       [--frameworks 200] [--kills 5] [--zk-session-timeout 1] [--spread 1]
+#       [--out DIR]
+#
+# Starts one ZooKeeper server on a free loopback port (tickTime 200 ms, its
+# own data dir), then for each agent count and each signal (SIGKILL, SIGTERM)
+# runs failover_bench: three masters, the agents and frameworks, --kills
+# kills of the leader. Writes DIR/failover.csv (one line per kill),
+# DIR/summary.txt (medians per size and signal, beside the paper's 4-8 s and
+# Mesos's 10 s session) and DIR/failover.png when gnuplot is installed.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build="$here/../../build"
+sizes="200 1000 4000 10000"
+frameworks=200
+kills=5
+session=1
+spread=1
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --frameworks) frameworks=$2; shift 2 ;;
+    --kills) kills=$2; shift 2 ;;
+    --zk-session-timeout) session=$2; shift 2 ;;
+    --spread) spread=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "run.sh: unknown flag $1" >&2; exit 2 ;;
+  esac
+done
+build=$(cd "$build" && pwd)
+out=${out:-$build/bench/failover/results}
+mkdir -p "$out"
+for f in /usr/bin/java /usr/share/java/zookeeper.jar; do
+  [ -e "$f" ] || { echo "run.sh: $f missing: install Debian's zookeeper package" >&2; exit 77; }
+done
+
+zkdir=$(mktemp -d /tmp/allot-failover-zk-XXXXXX)
+zkpid=""
+cleanup() {
+  [ -n "$zkpid" ] && kill -9 "$zkpid" 2>/dev/null && wait "$zkpid" 2>/dev/null
+  rm -rf "$zkdir"
+}
+trap cleanup EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$zkdir/data"
+cat > "$zkdir/zoo.cfg" <<CFG
+tickTime=200
+initLimit=10
+syncLimit=5
+dataDir=$zkdir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=srvr
+maxClientCnxns=0
+CFG
+printf 'log4j.rootLogger=WARN, F\nlog4j.appender.F=org.apache.log4j.FileAppender\nlog4j.appender.F.File=%s/zk.log\nlog4j.appender.F.layout=org.apache.log4j.PatternLayout\nlog4j.appender.F.layout.ConversionPattern=%%d %%p %%c{1}: %%m%%n\n' "$zkdir" > "$zkdir/log4j.properties"
+java -Xmx256m -cp "$zkdir:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar" \
+  -Dlog4j.configuration="file:$zkdir/log4j.properties" \
+  org.apache.zookeeper.server.quorum.QuorumPeerMain "$zkdir/zoo.cfg" > "$zkdir/out.log" 2>&1 &
+zkpid=$!
+for _ in $(seq 1 200); do
+  if (exec 3<>/dev/tcp/127.0.0.1/$port && echo srvr >&3 && grep -q "Mode:" <&3) 2>/dev/null; then break; fi
+  sleep 0.1
+done
+
+csv="$out/failover.csv"
+echo "agents,frameworks,signal,kill,elected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,load1" > "$csv"
+run=0
+for agents in $sizes; do
+  fw=$frameworks; [ "$fw" -gt "$agents" ] && fw=$agents
+  for sig in kill term; do
+    run=$((run + 1))
+    echo "[failover] $agents agents, $fw frameworks, SIG${sig^^}, $kills kills (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+    "$build/bench/failover/failover_bench" --zk "zk://127.0.0.1:$port/allot-bench-$run" \
+      --master-binary "$build/master/allot-master" --work-dir "$out/run-$agents-$sig" \
+      --agents "$agents" --frameworks "$fw" --kills "$kills" --signal "$sig" \
+      --zk-session-timeout "$session" --spread "$spread" | tail -n +2 >> "$csv"
+  done
+done
+
+python3 - "$csv" "$session" > "$out/summary.txt" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+print(f"allot failover (zk session {sys.argv[2]} s), medians over kills [min-max]; "
+      "anchors: paper 4000-8000 ms full recovery, Mesos default 10 s session")
+print(f"{'agents':>7} {'signal':>6} {'elected':>16} {'accepting':>16} {'agents':>16} "
+      f"{'frameworks':>16} {'offers':>16} {'lost':>5} {'load':>5}")
+groups = {}
+for r in rows: groups.setdefault((int(r['agents']), r['signal']), []).append(r)
+for (agents, sig), rs in sorted(groups.items()):
+    def col(k):
+        v = [float(r[k]) for r in rs if float(r[k]) >= 0]
+        return f"{statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]" if v else "n/a"
+    lost = sum(int(r['tasks_lost']) for r in rs)
+    load = max(float(r['load1']) for r in rs)
+    print(f"{agents:>7} {sig:>6} {col('elected_ms'):>16} {col('accepting_ms'):>16} {col('agents_ms'):>16} "
+          f"{col('frameworks_ms'):>16} {col('offers_ms'):>16} {lost:>5} {load:>5.1f}")
+PY
+cat "$out/summary.txt"
+if command -v gnuplot > /dev/null; then
+  python3 - "$csv" > "$out/plot.dat" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for sig in ("kill", "term"):
+    sizes = sorted({int(r['agents']) for r in rows if r['signal'] == sig})
+    for a in sizes:
+        v = [max(float(r['agents_ms']), float(r['frameworks_ms'])) / 1000 for r in rows
+             if r['signal'] == sig and int(r['agents']) == a]
+        print(a, statistics.median(v), min(v), max(v))
+    print(); print()
+PY
+  gnuplot <<GP
+set terminal png size 800,500
+set output "$out/failover.png"
+set logscale x
+set xlabel "agents"
+set ylabel "time to full recovery (s)"
+set key top left
+plot "$out/plot.dat" index 0 using 1:2:3:4 with yerrorlines title "allot, SIGKILL of the leader", \
+     "$out/plot.dat" index 1 using 1:2:3:4 with yerrorlines title "allot, SIGTERM of the leader", \
+     4 with lines dt 2 title "paper: 4 s", 8 with lines dt 2 title "paper: 8 s", \
+     10 with lines dt 3 title "Mesos: 10 s ZooKeeper session alone"
+GP
+fi
