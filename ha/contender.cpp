@@ -55,7 +55,8 @@ void LeaderContender::newSession() {
   session_->start(guard([this, generation = generation_](const ZkEvent& event) {
     onEvent(generation, event);
   }));
-  // Say so, once per timeout, while ZooKeeper cannot be reached.
+  // Say so once if ZooKeeper cannot be reached within 10 s (the client keeps
+  // trying by itself).
   retryTimer_.expires_after(std::chrono::seconds(10));
   retryTimer_.async_wait([this, generation = generation_](const boost::system::error_code& ec) {
     if (ec || generation != generation_ || state_ == State::kLost || everConnected_) return;
