@@ -26,8 +26,8 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
         onUpdate(s, std::move(done));
       }});
   MasterLink::Options lo;
-  lo.host = config_.masterHost;
-  lo.port = config_.masterPort;
+  lo.master = config_.master;
+  lo.tls = config_.tls;
   lo.name = "allot-agent " + config_.hostname;
   MasterLink::Callbacks lc;
   lc.buildRegistration = [this](wire::RegisterAgent* r) { buildRegistration(r); };
@@ -53,7 +53,7 @@ Status Agent::start() {
                            << " unacknowledged updates from " << config_.workDir << "/meta");
   }
   manager_->recover(std::move(recovered));
-  link_->start();
+  if (auto st = link_->start(); !st) return st;
   scheduleRetry();
   scheduleGc();
   scheduleUsage();

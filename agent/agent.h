@@ -25,8 +25,8 @@
 namespace allot {
 
 struct AgentConfig {
-  std::string masterHost;
-  uint16_t masterPort = 0;
+  std::string master;  // "host:port" or "zk://.../path"
+  std::shared_ptr<ssl::context> tls;  // null: plaintext to the master
   std::string workDir;  // absolute
   std::string hostname;
   Resources resources;

@@ -16,6 +16,8 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/uring_poller.h"
+#include "ha/detector_factory.h"
+#include "proto/tls.h"
 #include "launcher/launcher.h"
 #ifdef ALLOT_HAVE_ISOLATORS
 #include "isolators/isolator_table.h"
@@ -28,6 +30,7 @@ using namespace allot;
 struct Settings {
   std::string master;
   std::string zk;
+  TlsFiles tls;
   std::string resources;
   std::string isolation;
   std::string workDir = "/var/lib/allot-agent";
@@ -46,8 +49,9 @@ struct Settings {
 };
 
 void addFlags(Flags& f, Settings* s) {
-  f.addString("master", &s->master, "HOST:PORT of the master");
-  f.addString("zk", &s->zk, "zk://host:port,.../path to find the leading master (not built yet)");
+  f.addString("master", &s->master, "HOST:PORT of the master, or zk://host:port,.../path");
+  f.addString("zk", &s->zk, "zk://host:port,.../path to find the leading master (= --master)");
+  addTlsFlags(f, &s->tls);
   f.addString("resources", &s->resources,
               "what this node offers, e.g. \"cpus:4;mem:4096;disk:10240;ports:[31000-32000]\"; "
               "cpus, mem and disk not named are detected");
@@ -89,12 +93,17 @@ bool positive(double v, double max) { return v > 0 && v <= max; }
 
 Result<AgentConfig> makeConfig(const Settings& s) {
   AgentConfig c;
-  if (!s.zk.empty()) return Error{"--zk: ZooKeeper master discovery is not built yet; use --master HOST:PORT"};
-  if (s.master.empty()) return Error{"--master HOST:PORT is required"};
-  auto hp = parseHostPort(s.master);
-  if (!hp) return Error{"--master: " + hp.error().describe()};
-  c.masterHost = hp->host;
-  c.masterPort = hp->port;
+  if (!s.zk.empty() && !s.master.empty()) return Error{"give --master or --zk, not both"};
+  c.master = s.zk.empty() ? s.master : s.zk;
+  if (c.master.empty()) return Error{"--master HOST:PORT or zk://... is required"};
+  if (!isZooKeeperUrl(c.master)) {
+    if (auto endpoint = parseEndpoint(c.master); !endpoint) {
+      return Error{"--master: " + endpoint.error().describe()};
+    }
+  }
+  auto tls = tlsContextFromFlags(s.tls, TlsSide::kClient);
+  if (!tls) return tls.error();
+  c.tls = *tls;
   if (s.workDir.empty()) return Error{"--work-dir must not be empty"};
   std::error_code ec;
   std::filesystem::create_directories(s.workDir, ec);

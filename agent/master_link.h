@@ -1,9 +1,11 @@
-// MasterLink: the agent's connection to the master. Connects, sends
-// Hello{ROLE_AGENT} and a RegisterAgent built by the caller (with every
+// MasterLink: the agent's connection to the leading master. Rides on a
+// ReconnectingLink (proto/reconnecting_link.h) fed by the detector for
+// Options::master ("host:port" or "zk://.../path"): it sends Hello{ROLE_AGENT}
+// and a RegisterAgent built by the caller on every (re)connection (with every
 // executor and task, so a new master rebuilds its state), heartbeats at the
-// interval the master gives in AgentRegistered, and reconnects with capped
-// exponential backoff whenever the link drops or the master stops answering
-// heartbeats (kMissedHeartbeatsMax intervals without an ack).
+// interval the master gives in AgentRegistered, and drops the link (the
+// ReconnectingLink then reconnects with jittered backoff) when the master
+// stops answering heartbeats (kMissedHeartbeatsMax intervals without an ack).
 //
 // Thread: the agent's io_context thread; callbacks run there.
 #pragma once
@@ -16,6 +18,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "proto/allot.pb.h"
+#include "proto/reconnecting_link.h"
 
 namespace allot {
 
@@ -24,9 +27,9 @@ inline constexpr int kMissedHeartbeatsMax = 3;
 class MasterLink {
  public:
   struct Options {
-    std::string host;
-    uint16_t port = 0;
-    std::string name;  // Hello.name
+    std::string master;  // "host:port" or "zk://host:port,.../path"
+    std::string name;    // Hello.name
+    std::shared_ptr<ssl::context> tls;  // null: plaintext
     Duration reconnectMin = std::chrono::milliseconds(100);
     Duration reconnectMax = std::chrono::seconds(5);
   };
@@ -42,7 +45,8 @@ class MasterLink {
   MasterLink(asio::io_context& io, Options options, Callbacks callbacks);
   ~MasterLink();
 
-  void start();
+  // Fails on a malformed master address.
+  Status start();
   void stop();
 
   // Sends when registered; an Error otherwise (the caller keeps what must
@@ -53,25 +57,21 @@ class MasterLink {
 
  private:
   struct Alive {};
-  void connect();
-  void onConnected(asio::ip::tcp::socket socket);
-  void onClosed(const std::string& reason);
-  void scheduleReconnect();
+  void onConnected();
+  void onMessage(wire::Envelope& e);
+  void onDisconnected(const std::string& reason);
   void beat();
 
   asio::io_context& io_;
   Options options_;
   Callbacks callbacks_;
-  std::shared_ptr<class Connection> connection_;
-  asio::steady_timer reconnectTimer_;
+  std::unique_ptr<ReconnectingLink> link_;
   asio::steady_timer heartbeatTimer_;
-  Duration backoff_;
   Duration heartbeatInterval_ = std::chrono::seconds(1);
   uint64_t sequence_ = 0;
   uint64_t ackedSequence_ = 0;
   uint64_t registrations_ = 0;
   bool registered_ = false;
-  bool stopped_ = true;
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>();
 };
 

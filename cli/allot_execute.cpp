@@ -17,6 +17,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/resources.h"
+#include "ha/detector_factory.h"
 #include "sdk/scheduler.h"
 
 namespace {
@@ -32,6 +33,7 @@ struct Settings {
   double killAfterS = 0;
   std::string executor;
   double timeoutS = 60;
+  TlsFiles tls;
 };
 
 const char* stateName(wire::TaskState s) {
@@ -174,7 +176,7 @@ int main(int argc, char** argv) {
   if (!getenv("ALLOT_LOG_LEVEL")) setLogLevel(LogLevel::kWarning);
   Settings s;
   Flags flags("allot-execute", "Runs a command (or N copies) on an allot cluster and waits for it.");
-  flags.addString("master", &s.master, "HOST:PORT of the master");
+  flags.addString("master", &s.master, "HOST:PORT of the master, or zk://host:port,.../path");
   flags.addString("command", &s.command, "shell command to run (required)");
   flags.addString("resources", &s.resources, "resources of each task");
   flags.addInt("instances", &s.instances, "number of copies to run");
@@ -182,6 +184,7 @@ int main(int argc, char** argv) {
   flags.addDouble("kill-after", &s.killAfterS, "kill the tasks after this many seconds (0: never)");
   flags.addString("executor", &s.executor, "custom executor binary on the agents (default: built-in)");
   flags.addDouble("timeout", &s.timeoutS, "give up when the tasks have not all launched after this many seconds");
+  addTlsFlags(flags, &s.tls);
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
   auto fail = [](const std::string& m) {
     std::cerr << "allot-execute: " << m << "\n";
@@ -191,7 +194,11 @@ int main(int argc, char** argv) {
   if (s.instances < 1 || s.instances > 100000) return fail("--instances must be 1..100000");
   if (!(s.killAfterS >= 0)) return fail("--kill-after must be >= 0");
   if (!(s.timeoutS > 0)) return fail("--timeout must be > 0");
-  if (auto hp = parseHostPort(s.master); !hp) return fail("--master: " + hp.error().describe());
+  if (!isZooKeeperUrl(s.master)) {
+    if (auto endpoint = parseEndpoint(s.master); !endpoint) {
+      return fail("--master: " + endpoint.error().describe());
+    }
+  }
   auto resources = Resources::parse(s.resources);
   if (!resources) return fail("--resources: " + resources.error().describe());
   if (resources->scalarMillis("cpus") <= 0 && resources->scalarMillis("mem") <= 0) {
@@ -204,7 +211,7 @@ int main(int argc, char** argv) {
   info.set_name(s.name);
   info.set_failover_timeout_s(10);
   if (const char* user = getenv("USER")) info.set_user(user);
-  SchedulerDriver driver(io, scheduler, info, SchedulerOptions{.master = s.master});
+  SchedulerDriver driver(io, scheduler, info, SchedulerOptions{.master = s.master, .tls = s.tls});
   scheduler.setDriver(&driver);
   if (auto st = driver.start(); !st) return fail(st.error().describe());
 

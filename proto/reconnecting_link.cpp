@@ -122,9 +122,9 @@ void ReconnectingLink::retryAfterBackoff(const std::string& why) {
   waitFor(backoff_.next());
   // The first failure of a streak is worth a warning; the rest repeat it.
   if (failures_ == 1) {
-    LOG_WARNING("master " << leader_->endpoint.describe() << ": " << why << "; retrying");
+    LOG_WARNING(leader_->endpoint.describe() << ": " << why << "; retrying");
   } else {
-    LOG_DEBUG("master " << leader_->endpoint.describe() << ": " << why << "; retry "
+    LOG_DEBUG(leader_->endpoint.describe() << ": " << why << "; retry "
                         << failures_ << " in " << lastWait_.count() / 1000000 << " ms");
   }
 }

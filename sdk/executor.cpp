@@ -9,7 +9,8 @@
 
 #include "base/flags.h"
 #include "base/log.h"
-#include "proto/connection.h"
+#include "proto/leader.h"
+#include "proto/reconnecting_link.h"
 
 namespace allot {
 namespace {
@@ -18,23 +19,6 @@ Result<std::string> requireEnv(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v) return Error{std::string("environment variable ") + name + " is not set"};
   return std::string(v);
-}
-
-Result<asio::generic::stream_protocol::endpoint> parseEndpoint(const std::string& text) {
-  if (text.rfind("unix:", 0) == 0) {
-    std::string path = text.substr(5);
-    if (path.empty() || path.size() >= 108) return Error{"endpoint " + text + ": bad socket path"};
-    return asio::generic::stream_protocol::endpoint(asio::local::stream_protocol::endpoint(path));
-  }
-  if (text.rfind("tcp:", 0) == 0) {
-    auto hp = parseHostPort(text.substr(4));
-    if (!hp) return Error{"endpoint " + text + ": " + hp.error().describe()};
-    boost::system::error_code ec;
-    auto address = asio::ip::make_address(hp->host, ec);
-    if (ec) return Error{"endpoint " + text + ": host must be a numeric address"};
-    return asio::generic::stream_protocol::endpoint(asio::ip::tcp::endpoint(address, hp->port));
-  }
-  return Error{"endpoint " + text + ": expected unix:PATH or tcp:HOST:PORT"};
 }
 
 }  // namespace
@@ -64,29 +48,33 @@ Result<ExecutorOptions> ExecutorOptions::fromEnvironment() {
 }
 
 ExecutorDriver::ExecutorDriver(asio::io_context& io, Executor& executor, ExecutorOptions options)
-    : io_(io),
-      executor_(executor),
-      options_(std::move(options)),
-      reconnectTimer_(io),
-      backoff_(options_.reconnectMin) {
+    : io_(io), executor_(executor), options_(std::move(options)), recoveryTimer_(io) {
   char prefix[64];
   std::snprintf(prefix, sizeof prefix, "%d-%lld-", static_cast<int>(getpid()),
                 static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count()));
   updatePrefix_ = options_.executorId + "-" + prefix;
 }
 
-ExecutorDriver::~ExecutorDriver() {
-  alive_.reset();
-  if (connection_) connection_->close("executor driver destroyed");
-}
+ExecutorDriver::~ExecutorDriver() = default;
 
 Status ExecutorDriver::start() {
   auto endpoint = parseEndpoint(options_.endpoint);
   if (!endpoint) return endpoint.error();
-  endpoint_ = *endpoint;
+  ReconnectingLink::Options lo;
+  lo.localRole = wire::ROLE_EXECUTOR;
+  lo.localName = options_.executorId;
+  lo.peerRole = wire::ROLE_AGENT;
+  lo.peerCertRole.clear();  // the agent's executor port is local and plaintext
+  lo.backoffMin = options_.reconnectMin;
+  lo.backoffMax = options_.reconnectMax;
+  ReconnectingLink::Callbacks lc;
+  lc.onConnected = [this](const wire::Hello&) { sendRegistration(); };
+  lc.onMessage = [this](wire::Envelope& e) { onMessage(e); };
+  lc.onDisconnected = [this](const std::string& reason) { onClosed(reason); };
+  link_ = std::make_unique<ReconnectingLink>(io_, makeFixedDetector(io_, *endpoint), lo, lc);
   stopped_ = false;
-  disconnectedSince_ = SteadyClock::now();
-  connect();
+  armRecoveryTimer();
+  link_->start();
   return okStatus();
 }
 
@@ -95,42 +83,24 @@ void ExecutorDriver::stop() {
   stopped_ = true;
   registered_ = false;
   registrationSent_ = false;
-  reconnectTimer_.cancel();
-  if (connection_) connection_->closeAfterFlush("executor stopped");
+  recoveryTimer_.cancel();
+  if (link_) link_->stop();
 }
 
-void ExecutorDriver::connect() {
-  auto socket = std::make_shared<asio::generic::stream_protocol::socket>(io_);
-  std::weak_ptr<Alive> alive = alive_;
-  socket->async_connect(endpoint_, [this, alive, socket](const boost::system::error_code& ec) {
-    if (alive.expired() || stopped_) return;
-    if (ec) {
-      LOG_DEBUG("executor: connecting to " << options_.endpoint << ": " << ec.message());
-      scheduleReconnect();
-      return;
+// Until the agent registers us again, this bounds how long we wait for it.
+void ExecutorDriver::armRecoveryTimer() {
+  recoveryTimer_.expires_after(options_.recoveryTimeout);
+  recoveryTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_ || registered_) return;
+    LOG_ERROR("executor: agent at " << options_.endpoint << " did not come back within the "
+                                    << "recovery timeout; shutting down");
+    stopped_ = true;
+    link_->stop();
+    if (!shutdownCalled_) {
+      shutdownCalled_ = true;
+      executor_.shutdown(*this, 0);
     }
-    attach(std::move(*socket));
   });
-}
-
-void ExecutorDriver::attach(asio::generic::stream_protocol::socket socket) {
-  Connection::Options copts;
-  copts.localRole = wire::ROLE_EXECUTOR;
-  copts.localName = options_.executorId;
-  copts.acceptRoles = {wire::ROLE_AGENT};
-  connection_ = Connection::create(std::move(socket), copts);
-  std::weak_ptr<Alive> alive = alive_;
-  Connection::Handlers handlers;
-  handlers.onHello = [this, alive](const wire::Hello&) {
-    if (!alive.expired()) sendRegistration();
-  };
-  handlers.onMessage = [this, alive](wire::Envelope& e) {
-    if (!alive.expired()) onMessage(e);
-  };
-  handlers.onClose = [this, alive, conn = connection_.get()](const std::string& reason) {
-    if (!alive.expired() && connection_.get() == conn) onClosed(reason);
-  };
-  connection_->start(std::move(handlers));
 }
 
 void ExecutorDriver::sendRegistration() {
@@ -140,7 +110,7 @@ void ExecutorDriver::sendRegistration() {
   r->set_executor_id(options_.executorId);
   for (const auto& [id, task] : tasks_) *r->add_tasks() = task;
   for (const auto& [id, status] : unacked_) *r->add_unacknowledged() = status;
-  (void)connection_->send(e);
+  (void)link_->send(e);
   // From here on updates may follow on this link: the agent reads them after
   // the registration.
   registrationSent_ = true;
@@ -150,7 +120,8 @@ void ExecutorDriver::onMessage(const wire::Envelope& e) {
   switch (e.body_case()) {
     case wire::Envelope::kExecutorRegistered: {
       registered_ = true;
-      backoff_ = options_.reconnectMin;
+      recoveryTimer_.cancel();
+      link_->registered();
       if (!e.executor_registered().agent_id().empty()) {
         options_.agentId = e.executor_registered().agent_id();
       }
@@ -183,34 +154,12 @@ void ExecutorDriver::onClosed(const std::string& reason) {
   bool was = registered_;
   registered_ = false;
   registrationSent_ = false;
-  connection_.reset();
-  disconnectedSince_ = SteadyClock::now();
   if (stopped_) return;
   LOG_WARNING("executor: link to agent closed (" << reason << "); reconnecting for up to "
                                                  << std::chrono::duration<double>(options_.recoveryTimeout).count()
                                                  << " s");
+  armRecoveryTimer();
   if (was) executor_.disconnected(*this);
-  scheduleReconnect();
-}
-
-void ExecutorDriver::scheduleReconnect() {
-  if (SteadyClock::now() - disconnectedSince_ > options_.recoveryTimeout) {
-    LOG_ERROR("executor: agent at " << options_.endpoint << " did not come back within the "
-                                    << "recovery timeout; shutting down");
-    stopped_ = true;
-    if (!shutdownCalled_) {
-      shutdownCalled_ = true;
-      executor_.shutdown(*this, 0);
-    }
-    return;
-  }
-  reconnectTimer_.expires_after(backoff_);
-  backoff_ = std::min(backoff_ * 2, options_.reconnectMax);
-  std::weak_ptr<Alive> alive = alive_;
-  reconnectTimer_.async_wait([this, alive](const boost::system::error_code& ec) {
-    if (ec || alive.expired() || stopped_) return;
-    connect();
-  });
 }
 
 std::string ExecutorDriver::nextUpdateId() {
@@ -232,10 +181,10 @@ Status ExecutorDriver::sendStatus(wire::TaskStatus status) {
   if (status.timestamp_s() == 0) status.set_timestamp_s(wallClockSeconds());
   if (isTerminal(status.state())) tasks_.erase(status.task_id());
   auto& kept = unacked_[status.update_id()] = std::move(status);
-  if (!registrationSent_ || !connection_) return okStatus();  // resent on reconnect
+  if (!registrationSent_ || !link_ || !link_->connected()) return okStatus();  // resent on reconnect
   wire::Envelope e;
   *e.mutable_status_update()->mutable_status() = kept;
-  return connection_->send(e);
+  return link_->send(e);
 }
 
 }  // namespace allot

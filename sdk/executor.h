@@ -108,23 +108,17 @@ class ExecutorDriver {
   const ExecutorOptions& options() const { return options_; }
 
  private:
-  struct Alive {};
-  void connect();
-  void attach(asio::generic::stream_protocol::socket socket);
   void onMessage(const wire::Envelope& e);
   void onClosed(const std::string& reason);
-  void scheduleReconnect();
+  void armRecoveryTimer();
   void sendRegistration();
   std::string nextUpdateId();
 
   asio::io_context& io_;
   Executor& executor_;
   ExecutorOptions options_;
-  asio::generic::stream_protocol::endpoint endpoint_;
-  std::shared_ptr<class Connection> connection_;
-  asio::steady_timer reconnectTimer_;
-  Duration backoff_;
-  TimePoint disconnectedSince_;
+  std::unique_ptr<class ReconnectingLink> link_;
+  asio::steady_timer recoveryTimer_;
   std::map<std::string, wire::TaskInfo> tasks_;  // live tasks by id
   std::map<std::string, wire::TaskStatus> unacked_;  // by update_id, in id order
   uint64_t updateSequence_ = 0;
@@ -133,7 +127,6 @@ class ExecutorDriver {
   bool registrationSent_ = false;
   bool stopped_ = true;
   bool shutdownCalled_ = false;
-  std::shared_ptr<Alive> alive_ = std::make_shared<Alive>();
 };
 
 }  // namespace allot

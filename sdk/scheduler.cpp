@@ -2,7 +2,8 @@
 
 #include "base/flags.h"
 #include "base/log.h"
-#include "proto/connection.h"
+#include "ha/detector_factory.h"
+#include "proto/reconnecting_link.h"
 
 namespace allot {
 
@@ -12,75 +13,51 @@ SchedulerDriver::SchedulerDriver(asio::io_context& io, Scheduler& scheduler,
       scheduler_(scheduler),
       info_(std::move(info)),
       options_(std::move(options)),
-      reconnectTimer_(io),
-      backoff_(options_.reconnectMin),
       needsOffers_(options_.needsOffers) {}
 
-SchedulerDriver::~SchedulerDriver() {
-  alive_.reset();
-  if (connection_) connection_->close("scheduler driver destroyed");
-}
+SchedulerDriver::~SchedulerDriver() = default;
 
 Status SchedulerDriver::start() {
-  auto hp = parseHostPort(options_.master);
-  if (!hp) return Error{"master address: " + hp.error().describe()};
-  host_ = hp->host;
-  port_ = hp->port;
+  auto detector = makeLeaderDetector(io_, options_.master);
+  if (!detector) return Error{"master address: " + detector.error().describe()};
+  auto tls = tlsContextFromFlags(options_.tls, TlsSide::kClient);
+  if (!tls) return tls.error();
+  ReconnectingLink::Options lo;
+  lo.localRole = wire::ROLE_SCHEDULER;
+  lo.localName = info_.name();
+  lo.peerRole = wire::ROLE_MASTER;
+  lo.tls = *tls;
+  lo.backoffMin = options_.reconnectMin;
+  lo.backoffMax = options_.reconnectMax;
+  ReconnectingLink::Callbacks lc;
+  lc.onConnected = [this](const wire::Hello&) { onConnected(); };
+  lc.onMessage = [this](wire::Envelope& e) { onMessage(e); };
+  lc.onDisconnected = [this](const std::string& reason) { onClosed(reason); };
+  link_ = std::make_unique<ReconnectingLink>(io_, std::move(*detector), lo, lc);
   stopped_ = false;
-  connect();
+  link_->start();
   return okStatus();
 }
 
 void SchedulerDriver::stop(bool failover) {
   if (stopped_) return;
   stopped_ = true;
-  reconnectTimer_.cancel();
-  if (connection_ && registered_ && !failover) {
+  if (link_ && registered_ && !failover) {
     wire::Envelope e;
     e.mutable_unregister_framework()->set_framework_id(info_.id());
-    (void)connection_->send(e);
+    (void)link_->send(e);
   }
-  if (connection_) connection_->closeAfterFlush("scheduler stopped");
+  if (link_) link_->stop();
   registered_ = false;
 }
 
-void SchedulerDriver::connect() {
-  std::weak_ptr<Alive> alive = alive_;
-  asyncConnect(io_, host_, port_, [this, alive](Result<asio::ip::tcp::socket> socket) {
-    if (alive.expired() || stopped_) return;
-    if (!socket) {
-      LOG_DEBUG("scheduler: " << socket.error().describe());
-      scheduleReconnect();
-      return;
-    }
-    onConnected(std::move(*socket));
-  });
-}
-
-void SchedulerDriver::onConnected(asio::ip::tcp::socket socket) {
-  Connection::Options copts;
-  copts.localRole = wire::ROLE_SCHEDULER;
-  copts.localName = info_.name();
-  copts.acceptRoles = {wire::ROLE_MASTER};
-  connection_ = Connection::create(std::move(socket), copts);
-  std::weak_ptr<Alive> alive = alive_;
-  Connection::Handlers handlers;
-  handlers.onHello = [this, alive](const wire::Hello&) {
-    if (alive.expired()) return;
-    wire::Envelope e;
-    auto* reg = e.mutable_register_framework();
-    *reg->mutable_info() = info_;
-    reg->set_needs_offers(needsOffers_);
-    *reg->mutable_filters() = filters_;
-    (void)connection_->send(e);
-  };
-  handlers.onMessage = [this, alive](wire::Envelope& e) {
-    if (!alive.expired()) onMessage(e);
-  };
-  handlers.onClose = [this, alive, conn = connection_.get()](const std::string& reason) {
-    if (!alive.expired() && connection_.get() == conn) onClosed(reason);
-  };
-  connection_->start(std::move(handlers));
+void SchedulerDriver::onConnected() {
+  wire::Envelope e;
+  auto* reg = e.mutable_register_framework();
+  *reg->mutable_info() = info_;
+  reg->set_needs_offers(needsOffers_);
+  *reg->mutable_filters() = filters_;
+  (void)link_->send(e);
 }
 
 void SchedulerDriver::onMessage(const wire::Envelope& e) {
@@ -91,7 +68,7 @@ void SchedulerDriver::onMessage(const wire::Envelope& e) {
       info_.set_id(r.framework_id());
       registered_ = true;
       everRegistered_ = true;
-      backoff_ = options_.reconnectMin;
+      link_->registered();
       if (first) {
         scheduler_.registered(*this, r.framework_id(), r.master_id());
       } else {
@@ -114,7 +91,11 @@ void SchedulerDriver::onMessage(const wire::Envelope& e) {
       share_ = e.share_update();
       return;
     case wire::Envelope::kError:
-      if (e.error().fatal()) stopped_ = true;
+      if (e.error().fatal()) {
+        stopped_ = true;
+        registered_ = false;
+        link_->stop();
+      }
       return scheduler_.error(*this, e.error().message());
     default:
       LOG_DEBUG("scheduler: ignoring message field " << e.body_case());
@@ -124,25 +105,13 @@ void SchedulerDriver::onMessage(const wire::Envelope& e) {
 void SchedulerDriver::onClosed(const std::string& reason) {
   bool wasRegistered = registered_;
   registered_ = false;
-  connection_.reset();
   LOG_DEBUG("scheduler: link to master closed: " << reason);
   if (wasRegistered) scheduler_.disconnected(*this);
-  if (!stopped_) scheduleReconnect();
-}
-
-void SchedulerDriver::scheduleReconnect() {
-  reconnectTimer_.expires_after(backoff_);
-  backoff_ = std::min(backoff_ * 2, options_.reconnectMax);
-  std::weak_ptr<Alive> alive = alive_;
-  reconnectTimer_.async_wait([this, alive](const boost::system::error_code& ec) {
-    if (ec || alive.expired() || stopped_) return;
-    connect();
-  });
 }
 
 Status SchedulerDriver::sendIfRegistered(const wire::Envelope& e) {
-  if (!registered_ || !connection_) return Error{"not registered with a master"};
-  return connection_->send(e);
+  if (!registered_ || !link_) return Error{"not registered with a master"};
+  return link_->send(e);
 }
 
 Status SchedulerDriver::acceptOffer(const std::vector<std::string>& offerIds,

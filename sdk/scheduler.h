@@ -29,8 +29,9 @@
 //   offer timeout rescinds them: decline what you do not want.
 // - Status updates arrive at least once. Updates with a non-empty update_id
 //   must be acknowledged (acknowledge()), or the agent resends them.
-// - Connection loss: the driver reconnects with exponential backoff
-//   (reconnectMin..reconnectMax) and re-registers with the same framework id;
+// - Connection loss: the driver reconnects with exponential backoff and full
+//   jitter (reconnectMin..reconnectMax; proto/reconnecting_link.h), follows
+//   the leading master when `master` is a zk:// group, and re-registers with the same framework id;
 //   disconnected() then reregistered() are called. Tasks keep running for
 //   FrameworkInfo.failover_timeout_s (or the master's default). Actions while
 //   disconnected return an error (offers are void anyway); setNeedsOffers()
@@ -48,6 +49,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "proto/allot.pb.h"
+#include "proto/tls.h"
 
 namespace allot {
 
@@ -76,7 +78,11 @@ class Scheduler {
 };
 
 struct SchedulerOptions {
-  std::string master = "127.0.0.1:5050";  // HOST:PORT
+  // HOST:PORT, or zk://host:port,.../path to follow the elected master.
+  std::string master = "127.0.0.1:5050";
+  // Mutual TLS when set (all three files; proto/tls.h): the certificate
+  // should be a `framework` one (scripts/allot-certs).
+  TlsFiles tls;
   Duration reconnectMin = std::chrono::milliseconds(100);
   Duration reconnectMax = std::chrono::seconds(5);
   bool needsOffers = true;  // false: register suppressed
@@ -90,7 +96,8 @@ class SchedulerDriver {
   SchedulerDriver(const SchedulerDriver&) = delete;
   SchedulerDriver& operator=(const SchedulerDriver&) = delete;
 
-  // Starts connecting. Fails only on a malformed master address.
+  // Starts connecting. Fails only on a malformed master address or
+  // unusable TLS files.
   Status start();
   // Stops the driver. failover=false unregisters the framework (the master
   // kills its tasks); true just disconnects so another scheduler can take
@@ -122,30 +129,22 @@ class SchedulerDriver {
   bool registered() const { return registered_; }
 
  private:
-  struct Alive {};
-  void connect();
-  void onConnected(asio::ip::tcp::socket socket);
+  void onConnected();
   void onMessage(const wire::Envelope& e);
   void onClosed(const std::string& reason);
-  void scheduleReconnect();
   Status sendIfRegistered(const wire::Envelope& e);
 
   asio::io_context& io_;
   Scheduler& scheduler_;
   wire::FrameworkInfo info_;
   SchedulerOptions options_;
-  std::string host_;
-  uint16_t port_ = 0;
-  std::shared_ptr<class Connection> connection_;
-  asio::steady_timer reconnectTimer_;
-  Duration backoff_;
+  std::unique_ptr<class ReconnectingLink> link_;
   wire::StandingFilters filters_;
   wire::ShareUpdate share_;
   bool needsOffers_ = true;
   bool registered_ = false;
   bool everRegistered_ = false;
   bool stopped_ = true;
-  std::shared_ptr<Alive> alive_ = std::make_shared<Alive>();
 };
 
 }  // namespace allot
