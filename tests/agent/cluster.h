@@ -154,11 +154,12 @@ class Cluster {
     return "";
   }
 
-  bool startMaster() {
+  bool startMaster(std::vector<std::string> extra = {}) {
     std::string portFile = dir_ + "/master.port";
-    masterProc_ = Child({master_, "--listen", "127.0.0.1:0", "--port-file", portFile,
-                         "--agent-timeout", "30", "--offer-timeout", "10"},
-                        dir_ + "/master.out", dir_ + "/master.err");
+    std::vector<std::string> args = {master_, "--listen", "127.0.0.1:0", "--port-file", portFile,
+                                     "--agent-timeout", "30", "--offer-timeout", "10"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    masterProc_ = Child(args, dir_ + "/master.out", dir_ + "/master.err");
     return waitFor([&] {
       std::ifstream in(portFile);
       return static_cast<bool>(in >> port_);
