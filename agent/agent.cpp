@@ -122,11 +122,16 @@ void Agent::onRegistered(const wire::AgentRegistered& m) {
                                      << manager_->executorCount() << " executors, "
                                      << manager_->liveTaskCount() << " tasks)");
   resendPending();
+  if (registeredHook_) registeredHook_(agentId_);
 }
 
 void Agent::onMasterMessage(wire::Envelope& e) {
   switch (e.body_case()) {
     case wire::Envelope::kRunTask:
+      metrics_.taskRequested(e.run_task().task().executor().framework_id().empty()
+                                 ? e.run_task().framework().id()
+                                 : e.run_task().task().executor().framework_id(),
+                             e.run_task().task().task_id());
       return manager_->runTask(e.run_task().framework(), std::move(*e.mutable_run_task()->mutable_task()));
     case wire::Envelope::kKillTask:
       return manager_->killTask(e.kill_task());
@@ -149,6 +154,7 @@ void Agent::onMasterMessage(wire::Envelope& e) {
 void Agent::onUpdate(const wire::TaskStatus& status, std::function<void(Status)> persisted) {
   LOG_DEBUG("task " << status.task_id() << " of framework " << status.framework_id() << " is "
                     << wire::TaskState_Name(status.state()));
+  metrics_.statusUpdate(status);
   Status st = updates_.add(status, [this, status, persisted = std::move(persisted)](Status st) {
     if (st && link_->registered()) {
       wire::Envelope e;

@@ -11,6 +11,7 @@
 // Thread: the io_context thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "agent/checkpoint.h"
 #include "agent/executor_manager.h"
 #include "agent/master_link.h"
+#include "agent/metrics.h"
 #include "agent/status_updates.h"
 #include "base/asio.h"
 #include "proto/resources.h"
@@ -50,6 +52,14 @@ class Agent {
   const std::string& agentId() const { return agentId_; }
   const ExecutorManager& executors() const { return *manager_; }
   size_t pendingUpdates() const { return updates_.size(); }
+  // For the operator endpoints (agent/http_api.h).
+  const AgentConfig& config() const { return config_; }
+  bool registered() const { return link_->registered(); }
+  AgentMetrics& metrics() { return metrics_; }
+  // Called after every (re-)registration with a master (sd_notify READY).
+  void setRegisteredHook(std::function<void(const std::string& agentId)> hook) {
+    registeredHook_ = std::move(hook);
+  }
 
  private:
   void onUpdate(const wire::TaskStatus& status, std::function<void(Status)> persisted);
@@ -72,6 +82,8 @@ class Agent {
   asio::steady_timer retryTimer_;
   asio::steady_timer gcTimer_;
   asio::steady_timer usageTimer_;
+  AgentMetrics metrics_;
+  std::function<void(const std::string&)> registeredHook_;
 };
 
 }  // namespace allot

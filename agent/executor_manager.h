@@ -44,6 +44,7 @@
 #include "isolators/isolator.h"
 #include "launcher/launcher.h"
 #include "proto/allot.pb.h"
+#include "proto/state.pb.h"
 
 namespace allot {
 
@@ -96,6 +97,10 @@ class ExecutorManager {
   // Fills one ExecutorUsage per running executor from the isolators
   // (nothing without isolators: there is no cgroup to measure).
   void collectUsage(wire::UsageReport* report) const;
+
+  // Every executor with its limits, usage, cgroups and tasks, for GET
+  // /state (executor_state.cpp).
+  void fillState(state::AgentState* out) const;
 
   size_t executorCount() const { return containers_.size(); }
   size_t liveTaskCount() const;

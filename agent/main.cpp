@@ -12,6 +12,8 @@
 #include <filesystem>
 
 #include "agent/agent.h"
+#include "agent/http_api.h"
+#include "systemd/notify.h"
 #include "agent/resources_detect.h"
 #include "base/flags.h"
 #include "base/log.h"
@@ -43,6 +45,8 @@ struct Settings {
   double usageIntervalS = 10;
   double executorIdleS = 1;
   double registerTimeoutS = 30;
+  std::string httpListen;
+  std::string httpPortFile;
 #ifdef ALLOT_HAVE_ISOLATORS
   IsolatorOptions isolatorOptions;
 #endif
@@ -64,6 +68,8 @@ void addFlags(Flags& f, Settings* s) {
   f.addInt("sandbox-max-age", &s->sandboxMaxAgeS, "seconds an ended executor's sandbox is kept");
   f.addDouble("recovery-timeout", &s->recoveryTimeoutS,
               "seconds executors wait for a restarted agent (and it for them)");
+  f.addString("http-listen", &s->httpListen, "HOST:PORT for /health, /state and /metrics (empty: none)");
+  f.addString("http-port-file", &s->httpPortFile, "write the bound HTTP port to this file once listening");
   f.addDouble("usage-interval", &s->usageIntervalS,
               "seconds between reports of every executor's resource usage to the master");
   f.addDouble("status-update-retry", &s->statusRetryS,
@@ -156,6 +162,28 @@ Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringP
 #endif
 }
 
+Result<std::unique_ptr<AgentHttp>> startHttp(asio::io_context& io, Agent& agent,
+                                             const Settings& s) {
+  auto where = parseHostPort(s.httpListen);
+  if (!where) return Error{"--http-listen: " + where.error().describe()};
+  http::ServerOptions options;
+  options.listen = *where;
+  auto http = AgentHttp::create(io, agent, options);
+  if (!http) return http.error();
+  (*http)->start();
+  if (!s.httpPortFile.empty()) {
+    std::string tmp = s.httpPortFile + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) return Error::fromErrno("cannot write " + tmp);
+    std::fprintf(f, "%u\n", (*http)->port());
+    bool ok = std::fclose(f) == 0;
+    if (!ok || std::rename(tmp.c_str(), s.httpPortFile.c_str()) != 0) {
+      return Error::fromErrno("cannot write " + s.httpPortFile);
+    }
+  }
+  return http;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,9 +221,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   Agent agent(io, std::move(*config), **launcher, *isolators);
+  SystemdNotifier notifier(io);
+  notifier.status("registering with the master at " + settings.master);
+  agent.setRegisteredHook([&notifier](const std::string& agentId) {
+    notifier.ready("registered as agent " + agentId);
+  });
   if (auto st = agent.start(); !st) {
     LOG_ERROR("cannot start: " << st.error().describe());
     return 1;
+  }
+  std::unique_ptr<AgentHttp> http;
+  if (!settings.httpListen.empty()) {
+    auto created = startHttp(io, agent, settings);
+    if (!created) {
+      LOG_ERROR(created.error().describe());
+      return 1;
+    }
+    http = std::move(*created);
   }
   LOG_INFO("agent on " << settings.master << " with work dir " << settings.workDir
                        << " (supervision: " << (*poller)->backend() << ")");
@@ -203,6 +245,8 @@ int main(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     LOG_INFO("signal " << sig << ": stopping; executors keep running for the next agent");
+    notifier.stopping();
+    if (http) http->stop();
     agent.stop();
     io.stop();
   });

@@ -15,7 +15,9 @@
 #include "ha/contender.h"
 #include "ha/zk_session.h"
 #include "master/allocator/allocator.h"
+#include "master/http_api.h"
 #include "master/server.h"
+#include "systemd/notify.h"
 
 namespace {
 
@@ -40,6 +42,8 @@ struct Settings {
   double statsIntervalS = 60;
   TlsFiles tls;
   bool insecure = false;
+  std::string httpListen;
+  std::string httpPortFile;
 };
 
 void addFlags(Flags& flags, Settings* s) {
@@ -71,7 +75,12 @@ void addFlags(Flags& flags, Settings* s) {
                   "seconds between 'stats:' log lines (0: none)");
   addTlsFlags(flags, &s->tls);
   flags.addBool("insecure", &s->insecure,
-                "allow plaintext on a non-loopback --listen address (no TLS)");
+                "allow plaintext on a non-loopback --listen (or --http-listen) address");
+  flags.addString("http-listen", &s->httpListen,
+                  "HOST:PORT for /health, /state, /metrics, the web UI and allotctl (empty: none; "
+                  "plaintext: loopback unless --insecure)");
+  flags.addString("http-port-file", &s->httpPortFile,
+                  "write the bound HTTP port to this file once listening");
 }
 
 // Plaintext is for loopback (the embedded default); anything reachable from
@@ -166,11 +175,50 @@ Result<Endpoint> advertisedAddress(const Settings& s, uint16_t boundPort) {
   return Endpoint{Endpoint::Kind::kTcp, listen->host, boundPort, ""};
 }
 
-int runStandalone(asio::io_context& io, MasterServer& server) {
+// What runs beside the protocol server: the HTTP endpoints (may be null)
+// and the systemd notifier.
+struct Operating {
+  MasterHttp* http;
+  SystemdNotifier& notifier;
+  void stop() {
+    notifier.stopping();
+    if (http) http->stop();
+  }
+};
+
+// --http-listen: the endpoints start at once (a standby answers /health
+// too); null without the flag.
+Result<std::unique_ptr<MasterHttp>> startHttp(asio::io_context& io, const Settings& s,
+                                              MasterServer& server) {
+  if (s.httpListen.empty()) return std::unique_ptr<MasterHttp>();
+  auto where = parseHostPort(s.httpListen);
+  if (!where) return Error{"--http-listen: " + where.error().describe()};
+  // The HTTP port has no TLS yet: the network gets it only with --insecure.
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(where->host, ec);
+  if (!s.insecure && !(!ec && address.is_loopback())) {
+    return Error{"--http-listen " + where->host +
+                 " is not a loopback address and the HTTP endpoints have no TLS yet: "
+                 "give --insecure to serve them plaintext to the network"};
+  }
+  MasterHttpOptions options;
+  options.server.listen = *where;
+  auto http = MasterHttp::create(io, server, options);
+  if (!http) return http.error();
+  (*http)->start();
+  if (!s.httpPortFile.empty()) {
+    if (auto st = writePortFile(s.httpPortFile, (*http)->port()); !st) return st.error();
+  }
+  return http;
+}
+
+int runStandalone(asio::io_context& io, MasterServer& server, Operating& operating) {
   server.start();
+  operating.notifier.ready("listening on port " + std::to_string(server.port()));
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     LOG_INFO("signal " << sig << ": shutting down");
+    operating.stop();
     server.stop();
     io.stop();
   });
@@ -182,7 +230,7 @@ int runStandalone(asio::io_context& io, MasterServer& server) {
 // can no longer be sure it leads (fencing: it closes every peer and exits
 // non-zero at once; systemd starts it again as a standby).
 int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, Endpoint advertise,
-                  double sessionTimeoutS) {
+                  double sessionTimeoutS, Operating& operating) {
   auto sessions = zooKeeperSessionFactory(io, zk.servers, secondsToDuration(sessionTimeoutS));
   if (!sessions) {
     LOG_ERROR("--zk: " << sessions.error().describe());
@@ -193,9 +241,11 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, E
   callbacks.elected = [&](uint64_t epoch) {
     server.setLeaderEpoch(epoch);
     server.start();
+    operating.notifier.status("leading with epoch " + std::to_string(epoch));
   };
   callbacks.lost = [&](const std::string& why) {
     LOG_ERROR("exiting: this master can no longer be sure it leads (" << why << ")");
+    operating.stop();
     server.stop();
     exitCode = 1;
     io.stop();
@@ -205,9 +255,11 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, E
   LOG_INFO("master " << server.master().masterId() << " standing by at " << advertise.describe()
                      << " until elected");
   contender->start();
+  operating.notifier.ready("standing by at " + advertise.describe() + " until elected");
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     LOG_INFO("signal " << sig << ": leaving the contender group and shutting down");
+    operating.stop();
     contender.reset();  // closes the session: our znode goes at once
     server.stop();
     io.stop();
@@ -261,6 +313,14 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (settings.zk.empty()) return runStandalone(io, **server);
-  return runContending(io, **server, *zk, std::move(*advertise), settings.zkSessionTimeoutS);
+  auto http = startHttp(io, settings, **server);
+  if (!http) {
+    LOG_ERROR(http.error().describe());
+    return 1;
+  }
+  SystemdNotifier notifier(io);
+  Operating operating{http->get(), notifier};
+  if (settings.zk.empty()) return runStandalone(io, **server, operating);
+  return runContending(io, **server, *zk, std::move(*advertise), settings.zkSessionTimeoutS,
+                       operating);
 }

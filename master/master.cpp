@@ -325,6 +325,7 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   agent.info.set_id(id);
   agent.handle = allocator_->addAgent(*total);
   agentByHandle_[agent.handle] = id;
+  if (agent.draining) allocator_->setAgentActive(agent.handle, false);
   agent.peer = peer;
   agent.lastSeen = clock_.now();
   peers_[peer].id = id;

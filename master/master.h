@@ -31,6 +31,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "master/allocator/allocator.h"
+#include "master/metrics.h"
 #include "proto/allot.pb.h"
 #include "proto/peer_identity.h"
 #include "proto/resources.h"
@@ -94,6 +95,20 @@ class Master {
                                                    const std::string& frameworkId,
                                                    const std::string& executorId) const;
 
+  // Operator actions (operate.cpp; GET/POST through master/http_api.h).
+  // drainAgent: the agent's resources stop being offered (its outstanding
+  // offers are rescinded) and each of its tasks is asked to finish: a
+  // KillTask with grace `deadline` and REASON_AGENT_DRAINED, so the
+  // executor sends SIGTERM now and the agent kills the task when the
+  // deadline passes. Draining again with a new deadline asks again.
+  // undrainAgent: offers resume. killTask: like the framework's own kill.
+  Status drainAgent(const std::string& agentId, Duration deadline);
+  Status undrainAgent(const std::string& agentId);
+  Status killTask(const std::string& taskId, const std::string& frameworkId);
+  MasterMetrics& metrics() { return metrics_; }
+  // Refreshes the gauges of metrics() from the current state.
+  void refreshGauges();
+
  private:
   struct TaskRecord {
     wire::TaskInfo info;
@@ -114,6 +129,8 @@ class Master {
     std::unordered_map<std::string, std::unordered_set<std::string>> executors;
     // The latest UsageReport: "framework/executor" -> usage.
     std::unordered_map<std::string, wire::ResourceUsage> usage;
+    bool draining = false;       // allotctl drain: never offered until undrained
+    double drainDeadlineS = 0;   // wall clock
   };
 
   struct FrameworkRecord {
@@ -143,6 +160,8 @@ class Master {
     std::string id;  // framework or agent id once registered
     std::string principal;  // the certificate CN over TLS; empty otherwise
   };
+
+  friend class MasterStateView;  // state_view.h: /state reads the records
 
   Master(MasterOptions options, const Clock& clock, Outbox& outbox,
          std::unique_ptr<Allocator> allocator);
@@ -213,6 +232,7 @@ class Master {
   TimePoint nextTimeoutCheck_;
   uint64_t idSequence_ = 0;
   bool allocationPending_ = false;
+  MasterMetrics metrics_;
 };
 
 }  // namespace allot

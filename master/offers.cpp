@@ -11,7 +11,10 @@ namespace allot {
 void Master::allocateRound(bool fullCycle) {
   allocationPending_ = false;
   std::vector<Grant> grants;
+  auto started = std::chrono::steady_clock::now();
   allocator_->allocate(clock_.now(), fullCycle, &grants);
+  metrics_.allocationSeconds().Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (!grants.empty()) sendOffers(grants);
 }
 
@@ -47,6 +50,7 @@ void Master::sendOffers(const std::vector<Grant>& grants) {
     if (batch.resource_offers().offers_size() == 0) continue;
     sendToFramework(frameworks_.at(frameworkByHandle_.at(handle)), batch);
   }
+  metrics_.offersSent().Increment(static_cast<double>(grants.size()));
   LOG_DEBUG("allocation: " << grants.size() << " offers");
 }
 
@@ -96,6 +100,7 @@ void Master::removeOffer(const std::string& offerId, bool recoverIt, bool notify
     allocationPending_ = true;
   }
   if (notify && fw->second.peer) {
+    metrics_.offersRescinded().Increment();
     wire::Envelope e;
     e.mutable_offer_rescinded()->set_offer_id(offerId);
     outbox_.send(*fw->second.peer, e);
@@ -122,6 +127,7 @@ void Master::onDecline(FrameworkRecord& fw, const wire::DeclineOffers& m) {
   for (const auto& id : m.offer_ids()) {
     auto it = offers_.find(id);
     if (it == offers_.end() || it->second.frameworkId != fw.id) continue;
+    metrics_.offersDeclined().Increment();
     removeOffer(id, true, false, refuse);
   }
 }

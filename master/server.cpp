@@ -112,6 +112,7 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
   };
   handlers.onMessage = [this, peer](wire::Envelope& e) {
     ++messagesIn_;
+    master_->metrics().messagesIn().Increment();
     master_->peerMessage(peer, e);
     afterEvent();
   };
@@ -130,6 +131,7 @@ void MasterServer::send(PeerId peer, const wire::Envelope& envelope) {
   auto it = connections_.find(peer);
   if (it == connections_.end()) return;
   ++messagesOut_;
+  master_->metrics().messagesOut().Increment();
   if (auto st = it->second->send(envelope); !st) {
     LOG_WARNING("cannot send to peer " << peer << ": " << st.error().describe());
   }

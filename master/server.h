@@ -42,8 +42,13 @@ class MasterServer final : public Outbox {
   // Listening starts in create(); peers are accepted from start() on (a
   // standby master calls it once elected, with its epoch).
   void setLeaderEpoch(uint64_t epoch) { options_.leaderEpoch = epoch; }
+  uint64_t leaderEpoch() const { return options_.leaderEpoch; }
   void start();
   void stop();
+
+  // Runs an allocation round soon if the master wants one (after an
+  // operator action changed state outside a peer's message).
+  void kick() { afterEvent(); }
 
   void send(PeerId peer, const wire::Envelope& envelope) override;
   void close(PeerId peer, const std::string& reason) override;

@@ -1,0 +1,266 @@
+// allotctl: the operator's command line over the master's HTTP endpoints
+// (master/http_api.h).
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "base/flags.h"
+#include "cli/table.h"
+#include "http/client.h"
+#include "proto/resources.h"
+#include "proto/state.pb.h"
+
+namespace {
+
+using namespace allot;
+
+// Exit codes scripts can use.
+constexpr int kOk = 0;
+constexpr int kUsage = 2;        // bad command line
+constexpr int kUnreachable = 3;  // no answer from the master
+constexpr int kNotFound = 4;     // no such agent or task
+constexpr int kRefused = 5;      // the master refused (bad request, not authorized, ...)
+
+constexpr const char* kSummary =
+    "Operates an allot cluster through the master's HTTP endpoints.\n\n"
+    "commands:\n"
+    "  agents | frameworks | tasks | offers | shares   list (--json: the JSON from /state)\n"
+    "  kill TASK [--framework ID]                      kill a task\n"
+    "  drain AGENT [--deadline S]                      stop offering AGENT, ask its tasks to\n"
+    "                                                  finish, kill them after S seconds\n"
+    "  undrain AGENT                                   offer AGENT again\n\n"
+    "exit codes: 0 ok, 2 bad usage, 3 master unreachable, 4 no such agent or task,\n"
+    "            5 refused by the master";
+
+struct Settings {
+  std::string master = "127.0.0.1:5055";
+  bool json = false;
+  double deadlineS = 60;
+  std::string framework;
+  double timeoutS = 10;
+};
+
+std::string fmt(double v) {
+  std::ostringstream o;
+  o << std::round(v * 1000) / 1000;
+  return o.str();
+}
+
+std::string resourcesText(const google::protobuf::RepeatedPtrField<wire::Resource>& list) {
+  auto r = Resources::fromWire(list);
+  return r ? r->toString() : "?";
+}
+
+double scalarOf(const google::protobuf::RepeatedPtrField<wire::Resource>& list, const char* name) {
+  for (const auto& r : list) {
+    if (r.name() == name) return r.scalar();
+  }
+  return 0;
+}
+
+std::string shortName(const std::string& enumName, const char* prefix) {
+  return enumName.rfind(prefix, 0) == 0 ? enumName.substr(std::string(prefix).size()) : enumName;
+}
+
+int httpError(const http::ClientResponse& r) {
+  std::string body = r.body;
+  while (!body.empty() && body.back() == '\n') body.pop_back();
+  std::cerr << "allotctl: master answered " << r.status << ": " << body << "\n";
+  return r.status == 404 ? kNotFound : kRefused;
+}
+
+struct Context {
+  Settings settings;
+  HostPort master;
+
+  Result<http::ClientResponse> call(const std::string& method, const std::string& target) const {
+    return http::fetch(master, method, target, "",
+                       std::chrono::milliseconds(static_cast<int64_t>(settings.timeoutS * 1000)));
+  }
+};
+
+int printList(const Context& ctx, const std::string& what) {
+  auto r = ctx.call("GET", "/state");
+  if (!r) {
+    std::cerr << "allotctl: " << r.error().describe() << "\n";
+    return kUnreachable;
+  }
+  if (r->status != 200) return httpError(*r);
+  state::State st;
+  google::protobuf::util::JsonParseOptions parse;
+  parse.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(r->body, &st, parse).ok()) {
+    std::cerr << "allotctl: the master's /state is not a State\n";
+    return kRefused;
+  }
+  const state::MasterState& m = st.master();
+  if (ctx.settings.json) {
+    // The list as /state has it, one JSON array.
+    google::protobuf::util::JsonPrintOptions print;
+    print.always_print_primitive_fields = true;
+    print.add_whitespace = true;
+    state::MasterState only;
+    if (what == "agents") *only.mutable_agents() = m.agents();
+    if (what == "frameworks" || what == "shares") *only.mutable_frameworks() = m.frameworks();
+    if (what == "tasks") *only.mutable_tasks() = m.tasks();
+    if (what == "offers") *only.mutable_offers() = m.offers();
+    std::string json;
+    (void)google::protobuf::util::MessageToJsonString(only, &json, print);
+    // {"agents": [...], ...other empty lists}: print just the wanted array.
+    std::string key = "\"" + std::string(what == "shares" ? "frameworks" : what) + "\": ";
+    size_t at = json.find(key);
+    size_t begin = at == std::string::npos ? std::string::npos : at + key.size();
+    if (begin == std::string::npos) {
+      std::cout << "[]\n";
+      return kOk;
+    }
+    // The array ends where the next top-level key starts (or the object).
+    int depth = 0;
+    size_t end = begin;
+    for (; end < json.size(); ++end) {
+      char c = json[end];
+      if (c == '[' || c == '{') ++depth;
+      if (c == ']' || c == '}') --depth;
+      if (depth == 0) break;
+    }
+    std::cout << json.substr(begin, end - begin + 1) << "\n";
+    return kOk;
+  }
+  size_t width = terminalWidth();
+  if (what == "agents") {
+    Table t({"ID", "HOST", "STATE", "CPUS USED/TOTAL", "MEM USED/TOTAL", "TASKS", "ATTRIBUTES"});
+    for (const auto& a : m.agents()) {
+      std::string attrs;
+      for (const auto& at : a.attributes()) attrs += (attrs.empty() ? "" : ";") + at.name() + ":" + at.value();
+      t.add({a.id(), a.hostname(),
+             a.draining() ? "draining" : a.connected() ? "connected" : "disconnected",
+             fmt(scalarOf(a.used(), "cpus")) + "/" + fmt(scalarOf(a.total(), "cpus")),
+             fmt(scalarOf(a.used(), "mem")) + "/" + fmt(scalarOf(a.total(), "mem")),
+             std::to_string(a.task_count()), attrs});
+    }
+    std::cout << t.render(width);
+  } else if (what == "frameworks") {
+    Table t({"ID", "NAME", "USER", "ROLE", "WEIGHT", "SHARE", "TASKS", "OFFERS", "STATE"});
+    for (const auto& f : m.frameworks()) {
+      t.add({f.id(), f.name(), f.user(), f.role(), fmt(f.weight()),
+             fmt(100 * f.dominant_share()) + "%", std::to_string(f.task_count()),
+             std::to_string(f.offer_count()), f.connected() ? "connected" : "disconnected"});
+    }
+    std::cout << t.render(width);
+  } else if (what == "shares") {
+    Table t({"FRAMEWORK", "NAME", "WEIGHT", "DOMINANT SHARE", "ALLOCATED", "GUARANTEED"});
+    for (const auto& f : m.frameworks()) {
+      t.add({f.id(), f.name(), fmt(f.weight()), fmt(100 * f.dominant_share()) + "%",
+             resourcesText(f.allocated()), resourcesText(f.guaranteed())});
+    }
+    std::cout << t.render(width);
+  } else if (what == "tasks") {
+    Table t({"ID", "FRAMEWORK", "AGENT", "STATE", "REASON", "RESOURCES", "MESSAGE"});
+    for (const auto& task : m.tasks()) {
+      t.add({task.task_id(), task.framework_id(), task.agent_id(),
+             shortName(wire::TaskState_Name(task.state()), "TASK_"),
+             task.reason() == wire::REASON_NONE ? "" : shortName(wire::Reason_Name(task.reason()), "REASON_"),
+             resourcesText(task.resources()), task.message()});
+    }
+    std::cout << t.render(width);
+  } else {
+    Table t({"ID", "FRAMEWORK", "AGENT", "RESOURCES", "EXPIRES IN"});
+    for (const auto& o : m.offers()) {
+      t.add({o.offer_id(), o.framework_id(), o.agent_id(), resourcesText(o.resources()),
+             fmt(o.expires_in_s()) + " s"});
+    }
+    std::cout << t.render(width);
+  }
+  return kOk;
+}
+
+int operate(const Context& ctx, const std::string& target, const std::string& done) {
+  auto r = ctx.call("POST", target);
+  if (!r) {
+    std::cerr << "allotctl: " << r.error().describe() << "\n";
+    return kUnreachable;
+  }
+  if (r->status != 200) return httpError(*r);
+  std::cout << done << "\n";
+  return kOk;
+}
+
+int run(const Context& ctx, const std::vector<std::string>& args) {
+  const std::string& cmd = args[0];
+  auto needOne = [&](const char* what) {
+    if (args.size() == 2) return true;
+    std::cerr << "allotctl: " << cmd << " takes one " << what << "\n";
+    return false;
+  };
+  if (cmd == "agents" || cmd == "frameworks" || cmd == "tasks" || cmd == "offers" || cmd == "shares") {
+    if (args.size() != 1) {
+      std::cerr << "allotctl: " << cmd << " takes no arguments\n";
+      return kUsage;
+    }
+    return printList(ctx, cmd);
+  }
+  if (cmd == "kill") {
+    if (!needOne("TASK")) return kUsage;
+    std::string target = "/api/v1/kill?task=" + http::encodeQueryValue(args[1]);
+    if (!ctx.settings.framework.empty()) {
+      target += "&framework=" + http::encodeQueryValue(ctx.settings.framework);
+    }
+    return operate(ctx, target, "kill of task " + args[1] + " sent");
+  }
+  if (cmd == "drain") {
+    if (!needOne("AGENT")) return kUsage;
+    if (!(ctx.settings.deadlineS >= 0)) {
+      std::cerr << "allotctl: --deadline must be >= 0\n";
+      return kUsage;
+    }
+    return operate(ctx,
+                   "/api/v1/drain?agent=" + http::encodeQueryValue(args[1]) +
+                       "&deadline=" + fmt(ctx.settings.deadlineS),
+                   "agent " + args[1] + " draining; tasks killed after " +
+                       fmt(ctx.settings.deadlineS) + " s");
+  }
+  if (cmd == "undrain") {
+    if (!needOne("AGENT")) return kUsage;
+    return operate(ctx, "/api/v1/undrain?agent=" + http::encodeQueryValue(args[1]),
+                   "agent " + args[1] + " offered again");
+  }
+  std::cerr << "allotctl: unknown command '" << cmd << "' (allotctl --help)\n";
+  return kUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings s;
+  Flags flags("allotctl", kSummary);
+  flags.addString("master", &s.master, "HOST:PORT of the master's --http-listen");
+  flags.addString("zk", &s.master, "zk://host:port,.../path (not yet: use --master HOST:PORT)");
+  flags.addBool("json", &s.json, "print the list as JSON (the array from /state)");
+  flags.addDouble("deadline", &s.deadlineS, "drain: seconds before the agent's tasks are killed");
+  flags.addString("framework", &s.framework, "kill: the task's framework (when ids repeat)");
+  flags.addDouble("timeout", &s.timeoutS, "seconds to wait for the master");
+  flags.allowPositional();
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  if (flags.positional().empty()) {
+    std::fputs(flags.usage().c_str(), stderr);
+    return kUsage;
+  }
+  if (s.master.rfind("zk://", 0) == 0) {
+    std::cerr << "allotctl: finding the leader through ZooKeeper is not built yet; "
+                 "give --master HOST:PORT (the leader's --http-listen)\n";
+    return kUsage;
+  }
+  if (!(s.timeoutS > 0 && s.timeoutS < 3600)) {
+    std::cerr << "allotctl: --timeout must be in (0, 3600)\n";
+    return kUsage;
+  }
+  auto hp = parseHostPort(s.master);
+  if (!hp) {
+    std::cerr << "allotctl: --master: " << hp.error().describe() << "\n";
+    return kUsage;
+  }
+  return run(Context{s, *hp}, flags.positional());
+}

@@ -1,0 +1,74 @@
+#include "http/client.h"
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "base/asio.h"
+
+namespace allot::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+
+Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
+                             const std::string& target, const std::string& body,
+                             std::chrono::milliseconds timeout) {
+  std::string where = server.host + ":" + std::to_string(server.port);
+  asio::io_context io;
+  beast::tcp_stream stream(io);
+  beast::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  auto endpoints = resolver.resolve(server.host, std::to_string(server.port), ec);
+  if (ec) return Error{"cannot resolve " + server.host + ": " + ec.message()};
+
+  bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), target, 11};
+  req.set(bhttp::field::host, server.host);
+  req.set(bhttp::field::user_agent, "allot");
+  req.body() = body;
+  req.prepare_payload();
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(kMaxClientBodyBytes);
+  beast::flat_buffer buffer;
+
+  beast::error_code result = asio::error::timed_out;
+  stream.expires_after(timeout);
+  stream.async_connect(endpoints, [&](beast::error_code e, const auto&) {
+    if (e) {
+      result = e;
+      return;
+    }
+    bhttp::async_write(stream, req, [&](beast::error_code we, size_t) {
+      if (we) {
+        result = we;
+        return;
+      }
+      bhttp::async_read(stream, buffer, parser, [&](beast::error_code re, size_t) { result = re; });
+    });
+  });
+  io.run();
+  if (result == beast::error::timeout) return Error{where + ": no answer within the timeout"};
+  if (result) return Error{where + ": " + result.message()};
+  ClientResponse out;
+  auto& res = parser.get();
+  out.status = res.result_int();
+  out.contentType = std::string(res[bhttp::field::content_type]);
+  out.body = std::move(res.body());
+  return out;
+}
+
+std::string encodeQueryValue(const std::string& value) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace allot::http

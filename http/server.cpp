@@ -1,0 +1,306 @@
+#include "http/server.h"
+
+#include <optional>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "base/log.h"
+
+namespace allot::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+
+Response Response::text(unsigned status, std::string body) {
+  Response r;
+  r.status = status;
+  r.body = std::move(body);
+  if (!r.body.empty() && r.body.back() != '\n') r.body += '\n';
+  return r;
+}
+
+Response Response::json(std::string body) {
+  Response r;
+  r.contentType = "application/json";
+  r.body = std::move(body);
+  return r;
+}
+
+namespace {
+
+int hexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '+') {
+      out += ' ';
+    } else if (c == '%' && i + 2 < text.size() && hexValue(text[i + 1]) >= 0 &&
+               hexValue(text[i + 2]) >= 0) {
+      out += static_cast<char>(hexValue(text[i + 1]) * 16 + hexValue(text[i + 2]));
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> parseQuery(const std::string& text) {
+  std::map<std::string, std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('&', start);
+    if (end == std::string::npos) end = text.size();
+    std::string_view part(text.data() + start, end - start);
+    if (!part.empty()) {
+      size_t eq = part.find('=');
+      if (eq == std::string_view::npos) {
+        out[decode(part)] = "";
+      } else {
+        out[decode(part.substr(0, eq))] = decode(part.substr(eq + 1));
+      }
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+// One accepted connection: read a request, answer it (whole or chunked),
+// repeat while the client keeps the connection alive.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Server& server, asio::ip::tcp::socket socket)
+      : server_(&server), stream_(std::move(socket)) {
+    boost::system::error_code ec;
+    auto remote = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = remote.address().to_string() + ":" + std::to_string(remote.port());
+  }
+  ~Session() {
+    if (server_) server_->sessionEnded(this);
+  }
+
+  void start() { readNext(); }
+  // The server goes away: forget it and close.
+  void detach() {
+    server_ = nullptr;
+    close();
+  }
+
+ private:
+  void readNext();
+  void onRead(beast::error_code ec);
+  void answer(Response response, bool keepAlive, unsigned version);
+  void writeChunks();
+  void finishWrite(beast::error_code ec);
+  void fail(unsigned status, const std::string& why);
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  Server* server_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::string peer_;
+  bool keepAlive_ = false;
+  // The answer being written.
+  std::shared_ptr<void> message_;
+  std::function<bool(std::string*)> stream_fn_;
+  std::string chunk_;
+  std::unique_ptr<bhttp::response<bhttp::empty_body>> header_;
+  std::unique_ptr<bhttp::response_serializer<bhttp::empty_body>> serializer_;
+};
+
+void Session::readNext() {
+  if (!server_) return;
+  const ServerOptions& o = server_->options();
+  parser_.emplace();
+  parser_->header_limit(static_cast<std::uint32_t>(o.maxHeaderBytes));
+  parser_->body_limit(o.maxBodyBytes);
+  stream_.expires_after(o.idleTimeout);
+  bhttp::async_read(stream_, buffer_, *parser_,
+                    [self = shared_from_this()](beast::error_code ec, size_t) { self->onRead(ec); });
+}
+
+void Session::onRead(beast::error_code ec) {
+  if (!server_) return;
+  if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+      ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
+    return close();
+  }
+  if (ec == bhttp::error::header_limit) return fail(431, "request header too large");
+  if (ec == bhttp::error::body_limit) return fail(413, "request body too large");
+  if (ec) return fail(400, "bad request: " + ec.message());
+  auto& req = parser_->get();
+  Request request;
+  request.method = std::string(req.method_string());
+  std::string target(req.target());
+  size_t q = target.find('?');
+  request.path = target.substr(0, q);
+  if (q != std::string::npos) request.query = parseQuery(target.substr(q + 1));
+  request.body = std::move(req.body());
+  request.peer = peer_;
+  answer(server_->dispatch(request), req.keep_alive(), req.version());
+}
+
+void Session::fail(unsigned status, const std::string& why) {
+  LOG_DEBUG("http " << peer_ << ": " << why);
+  answer(Response::text(status, why), false, 11);
+}
+
+void Session::answer(Response response, bool keepAlive, unsigned version) {
+  keepAlive_ = keepAlive;
+  stream_.expires_after(server_->options().writeTimeout);
+  auto self = shared_from_this();
+  if (!response.stream) {
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
+        static_cast<bhttp::status>(response.status), version);
+    res->set(bhttp::field::server, "allot");
+    res->set(bhttp::field::content_type, response.contentType);
+    res->set(bhttp::field::cache_control, "no-store");
+    res->keep_alive(keepAlive);
+    res->body() = std::move(response.body);
+    res->prepare_payload();
+    message_ = res;
+    bhttp::async_write(stream_, *res, [self](beast::error_code ec, size_t) { self->finishWrite(ec); });
+    return;
+  }
+  header_ = std::make_unique<bhttp::response<bhttp::empty_body>>(
+      static_cast<bhttp::status>(response.status), version);
+  header_->set(bhttp::field::server, "allot");
+  header_->set(bhttp::field::content_type, response.contentType);
+  header_->set(bhttp::field::cache_control, "no-store");
+  header_->keep_alive(keepAlive);
+  header_->chunked(true);
+  serializer_ = std::make_unique<bhttp::response_serializer<bhttp::empty_body>>(*header_);
+  stream_fn_ = std::move(response.stream);
+  bhttp::async_write_header(stream_, *serializer_, [self](beast::error_code ec, size_t) {
+    if (ec) return self->close();
+    self->writeChunks();
+  });
+}
+
+// One chunk per write: other handlers on the loop run between two chunks.
+void Session::writeChunks() {
+  if (!server_) return;
+  chunk_.clear();
+  bool more = true;
+  while (chunk_.empty() && more) more = stream_fn_(&chunk_);
+  stream_.expires_after(server_->options().writeTimeout);
+  auto self = shared_from_this();
+  if (chunk_.empty()) {
+    asio::async_write(stream_, bhttp::make_chunk_last(),
+                      [self](beast::error_code ec, size_t) { self->finishWrite(ec); });
+    return;
+  }
+  asio::async_write(stream_, bhttp::make_chunk(asio::buffer(chunk_)),
+                    [self, more](beast::error_code ec, size_t) {
+                      if (ec) return self->close();
+                      if (more) return self->writeChunks();
+                      asio::async_write(self->stream_, bhttp::make_chunk_last(),
+                                        [self](beast::error_code e, size_t) { self->finishWrite(e); });
+                    });
+}
+
+void Session::finishWrite(beast::error_code ec) {
+  message_.reset();
+  stream_fn_ = nullptr;
+  serializer_.reset();
+  header_.reset();
+  chunk_.clear();
+  chunk_.shrink_to_fit();
+  if (ec || !keepAlive_) return close();
+  readNext();
+}
+
+Result<std::unique_ptr<Server>> Server::create(asio::io_context& io, ServerOptions options) {
+  std::unique_ptr<Server> server(new Server(io, options));
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(options.listen.host, ec);
+  if (ec) return Error{"--http-listen: '" + options.listen.host + "' is not an IP address"};
+  asio::ip::tcp::endpoint endpoint(address, options.listen.port);
+  std::string where = options.listen.host + ":" + std::to_string(options.listen.port);
+  server->acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) server->acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) server->acceptor_.bind(endpoint, ec);
+  if (!ec) server->acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Error{"cannot listen (http) on " + where + ": " + ec.message(), ec.value()};
+  server->port_ = server->acceptor_.local_endpoint().port();
+  return server;
+}
+
+Server::Server(asio::io_context& io, ServerOptions options)
+    : io_(io), options_(std::move(options)), acceptor_(io), acceptPause_(io) {}
+
+Server::~Server() { stop(); }
+
+void Server::route(std::string method, std::string path, Handler handler) {
+  routes_[{std::move(method), std::move(path)}] = std::move(handler);
+}
+
+Response Server::dispatch(const Request& request) const {
+  auto exact = routes_.find({request.method, request.path});
+  if (exact != routes_.end()) return exact->second(request);
+  for (const auto& [key, handler] : routes_) {
+    if (key.second == request.path) {
+      return Response::text(405, "method " + request.method + " not allowed on " + request.path);
+    }
+  }
+  return Response::text(404, "no such path: " + request.path);
+}
+
+void Server::start() {
+  LOG_INFO("http listening on " << options_.listen.host << ":" << port_);
+  acceptNext();
+}
+
+void Server::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  acceptPause_.cancel();
+  auto sessions = std::move(sessions_);
+  sessions_.clear();
+  for (auto& [raw, weak] : sessions) {
+    if (auto s = weak.lock()) s->detach();
+  }
+}
+
+void Server::acceptNext() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
+    if (stopped_) return;
+    if (!ec) {
+      if (sessions_.size() >= options_.maxConnections) {
+        LOG_WARNING("http: refusing a connection: " << options_.maxConnections
+                                                    << " already open (limit)");
+      } else {
+        auto session = std::make_shared<Session>(*this, std::move(socket));
+        sessions_[session.get()] = session;
+        session->start();
+      }
+      return acceptNext();
+    }
+    if (ec == asio::error::operation_aborted) return;
+    LOG_WARNING("http accept failed: " << ec.message() << "; retrying in 100 ms");
+    acceptPause_.expires_after(std::chrono::milliseconds(100));
+    acceptPause_.async_wait([this](const boost::system::error_code& e) {
+      if (!e && !stopped_) acceptNext();
+    });
+  });
+}
+
+}  // namespace allot::http

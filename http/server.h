@@ -1,0 +1,109 @@
+// http::Server: a small HTTP/1.1 server (Boost.Beast) on a daemon's own
+// io_context, for the operator endpoints (/health, /state, /metrics, the web
+// UI and allotctl's POSTs). Handlers run on the loop thread, so they may read
+// daemon state directly; they must return quickly. A large answer streams:
+// the handler returns a Response whose `stream` produces the body in chunks,
+// one chunk per loop turn, so a 10,000-agent /state never holds the loop for
+// the whole serialization.
+//
+//   auto server = http::Server::create(io, options);      // binds
+//   (*server)->route("GET", "/health", [](const http::Request&) { ... });
+//   (*server)->start();                                     // accepts
+//   ...; (*server)->stop();                                 // closes everything
+//
+// Limits (named, checked where input enters): maxConnections open at once
+// (further connections are closed at accept), maxHeaderBytes and
+// maxBodyBytes per request (431/413 then close), idleTimeout for a request
+// to arrive and writeTimeout for each write (then close).
+//
+// Thread: everything on the given io_context, which one thread runs.
+// Routes are added before start().
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/flags.h"
+#include "base/result.h"
+
+namespace allot::http {
+
+struct Request {
+  std::string method;   // "GET", "POST"
+  std::string path;     // target without the query
+  std::map<std::string, std::string> query;  // decoded; last value wins
+  std::string body;
+  std::string peer;     // "address:port"
+};
+
+struct Response {
+  unsigned status = 200;
+  std::string contentType = "text/plain; charset=utf-8";
+  std::string body;
+  // When set, `body` is ignored and the answer is sent chunked: each call
+  // appends the next piece to *chunk and returns false once nothing is left
+  // (it may append a last piece in that call). Called on the loop thread,
+  // one call per write.
+  std::function<bool(std::string* chunk)> stream;
+
+  static Response text(unsigned status, std::string body);
+  static Response json(std::string body);
+};
+
+using Handler = std::function<Response(const Request&)>;
+
+class Session;
+
+struct ServerOptions {
+  HostPort listen{"127.0.0.1", 0};
+  size_t maxConnections = 64;
+  size_t maxHeaderBytes = 8 * 1024;
+  size_t maxBodyBytes = 64 * 1024;
+  Duration idleTimeout = std::chrono::seconds(30);
+  Duration writeTimeout = std::chrono::seconds(30);
+};
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> create(asio::io_context& io, ServerOptions options);
+  ~Server();
+
+  // Exact path match; a known path with another method answers 405, an
+  // unknown one 404.
+  void route(std::string method, std::string path, Handler handler);
+
+  void start();
+  void stop();
+  uint16_t port() const { return port_; }
+  size_t connectionCount() const { return sessions_.size(); }
+
+  // Internal to server.cpp (sessions call back).
+  Response dispatch(const Request& request) const;
+  const ServerOptions& options() const { return options_; }
+  void sessionEnded(const Session* session) { sessions_.erase(session); }
+
+ private:
+  Server(asio::io_context& io, ServerOptions options);
+  void acceptNext();
+
+  asio::io_context& io_;
+  ServerOptions options_;
+  asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer acceptPause_;
+  std::map<std::pair<std::string, std::string>, Handler> routes_;
+  // Open sessions, so stop() can close them; each holds its own lifetime.
+  std::unordered_map<const Session*, std::weak_ptr<Session>> sessions_;
+  uint16_t port_ = 0;
+  bool stopped_ = false;
+};
+
+// Splits "a=1&b=x%20y" into a map, decoding %XX and '+'. Malformed escapes
+// are kept verbatim.
+std::map<std::string, std::string> parseQuery(const std::string& text);
+
+}  // namespace allot::http

@@ -1,0 +1,132 @@
+#include "master/http_api.h"
+
+#include <cmath>
+
+#include "base/log.h"
+#include "master/state_view.h"
+#include "master/ui_assets.h"
+
+namespace allot {
+
+Result<std::unique_ptr<MasterHttp>> MasterHttp::create(asio::io_context& io, MasterServer& master,
+                                                       MasterHttpOptions options) {
+  auto server = http::Server::create(io, options.server);
+  if (!server) return server.error();
+  std::unique_ptr<MasterHttp> out(new MasterHttp(master, std::move(options), std::move(*server)));
+  out->addRoutes();
+  return out;
+}
+
+MasterHttp::MasterHttp(MasterServer& master, MasterHttpOptions options,
+                       std::unique_ptr<http::Server> server)
+    : master_(master),
+      options_(std::move(options)),
+      server_(std::move(server)),
+      startTimeS_(wallClockSeconds()) {}
+
+namespace {
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void MasterHttp::addRoutes() {
+  server_->route("GET", "/health", [this](const http::Request&) {
+    Master& m = master_.master();
+    return http::Response::json("{\"status\":\"ok\",\"role\":\"master\",\"masterId\":" +
+                                jsonString(m.masterId()) +
+                                ",\"agents\":" + std::to_string(m.agentCount()) +
+                                ",\"frameworks\":" + std::to_string(m.frameworkCount()) + "}\n");
+  });
+  server_->route("GET", "/state", [this](const http::Request&) { return state(); });
+  server_->route("GET", "/metrics", [this](const http::Request&) {
+    master_.master().refreshGauges();
+    http::Response r;
+    r.contentType = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = master_.master().metrics().serialize();
+    return r;
+  });
+  for (const UiAsset& asset : uiAssets()) {
+    server_->route("GET", asset.path, [&asset](const http::Request&) {
+      http::Response r;
+      r.contentType = asset.contentType;
+      r.body = std::string(asset.content);
+      return r;
+    });
+  }
+  server_->route("POST", "/api/v1/drain", [this](const http::Request& r) {
+    auto agent = r.query.find("agent");
+    double deadline = 0;
+    if (auto d = r.query.find("deadline"); d != r.query.end()) {
+      char* end = nullptr;
+      deadline = std::strtod(d->second.c_str(), &end);
+      if (d->second.empty() || *end != '\0' || !std::isfinite(deadline) || deadline < 0 ||
+          deadline > std::chrono::duration<double>(options_.maxDrainDeadline).count()) {
+        return http::Response::text(400, "deadline must be seconds between 0 and " +
+                                             std::to_string(std::chrono::duration<double>(options_.maxDrainDeadline).count()));
+      }
+    }
+    if (agent == r.query.end() || agent->second.empty()) {
+      return http::Response::text(400, "agent= is required");
+    }
+    return operate(r, [&] { return master_.master().drainAgent(agent->second, secondsToDuration(deadline)); });
+  });
+  server_->route("POST", "/api/v1/undrain", [this](const http::Request& r) {
+    auto agent = r.query.find("agent");
+    if (agent == r.query.end() || agent->second.empty()) {
+      return http::Response::text(400, "agent= is required");
+    }
+    return operate(r, [&] { return master_.master().undrainAgent(agent->second); });
+  });
+  server_->route("POST", "/api/v1/kill", [this](const http::Request& r) {
+    auto task = r.query.find("task");
+    if (task == r.query.end() || task->second.empty()) {
+      return http::Response::text(400, "task= is required");
+    }
+    std::string framework = r.query.count("framework") ? r.query.at("framework") : "";
+    return operate(r, [&] { return master_.master().killTask(task->second, framework); });
+  });
+}
+
+http::Response MasterHttp::operate(const http::Request& r, const std::function<Status()>& action) {
+  if (options_.authorize) {
+    if (Status st = options_.authorize(r); !st) {
+      LOG_WARNING("http " << r.peer << ": " << r.path << " refused: " << st.error().describe());
+      return http::Response::text(403, st.error().describe());
+    }
+  }
+  Status st = action();
+  if (!st) {
+    const std::string& why = st.error().message;
+    unsigned code = why.rfind("no ", 0) == 0 ? 404 : 400;
+    return http::Response::text(code, why);
+  }
+  // The action may have freed resources (undrain): allocate soon.
+  master_.kick();
+  return http::Response::json("{\"ok\":true}\n");
+}
+
+http::Response MasterHttp::state() {
+  auto view = std::make_shared<MasterStateView>(master_.master(), master_.leaderEpoch(), startTimeS_);
+  http::Response r;
+  r.contentType = "application/json";
+  r.stream = [view](std::string* chunk) { return view->next(chunk); };
+  return r;
+}
+
+}  // namespace allot

@@ -1,0 +1,48 @@
+#include "master/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+namespace allot {
+
+namespace p = prometheus;
+
+MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
+  auto counter = [this](const char* name, const char* help) {
+    return &p::BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
+  };
+  offersSent_ = counter("allot_master_offers_sent_total", "Offers sent to frameworks.");
+  offersDeclined_ = counter("allot_master_offers_declined_total", "Offers frameworks declined.");
+  offersRescinded_ = counter("allot_master_offers_rescinded_total",
+                             "Offers rescinded (timed out, agent or framework gone, drain).");
+  messagesIn_ = counter("allot_master_messages_received_total",
+                        "Protocol messages received from agents and schedulers.");
+  messagesOut_ = counter("allot_master_messages_sent_total",
+                         "Protocol messages sent to agents and schedulers.");
+  operatorKills_ = counter("allot_master_operator_kills_total",
+                           "Tasks killed through the operator API (allotctl kill).");
+  // 10 us .. 1 s: an event-driven round is microseconds, a full cycle over
+  // 10,000 agents a few milliseconds.
+  allocationSeconds_ = &p::BuildHistogram()
+                            .Name("allot_master_allocation_seconds")
+                            .Help("Time of one allocation round (event-driven or full cycle).")
+                            .Register(*registry_)
+                            .Add({}, p::Histogram::BucketBoundaries{1e-5, 1e-4, 5e-4, 1e-3, 5e-3,
+                                                                    1e-2, 5e-2, 0.1, 0.5, 1});
+  tasks_ = &p::BuildGauge()
+                .Name("allot_master_tasks")
+                .Help("Tasks the master knows, by latest state.")
+                .Register(*registry_);
+  auto gauge = [this](const char* name, const char* help) {
+    return &p::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
+  };
+  agents_ = gauge("allot_master_agents", "Registered agents (connected or awaiting re-registration).");
+  draining_ = gauge("allot_master_agents_draining", "Agents in maintenance (allotctl drain).");
+  frameworks_ = gauge("allot_master_frameworks", "Registered frameworks.");
+  offers_ = gauge("allot_master_offers_outstanding", "Offers sent and not yet answered.");
+}
+
+std::string MasterMetrics::serialize() const {
+  return p::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace allot

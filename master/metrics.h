@@ -1,0 +1,59 @@
+// MasterMetrics: the master's Prometheus metrics (prometheus-cpp core's
+// registry; served as text by GET /metrics). Counters and the allocation
+// histogram are updated where the events happen; gauges (agents,
+// frameworks, tasks by state, offers) are set from the Master's state when
+// scraped. Names follow the Prometheus conventions: allot_ prefix, base
+// units, _total on counters.
+//
+// Thread: the master's loop thread (the registry is thread-safe anyway).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace allot {
+
+class MasterMetrics {
+ public:
+  MasterMetrics();
+
+  prometheus::Counter& offersSent() { return *offersSent_; }
+  prometheus::Counter& offersDeclined() { return *offersDeclined_; }
+  prometheus::Counter& offersRescinded() { return *offersRescinded_; }
+  prometheus::Counter& messagesIn() { return *messagesIn_; }
+  prometheus::Counter& messagesOut() { return *messagesOut_; }
+  prometheus::Counter& tasksKilledByOperator() { return *operatorKills_; }
+  prometheus::Histogram& allocationSeconds() { return *allocationSeconds_; }
+
+  // Gauges, set before each scrape.
+  prometheus::Family<prometheus::Gauge>& tasksByState() { return *tasks_; }
+  prometheus::Gauge& agents() { return *agents_; }
+  prometheus::Gauge& agentsDraining() { return *draining_; }
+  prometheus::Gauge& frameworks() { return *frameworks_; }
+  prometheus::Gauge& offersOutstanding() { return *offers_; }
+
+  // The whole registry in the Prometheus text format.
+  std::string serialize() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Counter* offersSent_;
+  prometheus::Counter* offersDeclined_;
+  prometheus::Counter* offersRescinded_;
+  prometheus::Counter* messagesIn_;
+  prometheus::Counter* messagesOut_;
+  prometheus::Counter* operatorKills_;
+  prometheus::Histogram* allocationSeconds_;
+  prometheus::Family<prometheus::Gauge>* tasks_;
+  prometheus::Gauge* agents_;
+  prometheus::Gauge* draining_;
+  prometheus::Gauge* frameworks_;
+  prometheus::Gauge* offers_;
+};
+
+}  // namespace allot

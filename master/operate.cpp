@@ -1,0 +1,92 @@
+// Operator actions on the master (allotctl drain / undrain / kill) and the
+// gauges /metrics reads. The HTTP side is master/http_api.cpp.
+#include <map>
+
+#include "base/log.h"
+#include "master/master.h"
+
+namespace allot {
+
+Status Master::drainAgent(const std::string& agentId, Duration deadline) {
+  auto it = agents_.find(agentId);
+  if (it == agents_.end()) return Error{"no agent " + agentId};
+  AgentRecord& agent = it->second;
+  double deadlineS = std::chrono::duration<double>(deadline).count();
+  agent.draining = true;
+  agent.drainDeadlineS = wallClockSeconds() + deadlineS;
+  allocator_->setAgentActive(agent.handle, false);
+  std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
+  for (const auto& o : offers) removeOffer(o, true, true);
+  size_t asked = 0;
+  if (agent.peer) {
+    for (const auto& [fid, taskIds] : agent.tasks) {
+      for (const auto& tid : taskIds) {
+        wire::Envelope e;
+        auto* k = e.mutable_kill_task();
+        k->set_framework_id(fid);
+        k->set_task_id(tid);
+        k->set_agent_id(agentId);
+        k->set_grace_s(deadlineS);
+        k->set_reason(wire::REASON_AGENT_DRAINED);
+        outbox_.send(*agent.peer, e);
+        ++asked;
+      }
+    }
+  }
+  LOG_WARNING("agent " << agentId << " draining: offers stopped, " << asked
+                       << " tasks asked to finish within " << deadlineS << " s");
+  return okStatus();
+}
+
+Status Master::undrainAgent(const std::string& agentId) {
+  auto it = agents_.find(agentId);
+  if (it == agents_.end()) return Error{"no agent " + agentId};
+  AgentRecord& agent = it->second;
+  if (!agent.draining) return okStatus();
+  agent.draining = false;
+  agent.drainDeadlineS = 0;
+  if (agent.peer) allocator_->setAgentActive(agent.handle, true);
+  allocationPending_ = true;
+  LOG_WARNING("agent " << agentId << " undrained: offers resume");
+  return okStatus();
+}
+
+Status Master::killTask(const std::string& taskId, const std::string& frameworkId) {
+  FrameworkRecord* owner = nullptr;
+  for (auto& [fid, fw] : frameworks_) {
+    if (!frameworkId.empty() && fid != frameworkId) continue;
+    if (fw.tasks.count(taskId)) {
+      if (owner) return Error{"task id " + taskId + " is ambiguous: name the framework"};
+      owner = &fw;
+    }
+  }
+  if (!owner) return Error{"no task " + taskId};
+  wire::KillTask kill;
+  kill.set_framework_id(owner->id);
+  kill.set_task_id(taskId);
+  LOG_WARNING("operator kills task " << taskId << " of framework " << owner->id);
+  metrics_.tasksKilledByOperator().Increment();
+  onKill(*owner, kill);
+  return okStatus();
+}
+
+void Master::refreshGauges() {
+  std::map<wire::TaskState, double> byState;
+  for (int s = wire::TaskState_MIN; s <= wire::TaskState_MAX; ++s) {
+    if (wire::TaskState_IsValid(s)) byState[static_cast<wire::TaskState>(s)] = 0;
+  }
+  for (const auto& [fid, fw] : frameworks_) {
+    for (const auto& [tid, t] : fw.tasks) byState[t.latest.state()] += 1;
+  }
+  for (const auto& [state, n] : byState) {
+    metrics_.tasksByState().Add({{"state", wire::TaskState_Name(state)}}).Set(n);
+  }
+  double draining = 0;
+  for (const auto& [id, a] : agents_) draining += a.draining ? 1 : 0;
+  metrics_.agents().Set(static_cast<double>(agents_.size()));
+  metrics_.agentsDraining().Set(draining);
+  metrics_.frameworks().Set(static_cast<double>(frameworks_.size()));
+  metrics_.offersOutstanding().Set(static_cast<double>(offers_.size()));
+}
+
+}  // namespace allot

@@ -1,0 +1,129 @@
+// http::Server on a real loopback socket: routing, streamed answers, the
+// named limits (header, body, connections, idle time).
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "http/client.h"
+#include "http/server.h"
+
+namespace allot::http {
+namespace {
+
+// A server on its own loop thread, as a daemon runs it.
+class ServerFixture : public ::testing::Test {
+ protected:
+  void start(ServerOptions options = {}) {
+    options.listen = {"127.0.0.1", 0};
+    auto s = Server::create(io_, options);
+    ASSERT_TRUE(s) << s.error().describe();
+    server_ = std::move(*s);
+    server_->route("GET", "/hello", [](const Request& r) {
+      return Response::text(200, "hello " + (r.query.count("who") ? r.query.at("who") : ""));
+    });
+    server_->route("POST", "/echo", [](const Request& r) { return Response::text(200, r.body); });
+    server_->route("GET", "/stream", [](const Request&) {
+      Response r;
+      auto n = std::make_shared<int>(0);
+      r.stream = [n](std::string* out) {
+        *out += std::to_string((*n)++) + ",";
+        return *n < 1000;
+      };
+      return r;
+    });
+    server_->start();
+    thread_ = std::thread([this] {
+      auto guard = asio::make_work_guard(io_);
+      io_.run();
+    });
+  }
+  void TearDown() override {
+    if (thread_.joinable()) {
+      asio::post(io_, [this] { server_->stop(); io_.stop(); });
+      thread_.join();
+    }
+  }
+  HostPort where() const { return {"127.0.0.1", server_->port()}; }
+
+  asio::io_context io_;
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+};
+
+TEST_F(ServerFixture, RoutesByMethodAndPathWithDecodedQuery) {
+  start();
+  auto r = fetch(where(), "GET", "/hello?who=a%20b+c");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->status, 200u);
+  EXPECT_EQ(r->body, "hello a b c\n");
+  auto missing = fetch(where(), "GET", "/nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404u);
+  auto wrongMethod = fetch(where(), "POST", "/hello");
+  ASSERT_TRUE(wrongMethod);
+  EXPECT_EQ(wrongMethod->status, 405u);
+}
+
+TEST_F(ServerFixture, StreamedAnswerArrivesWholeInOrder) {
+  start();
+  auto r = fetch(where(), "GET", "/stream");
+  ASSERT_TRUE(r) << r.error().describe();
+  std::string expected;
+  for (int i = 0; i < 1000; ++i) expected += std::to_string(i) + ",";
+  EXPECT_EQ(r->body, expected);
+}
+
+TEST_F(ServerFixture, OversizedHeaderAndBodyAreRefused) {
+  ServerOptions o;
+  o.maxHeaderBytes = 1024;
+  o.maxBodyBytes = 100;
+  start(o);
+  auto longTarget = fetch(where(), "GET", "/hello?who=" + std::string(4000, 'x'));
+  ASSERT_TRUE(longTarget) << longTarget.error().describe();
+  EXPECT_EQ(longTarget->status, 431u);
+  auto bigBody = fetch(where(), "POST", "/echo", std::string(1000, 'y'));
+  ASSERT_TRUE(bigBody) << bigBody.error().describe();
+  EXPECT_EQ(bigBody->status, 413u);
+  auto small = fetch(where(), "POST", "/echo", "ok");
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->body, "ok\n");
+}
+
+// Raw sockets that connect and say nothing: the limit on open connections
+// holds, and the idle timeout frees them again.
+TEST_F(ServerFixture, IdleConnectionsCountTowardTheLimitAndTimeOut) {
+  ServerOptions o;
+  o.maxConnections = 2;
+  o.idleTimeout = std::chrono::milliseconds(700);
+  start(o);
+  asio::io_context client;
+  std::vector<asio::ip::tcp::socket> idle;
+  for (int i = 0; i < 2; ++i) {
+    idle.emplace_back(client);
+    idle.back().connect({asio::ip::make_address("127.0.0.1"), server_->port()});
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  auto refused = fetch(where(), "GET", "/hello", "", std::chrono::milliseconds(300));
+  EXPECT_FALSE(refused) << "a third connection was served beyond the limit";
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  auto served = fetch(where(), "GET", "/hello");
+  ASSERT_TRUE(served) << served.error().describe();
+  EXPECT_EQ(served->status, 200u);
+  // The idle ones were closed by the server: reading gives EOF.
+  char byte;
+  boost::system::error_code ec;
+  idle[0].read_some(asio::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, asio::error::eof);
+}
+
+TEST(ParseQuery, DecodesEscapesAndKeepsMalformedOnes) {
+  auto q = parseQuery("a=1&b=%41%zz&c&=x&d=%4");
+  EXPECT_EQ(q["a"], "1");
+  EXPECT_EQ(q["b"], "A%zz");
+  EXPECT_EQ(q["c"], "");
+  EXPECT_EQ(q["d"], "%4");
+  EXPECT_EQ(encodeQueryValue("a b/é"), "a%20b%2F%C3%A9");
+}
+
+}  // namespace
+}  // namespace allot::http
