@@ -95,7 +95,7 @@ class Bench {
     detector_->start([this](const std::optional<Leader>& l) { onLeader(l); });
     if (!waitFor([&] { return registeredAgents() == agents_.size() &&
                               registeredFrameworks() == frameworks_.size() &&
-                              running_ >= frameworks_.size(); }, 120))
+                              running_ + 1 >= frameworks_.size(); }, 120))
       return fail("set-up did not finish: agents=" + std::to_string(registeredAgents()) +
                   " frameworks=" + std::to_string(registeredFrameworks()) +
                   " running=" + std::to_string(running_) + " offers=" + std::to_string(offersSeen_) +
@@ -288,7 +288,11 @@ class Bench {
     r->mutable_info()->set_id(p.id);
     r->mutable_info()->set_name("bench-" + std::to_string(index));
     r->mutable_info()->set_failover_timeout_s(600);
-    r->set_needs_offers(true);
+    // Framework 0 is the probe that measures "offers flow again": it always
+    // wants offers and declines them. The others want offers only until
+    // their task runs, as a real framework suppresses them: 200 frameworks
+    // declining every agent would cost a new leader 200 x agents offers.
+    r->set_needs_offers(index == 0 || !launched_.count(p.id));
     r->set_framework_secret(p.secret);
     (void)p.conn->send(e);
   }
@@ -325,9 +329,15 @@ class Bench {
 
   void answerOffer(Peer& p, const wire::Offer& offer) {
     wire::Envelope e;
+    if (&p == &frameworks_[0]) {
+      e.mutable_decline_offers()->add_offer_ids(offer.offer_id());
+      e.mutable_decline_offers()->mutable_filters()->set_refuse_seconds(3600);
+      (void)p.conn->send(e);
+      return;
+    }
     auto offered = Resources::fromWire(offer.resources());
     bool fits = offered && offered->contains(taskResources_);
-    if (!launched_.count(p.id) && !fits) {
+    if (!launched_.count(p.id) && !fits) {  // wait for an agent with room
       e.mutable_decline_offers()->add_offer_ids(offer.offer_id());
       e.mutable_decline_offers()->mutable_filters()->set_refuse_seconds(1);
     } else if (!launched_.count(p.id)) {
@@ -341,6 +351,10 @@ class Bench {
       t->set_long_lived(true);
       taskResources_.toWire(t->mutable_resources());
       a->mutable_filters()->set_refuse_seconds(3600);
+      (void)p.conn->send(e);
+      wire::Envelope quiet;
+      quiet.mutable_set_needs_offers()->set_needs_offers(false);
+      e = quiet;
     } else {
       e.mutable_decline_offers()->add_offer_ids(offer.offer_id());
       e.mutable_decline_offers()->mutable_filters()->set_refuse_seconds(3600);
