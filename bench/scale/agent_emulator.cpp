@@ -17,6 +17,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/connection.h"
+#include "proto/tls.h"
 #include "proto/resources.h"
 
 namespace {
@@ -30,6 +31,7 @@ struct Settings {
   int64_t sourceAddresses = 4;
   int64_t connectBurst = 256;
   int64_t firstSource = 2;  // 127.0.0.<firstSource> is the first source address
+  TlsFiles tls;
 };
 
 struct Agent {
@@ -43,11 +45,13 @@ struct Agent {
 
 class Emulator {
  public:
-  Emulator(asio::io_context& io, Settings s, HostPort master, Resources resources)
+  Emulator(asio::io_context& io, Settings s, HostPort master, Resources resources,
+           std::shared_ptr<ssl::context> tls)
       : io_(io), s_(std::move(s)), master_(std::move(master)), resources_(std::move(resources)),
-        agents_(s_.agents), report_(io) {}
+        tls_(std::move(tls)), agents_(s_.agents), report_(io) {}
 
   void start() {
+    started_ = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < std::min(s_.connectBurst, s_.agents); ++i) connectNext();
     scheduleReport();
   }
@@ -85,6 +89,8 @@ class Emulator {
     Connection::Options o;
     o.localRole = wire::ROLE_AGENT;
     o.localName = "emulated-agent-" + std::to_string(index);
+    o.tls = tls_;
+    o.requirePeerCertRole = tls_ ? "master" : "";
     agent.conn = Connection::create(std::move(socket), o);
     agent.heartbeat = std::make_unique<asio::steady_timer>(io_);
     Connection::Handlers h;
@@ -109,6 +115,12 @@ class Emulator {
       agent.id = e.agent_registered().agent_id();
       agent.interval = e.agent_registered().heartbeat_interval_s();
       ++registered_;
+      if (registered_ == agents_.size()) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        std::printf("emulator: all %zu agents registered in %.2f s (%.0f registrations/s, %s)\n",
+                    registered_, s, registered_ / s, tls_ ? "mutual TLS" : "plaintext");
+        std::fflush(stdout);
+      }
       heartbeat(index, true);
       connectNext();
     } else if (e.has_run_task()) {
@@ -170,9 +182,11 @@ class Emulator {
   Settings s_;
   HostPort master_;
   Resources resources_;
+  std::shared_ptr<ssl::context> tls_;
   std::vector<Agent> agents_;
   asio::steady_timer report_;
   std::mt19937_64 random_{7};
+  std::chrono::steady_clock::time_point started_;
   size_t next_ = 0, registered_ = 0, failed_ = 0, closed_ = 0, launched_ = 0, finished_ = 0;
 };
 
@@ -200,7 +214,13 @@ int main(int argc, char** argv) {
   flags.addInt("source-addresses", &s.sourceAddresses, "loopback source addresses (127.0.0.2..)");
   flags.addInt("connect-burst", &s.connectBurst, "connections in flight while ramping up");
   flags.addInt("first-source", &s.firstSource, "last octet of the first source address 127.0.0.X");
+  addTlsFlags(flags, &s.tls);
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  auto tls = tlsContextFromFlags(s.tls, TlsSide::kClient);
+  if (!tls) {
+    std::cerr << "agent_emulator: " << tls.error().describe() << "\n";
+    return 2;
+  }
   auto master = parseHostPort(s.master);
   auto resources = Resources::parse(s.resources);
   if (!master || !resources || s.agents < 1 || s.sourceAddresses < 1 || s.firstSource < 1 || s.firstSource + s.sourceAddresses > 254) {
@@ -210,7 +230,7 @@ int main(int argc, char** argv) {
   raiseFileLimit();
   signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
-  Emulator emulator(io, s, *master, *resources);
+  Emulator emulator(io, s, *master, *resources, *tls);
   emulator.start();
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) { io.stop(); });
