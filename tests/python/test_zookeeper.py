@@ -4,6 +4,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 
 from kazoo.client import KazooClient
 
@@ -68,13 +69,35 @@ def test_bad_zookeeper_urls_are_refused():
             parse_zk_url(bad)
 
 
+def members(zk, path, count, timeout=30.0):
+    """Waits until the contender group at `path` has `count` members."""
+    client = KazooClient(hosts=zk.hosts)
+    client.start(timeout=10)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            children = client.get_children(path) if client.exists(path) else []
+            if len([c for c in children if c.startswith("member_")]) >= count:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path} has {children}, not {count} members")
+            time.sleep(0.05)
+    finally:
+        client.stop()
+        client.close()
+
+
 def test_framework_follows_the_leader_to_a_standby_after_sigkill(zookeeper, tmp_path):
     from conftest import Cluster
     cluster = Cluster(tmp_path)
     zk_url = f"zk://{zookeeper.hosts}/ha-test"
     try:
+        # Start the standby only once the first master is in the group, so the
+        # master killed below is the leader.
         leader = cluster.start_master(0, "--zk", zk_url, "--zk-session-timeout", "1")
+        members(zookeeper, "/ha-test", 1)
         standby = cluster.start_master(0, "--zk", zk_url, "--zk-session-timeout", "1")
+        members(zookeeper, "/ha-test", 2)
 
         class Watcher(allot.Scheduler):
             def __init__(self):
