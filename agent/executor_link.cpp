@@ -195,7 +195,6 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     c.startTime = ck.startTime;
     c.phase = Phase::kRecovering;
     c.everRegistered = true;
-    c.ownSession = ::getsid(ck.pid) == ck.pid;
     for (auto& t : ck.tasks) {
       Task& task = c.tasks[t.task_id()];
       task.info = t;

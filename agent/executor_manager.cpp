@@ -50,7 +50,8 @@ ExecutorManager::ExecutorManager(asio::io_context& io, Launcher& launcher,
       isolators_(isolators),
       checkpoints_(checkpoints),
       options_(std::move(options)),
-      callbacks_(std::move(callbacks)) {
+      callbacks_(std::move(callbacks)),
+      pool_(io, {.threads = options_.workerThreads, .queueMax = options_.workerQueueMax}) {
   updatePrefix_ = "agent-" + std::to_string(getpid()) + "-" +
                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-";
 }
@@ -153,7 +154,7 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
     }
   }
   Container* c = find(fid, executor.executor_id());
-  if (c && (c->phase == Phase::kShuttingDown || c->exited)) {
+  if (c && (c->phase == Phase::kShuttingDown || c->exited || c->destroying)) {
     c->next.push_back(std::move(task));  // for the executor that replaces this one
     return;
   }
@@ -238,7 +239,6 @@ void ExecutorManager::launch(Container& c) {
     return postFinalize(c);
   }
   c.pid = *pid;
-  c.ownSession = ::getsid(c.pid) == c.pid;
   if (auto start = processStartTime(c.pid)) c.startTime = *start;
   LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
                                << " (pid " << c.pid << ") in " << c.sandbox);
@@ -408,8 +408,9 @@ void ExecutorManager::killContainer(Container& c, const std::string& why) {
   if (c.pid <= 0 || c.exited) return postFinalize(c);
   LOG_WARNING("killing executor " << c.executor.executor_id() << " of framework "
                                   << c.framework.id() << " (pid " << c.pid << "): " << why);
+  // The rest of the container (tasks in new sessions, double forks) dies
+  // with its cgroup when the executor's exit is finalized.
   (void)launcher_.signal(c.pid, SIGKILL);
-  killProcessTree(c.pid);
 }
 
 void ExecutorManager::onExit(const std::string& name, uint64_t generation, const ExitInfo& exit) {
@@ -417,11 +418,6 @@ void ExecutorManager::onExit(const std::string& name, uint64_t generation, const
   if (!c) return;
   c->exited = true;
   c->exit = exit;
-  // Tasks the executor left behind (it crashed or was killed from outside)
-  // stay in its session; without a cgroup isolator that is how to find them.
-  if (c->ownSession) {
-    if (size_t n = killSession(c->pid)) LOG_INFO("killed " << n << " processes left by executor " << c->name);
-  }
   LOG_INFO("executor " << c->executor.executor_id() << " of framework " << c->framework.id()
                        << ": " << describeExit(exit));
   if (c->conn && c->conn->open()) {
@@ -442,6 +438,8 @@ void ExecutorManager::postFinalize(Container& c) {
 
 void ExecutorManager::finalize(Container& c) {
   if (c.pid > 0 && !c.exited) return;  // still running: its exit comes later
+  if (c.destroying) return;
+  c.destroying = true;
   std::vector<std::string> ids;
   for (const auto& [id, t] : c.tasks) ids.push_back(id);
   for (const auto& id : ids) {
@@ -477,6 +475,42 @@ void ExecutorManager::finalize(Container& c) {
     }
     emit(&c, std::move(s));
   }
+  if (c.conn) c.conn->close("executor ended");
+  reap(c);
+}
+
+// What is left of the container is killed and its cgroups removed on the
+// worker pool (the kernel may take seconds); the isolators' cleanup and the
+// container's record go once that is done, so a replacement executor of
+// the same (framework, executor) never shares the cgroup being reaped.
+void ExecutorManager::reap(Container& c) {
+  std::vector<std::function<Status()>> jobs;
+  for (auto& iso : isolators_) {
+    if (auto job = iso->reapJob(c.id)) jobs.push_back(std::move(job));
+  }
+  if (jobs.empty()) return destroy(c);
+  std::function<Status()> work = [jobs = std::move(jobs)] {
+    Status result;
+    for (auto& job : jobs) {
+      Status st = job();
+      if (!st && result) result = st;
+    }
+    return result;
+  };
+  std::weak_ptr<int> alive = alive_;
+  Status queued = pool_.submit<Status>(work, [this, alive, name = c.name, gen = c.generation](Status st) {
+    if (alive.expired()) return;
+    if (!st) LOG_ERROR("container " << name << ": reaping: " << st.error().describe());
+    if (Container* c = byName(name, gen)) destroy(*c);
+  });
+  if (!queued) {
+    LOG_WARNING("container " << c.name << ": " << queued.error().describe() << "; reaping on the loop");
+    if (Status st = work(); !st) LOG_ERROR("container " << c.name << ": reaping: " << st.error().describe());
+    destroy(c);
+  }
+}
+
+void ExecutorManager::destroy(Container& c) {
   for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
     if (auto st = (*it)->cleanup(c.id); !st) {
       LOG_ERROR("container " << c.name << ": " << (*it)->name() << " cleanup: " << st.error().describe());
@@ -484,7 +518,6 @@ void ExecutorManager::finalize(Container& c) {
   }
   if (auto st = checkpoints_.removeExecutor(c.name); !st) LOG_ERROR(st.error().describe());
   if (std::filesystem::exists(c.sandbox)) (void)touchDirectory(c.sandbox);
-  if (c.conn) c.conn->close("executor ended");
   wire::FrameworkInfo framework = c.framework;
   std::vector<wire::TaskInfo> next = std::move(c.next);
   containers_.erase(c.name);

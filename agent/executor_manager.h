@@ -8,10 +8,13 @@
 //   executor id kCommandExecutorId. Later tasks go to the same executor.
 // - Executors connect to the Unix socket <work-dir>/agent.sock; tasks wait
 //   in the container until its executor registers (registerTimeout).
+// - Every executor has its own cgroup (the "containment" isolator, first in
+//   the isolators): when it ends, its cgroup is killed whole and removed on
+//   the worker pool (reap), then the isolators' cleanup() runs on the loop.
 // - Kill: KillTask is forwarded to the executor (SIGTERM .. SIGKILL after the
 //   grace period); if the task is still alive killSlack after the grace, the
-//   whole executor is SIGKILLed (see killProcessTree) and its isolators
-//   cleaned up. The framework gets TASK_KILLED.
+//   executor is SIGKILLed and its cgroup reaped. The framework gets
+//   TASK_KILLED.
 // - An executor that exits (crash, outside kill, limit) produces a terminal
 //   update for each task it had not finished: the reason says executor
 //   exited (exit code) or signaled (signal), or the limit it hit.
@@ -41,6 +44,7 @@
 #include "base/asio.h"
 #include "base/clock.h"
 #include "base/result.h"
+#include "base/worker_pool.h"
 #include "isolators/isolator.h"
 #include "launcher/launcher.h"
 #include "proto/allot.pb.h"
@@ -63,6 +67,9 @@ struct ExecutorManagerOptions {
   size_t executorsMax = 1000;
   size_t tasksPerExecutorMax = 10000;
   size_t pendingConnectionsMax = 256;
+  // The worker pool for blocking kernel work (reaping containers).
+  size_t workerThreads = 2;
+  size_t workerQueueMax = 4096;
 };
 
 class ExecutorManager {
@@ -118,6 +125,8 @@ class ExecutorManager {
   void addTask(Container& c, wire::TaskInfo task);
   void onExit(const std::string& name, uint64_t generation, const ExitInfo& exit);
   void finalize(Container& c);
+  void reap(Container& c);
+  void destroy(Container& c);
   void failContainer(Container& c, wire::TaskState state, wire::Reason reason, const std::string& why);
   void killContainer(Container& c, const std::string& why);
   void maybeIdle(Container& c);
@@ -162,15 +171,16 @@ class ExecutorManager {
   std::optional<asio::local::stream_protocol::acceptor> acceptor_;
   std::set<std::shared_ptr<Connection>> unregistered_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  WorkerPool pool_;  // last: destroyed (its workers joined) first
 };
 
 // The container (file-safe) name of a framework's executor.
 std::string containerName(const std::string& frameworkId, const std::string& executorId);
 
 // SIGKILLs `pid` and everything below it: its descendants (by parent pid)
-// and, when it leads its own session, every process of that session. Used
-// when no cgroup isolator holds the executor. Returns how many processes
-// were signalled.
+// and, when it leads its own session, every process of that session (a
+// /proc scan; tests use it to clean up). Returns how many processes were
+// signalled.
 size_t killProcessTree(pid_t pid);
 
 // SIGKILLs every process of session `sessionId` (what is left of an

@@ -60,7 +60,7 @@ struct ExecutorManager::Container {
   bool exited = false;
   bool frameworkRemoved = false;
   bool checkpointPending = false;
-  bool ownSession = false;  // the executor leads its own session (tasks stay in it)
+  bool destroying = false;  // finalized: its cgroup is being reaped
   ExitInfo exit;
   std::optional<Limitation> limitation;
   std::optional<Failure> failure;

@@ -8,7 +8,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
+#include <functional>
 #include <filesystem>
 
 #include "agent/agent.h"
@@ -79,6 +81,7 @@ void addFlags(Flags& f, Settings* s) {
   f.addDouble("executor-register-timeout", &s->registerTimeoutS,
               "seconds a started executor has to register before it is killed");
 #ifdef ALLOT_HAVE_ISOLATORS
+  s->isolatorOptions.cgroupsRoot = "";  // defaultCgroupsRoot(work dir)
   addIsolatorFlags(f, &s->isolatorOptions);
 #endif
 }
@@ -149,15 +152,40 @@ Result<AgentConfig> makeConfig(const Settings& s) {
   return c;
 }
 
+// The agent's cgroup subtree when --cgroups-root is not given: "allot" for
+// the default work dir, else named after the work dir ("allot.tmp.x.agent"),
+// so that agents with their own work dirs on one host (tests, emulation)
+// never reap each other's executors.
+std::string defaultCgroupsRoot(const std::string& workDir) {
+  std::filesystem::path abs = std::filesystem::absolute(workDir).lexically_normal();
+  std::string dir = abs.string();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (dir == Settings().workDir) return "allot";
+  std::string out = "allot";
+  for (unsigned char c : dir) {
+    if (std::isalnum(c) || c == '-' || c == '_') {
+      out += static_cast<char>(c);
+    } else if (c == '/') {
+      out += '.';
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  if (out.size() > 200) out = out.substr(0, 180) + "." + std::to_string(std::hash<std::string>{}(out));
+  return out;
+}
+
 Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringPoller& poller) {
-  std::vector<std::unique_ptr<Isolator>> none;
-  if (s.isolation.empty()) return none;
 #ifdef ALLOT_HAVE_ISOLATORS
   s.isolatorOptions.poller = &poller;
+  if (s.isolatorOptions.cgroupsRoot.empty()) s.isolatorOptions.cgroupsRoot = defaultCgroupsRoot(s.workDir);
   auto made = createIsolators(s.isolation, s.isolatorOptions);
   if (!made) return Error{"--isolation: " + made.error().describe()};
   return made;
 #else
+  if (s.isolation.empty()) return std::vector<std::unique_ptr<Isolator>>{};
   return Error{"--isolation " + s.isolation + ": isolation is not built into this allot-agent yet"};
 #endif
 }

@@ -94,6 +94,21 @@ class CpuIsolator final : public CgroupIsolator {
   bool cfsQuota_;
 };
 
+// Not in the table: every agent runs it first, so every executor has a
+// tracking cgroup (CgroupLayer) and its reaping kills all it started.
+class ContainmentIsolator final : public CgroupIsolator {
+ public:
+  explicit ContainmentIsolator(std::shared_ptr<CgroupLayer> layer) : CgroupIsolator(std::move(layer), "") {}
+  std::string_view name() const override { return "containment"; }
+  Status usage(const ContainerId&, wire::ResourceUsage*) override { return okStatus(); }
+  std::function<Status()> reapJob(const ContainerId& id) override {
+    return [layer = layer_, name = id.name()] { return layer->reap(name); };
+  }
+
+ protected:
+  Status apply(const ContainerId&, const Resources&) override { return okStatus(); }
+};
+
 class PidsIsolator final : public CgroupIsolator {
  public:
   PidsIsolator(std::shared_ptr<CgroupLayer> layer, int64_t configured)
@@ -209,6 +224,10 @@ Result<std::unique_ptr<Isolator>> makeCpuIsolator(const IsolatorContext& context
     if (!st) return Error{"weighting the agent's cgroup root: " + st.error().describe(), st.error().errnum};
   }
   return std::unique_ptr<Isolator>(std::make_unique<CpuIsolator>(context.cgroups, options.cfsQuota));
+}
+
+std::unique_ptr<Isolator> makeContainmentIsolator(std::shared_ptr<CgroupLayer> layer) {
+  return std::make_unique<ContainmentIsolator>(std::move(layer));
 }
 
 Result<std::unique_ptr<Isolator>> makePidsIsolator(const IsolatorContext& context) {

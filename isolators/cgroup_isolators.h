@@ -62,5 +62,7 @@ Result<std::unique_ptr<Isolator>> makeMemIsolator(const IsolatorContext& context
 Result<std::unique_ptr<Isolator>> makeBlkioIsolator(const IsolatorContext& context);
 Result<std::unique_ptr<Isolator>> makeCpusetIsolator(const IsolatorContext& context);
 Result<std::unique_ptr<Isolator>> makePidsIsolator(const IsolatorContext& context);
+// The tracking cgroup every executor gets (run first, whatever --isolation).
+std::unique_ptr<Isolator> makeContainmentIsolator(std::shared_ptr<CgroupLayer> layer);
 
 }  // namespace allot

@@ -34,18 +34,27 @@ bool waitFor(F done, std::chrono::milliseconds limit) {
 CgroupLayer::CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers)
     : host_(std::move(host)), root_(std::move(root)), controllers_(std::move(controllers)) {}
 
+CgroupLayer::~CgroupLayer() {
+  for (const auto& h : hierarchies()) (void)fs().removeDir(h + "/" + root_);
+}
+
 std::vector<std::string> CgroupLayer::hierarchies() const {
   std::set<std::string> out;
-  bool anyV1 = false;
   for (const auto& c : controllers_) {
     std::string h = host_.hierarchyOf(c);
     if (!h.empty()) out.insert(h);
-    anyV1 |= host_.versionOf(c) == CgroupVersion::kV1;
     if (c == "cpu" && host_.versionOf("cpu") == CgroupVersion::kV1 && host_.v1.count("cpuacct")) {
       out.insert(host_.v1.at("cpuacct"));
     }
   }
-  if (anyV1 && host_.v1.count("freezer")) out.insert(host_.v1.at("freezer"));
+  // Tracking: every container has a cgroup that holds all its processes,
+  // whatever isolators run (cgroup2 when mounted: CLONE_INTO_CGROUP and
+  // cgroup.kill; else the v1 freezer). With v1 controllers the freezer too:
+  // it stops forks while the v1 groups are killed.
+  if (!host_.v2.empty()) out.insert(host_.v2);
+  bool anyV1 = false;
+  for (const auto& c : controllers_) anyV1 |= host_.versionOf(c) == CgroupVersion::kV1;
+  if ((anyV1 || host_.v2.empty()) && host_.v1.count("freezer")) out.insert(host_.v1.at("freezer"));
   return {out.begin(), out.end()};
 }
 
@@ -71,11 +80,11 @@ Status CgroupLayer::setUp() {
       if (Status st = prepareCpuset(dir); !st) return st;
     }
   }
-  bool usesV2 = false;
-  for (const auto& c : controllers_) usesV2 |= host_.versionOf(c) == CgroupVersion::kV2;
-  if (!usesV2) return okStatus();
+  if (host_.v2.empty()) return okStatus();
   std::string root = host_.v2 + "/" + root_;
-  if (host_.agentV2Cgroup == "/" + root_) {
+  bool controlsV2 = false;
+  for (const auto& c : controllers_) controlsV2 |= host_.versionOf(c) == CgroupVersion::kV2;
+  if (controlsV2 && host_.agentV2Cgroup == "/" + root_) {
     if (Status st = fs().makeDir(root + "/agent"); !st) return st;
     if (Status st = fs().writeFile(root + "/agent/cgroup.procs", std::to_string(getpid())); !st) {
       return st;
@@ -86,6 +95,7 @@ Status CgroupLayer::setUp() {
   for (const auto& c : controllers_) {
     if (host_.versionOf(c) == CgroupVersion::kV2) enable += (enable.empty() ? "+" : " +") + c;
   }
+  if (enable.empty()) return okStatus();  // tracking only: no controller to enable
   return fs().writeFile(root + "/cgroup.subtree_control", enable);
 }
 
@@ -131,7 +141,7 @@ Status CgroupLayer::join(const ContainerId& id, pid_t pid) {
   return okStatus();
 }
 
-Status CgroupLayer::killV2(const std::string& dir) {
+Status CgroupLayer::killV2(const std::string& dir) const {
   if (fs().exists(dir + "/cgroup.kill")) {
     if (Status st = fs().writeFile(dir + "/cgroup.kill", "1"); !st) return st;
   } else {
@@ -145,7 +155,7 @@ Status CgroupLayer::killV2(const std::string& dir) {
 
 // v1 has no cgroup.kill: freeze the container so nothing forks while we
 // kill, kill every member, thaw so the kills are delivered.
-Status CgroupLayer::killV1(const std::string& name) {
+Status CgroupLayer::killV1(const std::string& name) const {
   std::string freezer = host_.v1.count("freezer") ? host_.v1.at("freezer") + "/" + root_ + "/" + name : "";
   bool frozen = false;
   if (!freezer.empty() && fs().exists(freezer + "/freezer.state")) {
@@ -173,7 +183,7 @@ Status CgroupLayer::killV1(const std::string& name) {
 }
 
 // rmdir answers EBUSY while the kernel still tears the last members down.
-Status CgroupLayer::removeDir(const std::string& dir) {
+Status CgroupLayer::removeDir(const std::string& dir) const {
   Status st = fs().removeDir(dir);
   for (int attempt = 0; !st && st.error().errnum == EBUSY && attempt < 100; ++attempt) {
     std::this_thread::sleep_for(10ms);
@@ -186,6 +196,10 @@ Status CgroupLayer::destroy(const ContainerId& id) { return destroyByName(id.nam
 
 Status CgroupLayer::destroyByName(const std::string& name) {
   dirFds_.erase(name);
+  return reap(name);
+}
+
+Status CgroupLayer::reap(const std::string& name) const {
   Status result;
   std::string v2dir = host_.v2 + "/" + root_ + "/" + name;
   bool hasV2 = !host_.v2.empty() && fs().exists(v2dir);

@@ -1,15 +1,18 @@
 // CgroupLayer: the per-container cgroup directories every cgroup isolator
 // shares, in every hierarchy they use, plus the whole-container kill.
 //
-// Layout: <hierarchy>/<root>/<container name> (root is --cgroups-root). On
+// Layout: <hierarchy>/<root>/<container name> (root is --cgroups-root).
+// Every container has a tracking cgroup even with no controller in use
+// (cgroup2 when mounted, else the v1 freezer): see hierarchies(). On
 // v2 one directory holds every controller; the agent enables controllers
 // only in <root>/cgroup.subtree_control and, if it lives in <root> itself,
 // first moves into the leaf <root>/agent (no processes in inner nodes).
 // On v1 each controller's hierarchy gets a directory, plus freezer (to kill
 // a container without racing its forks) and cpuacct (cpu time).
 //
-// Thread: the agent's io_context thread. destroy() blocks for the kernel
-// (a freeze, a kill, an rmdir retried on EBUSY): bounded to ~3 s.
+// Thread: the agent's io_context thread, except reap(), which blocks for
+// the kernel (a freeze, a kill, an rmdir retried on EBUSY; bounded to
+// ~3 s) and may run on any thread: it reads only what the constructor set.
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +33,9 @@ class CgroupLayer {
  public:
   // `controllers`: v2 names of the controllers the enabled isolators use.
   CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers);
+  // Removes the agent's root in each hierarchy when no container is left
+  // in it (executors that outlive the agent keep it, and their cgroups).
+  ~CgroupLayer();
 
   const CgroupHost& host() const { return host_; }
   const CgroupFs& fs() const { return *host_.fs; }
@@ -51,6 +57,10 @@ class CgroupLayer {
   Status destroy(const ContainerId& id);
   // The same for a directory name found under the root (recovery).
   Status destroyByName(const std::string& name);
+  // The blocking part of destroy: kills every process of container `name`
+  // and removes its directories. Thread-safe (a worker thread runs it
+  // before destroy(), which then finds nothing left).
+  Status reap(const std::string& name) const;
   // Container names present under the root in any hierarchy.
   std::set<std::string> existing() const;
   // Processes in the container (from the first hierarchy).
@@ -58,9 +68,9 @@ class CgroupLayer {
 
  private:
   std::vector<std::string> hierarchies() const;  // distinct, v1 freezer/cpuacct included
-  Status killV2(const std::string& dir);
-  Status killV1(const std::string& name);
-  Status removeDir(const std::string& dir);
+  Status killV2(const std::string& dir) const;
+  Status killV1(const std::string& name) const;
+  Status removeDir(const std::string& dir) const;
   Status prepareCpuset(const std::string& dir);
 
   CgroupHost host_;

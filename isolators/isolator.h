@@ -10,7 +10,7 @@
 //   watch(id, onLimitation)                a limit hit ends the container
 //   update(id, limits)                     whenever its tasks change
 //   usage(id)                              on demand
-//   cleanup(id)                            after it ended (or on failure)
+//   reapJob(id) on a worker, then cleanup(id)   after it ended (or failed)
 //
 // Contract: every method is idempotent per container id and safe to call on
 // a container whose process already exited or whose files vanished;
@@ -89,6 +89,12 @@ class Isolator {
   virtual Status usage(const ContainerId& id, wire::ResourceUsage* usage) = 0;
   // Kills whatever is left in the container and removes its kernel objects.
   virtual Status cleanup(const ContainerId& id) = 0;
+  // Blocking work that cleanup() needs done first (kill every process of the
+  // container, wait for the kernel to let go of it), as a job the agent runs
+  // on its worker pool before it calls cleanup() on the loop. The job runs
+  // beside the loop: it may touch the kernel only, never this isolator's
+  // state. nullptr (the default): nothing to do off the loop.
+  virtual std::function<Status()> reapJob(const ContainerId&) { return nullptr; }
 };
 
 }  // namespace allot

@@ -75,7 +75,8 @@ std::string ContainerId::name() const {
 
 void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
   flags.addString("cgroups-root", &o->cgroupsRoot,
-                  "the agent's cgroup subtree (in every hierarchy) holding one cgroup per executor");
+                  "the agent's cgroup subtree (in every hierarchy) holding one cgroup per executor "
+                  "(default: allot, or allot.<work dir with / as .> for a work dir other than the default)");
   flags.addBool("cgroups-enable-cfs", &o->cfsQuota,
                 "cap each executor's CPU time at its cpus (CFS quota / cpu.max), not just weight it");
   flags.addString("cgroups-blkio-limits", &o->blkioLimits,
@@ -105,18 +106,19 @@ Result<std::vector<std::unique_ptr<Isolator>>> createIsolatorsOn(const CgroupHos
     if (std::string why = whyNot(host, e); !why.empty()) return Error{why};
     if (e.controller) controllers.insert(e.controller);
   }
-  std::shared_ptr<CgroupLayer> layer;
-  if (!controllers.empty()) {
-    if (options.cgroupsRoot.empty() || options.cgroupsRoot.find("..") != std::string::npos ||
-        options.cgroupsRoot.front() == '/') {
-      return Error{"--cgroups-root '" + options.cgroupsRoot + "' must be a relative path without '..'"};
-    }
-    layer = std::make_shared<CgroupLayer>(host, options.cgroupsRoot, controllers);
-    if (Status st = layer->setUp(); !st) {
-      return Error{"setting up the agent's cgroups: " + st.error().describe(), st.error().errnum};
-    }
+  if (options.cgroupsRoot.empty() || options.cgroupsRoot.find("..") != std::string::npos ||
+      options.cgroupsRoot.front() == '/') {
+    return Error{"--cgroups-root '" + options.cgroupsRoot + "' must be a relative path without '..'"};
+  }
+  if (host.v2.empty() && !host.v1.count("freezer")) {
+    return Error{"no cgroup can hold the executors: neither a cgroup2 mount nor a v1 freezer hierarchy"};
+  }
+  auto layer = std::make_shared<CgroupLayer>(host, options.cgroupsRoot, controllers);
+  if (Status st = layer->setUp(); !st) {
+    return Error{"setting up the agent's cgroups: " + st.error().describe(), st.error().errnum};
   }
   std::vector<std::unique_ptr<Isolator>> out;
+  out.push_back(makeContainmentIsolator(layer));
   for (const auto& e : isolatorTable()) {
     if (!names->count(e.name)) continue;
     auto made = e.make(IsolatorContext{options, host, e.controller ? layer : nullptr});

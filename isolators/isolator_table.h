@@ -50,7 +50,9 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* options);
 std::vector<std::string> knownIsolators();
 
 // Builds the isolators named in `isolation` ("cgroups/cpu,cgroups/mem"),
-// ordered by the table whatever order the flag used. Unknown names are an
+// ordered by the table whatever order the flag used, after the
+// "containment" isolator that every agent runs first (even for an empty
+// `isolation`): each executor's own cgroup, killed whole when it ends. Unknown names are an
 // error listing the valid ones; a name this host cannot enforce (controller
 // missing, cgroup mode unsupported) is an error saying why.
 Result<std::vector<std::unique_ptr<Isolator>>> createIsolators(std::string_view isolation,

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <sstream>
 
 #include "tests/agent/cluster.h"
 
@@ -35,6 +36,7 @@ class AgentRoot : public ::testing::Test {
     cluster_ = std::make_unique<Cluster>();
     if (auto why = cluster_->missing(); !why.empty()) GTEST_SKIP() << why;
     cgroupsRoot_ = "allot-agent-test-" + std::to_string(getpid());
+    cluster_->setCgroupsRoot(cgroupsRoot_);
     setenv("ALLOT_LOG_LEVEL", "debug", 1);  // the master logs each usage report
     bool started = cluster_->startMaster();
     unsetenv("ALLOT_LOG_LEVEL");
@@ -101,6 +103,59 @@ TEST_F(AgentRoot, ExecutorUsageReachesTheMaster) {
   // Memory measured by the mem isolator: some report shows memory in use.
   EXPECT_TRUE(std::regex_search(log, std::regex(" mem_bytes=[1-9]")))
       << "no report shows memory in use: " << log.substr(at, 400);
+}
+
+// The case: no --isolation, a task whose background processes leave
+// the executor's session (setsid) and its process tree (a double fork,
+// reparented to the agent). When the executor ends they end with it.
+class AgentContainment : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (cgroups)";
+    cluster_ = std::make_unique<Cluster>();
+    if (auto why = cluster_->missing(); !why.empty()) GTEST_SKIP() << why;
+    cgroupsRoot_ = "allot-containment-test-" + std::to_string(getpid());
+    cluster_->setCgroupsRoot(cgroupsRoot_);
+    ASSERT_TRUE(cluster_->startMaster());
+    ASSERT_TRUE(cluster_->startAgent({"--cgroups-root", cgroupsRoot_})) << cluster_->agentLog();
+  }
+  void TearDown() override {
+    for (pid_t pid : strays_) {
+      if (alive(pid)) kill(pid, SIGKILL);
+    }
+    cluster_.reset();
+    for (const auto& h : {"cpu", "cpuacct", "memory", "freezer", "unified"}) {
+      std::error_code ec;
+      fs::remove(fs::path("/sys/fs/cgroup") / h / cgroupsRoot_, ec);
+    }
+  }
+  static bool alive(pid_t pid) {
+    std::string stat = readAll("/proc/" + std::to_string(pid) + "/stat");
+    auto close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  std::string cgroupsRoot_;
+  std::vector<pid_t> strays_;
+};
+
+TEST_F(AgentContainment, BackgroundProcessInANewSessionDiesWithItsExecutor) {
+  std::string pidFile = cluster_->workDir() + "/stray.pids";
+  // One stray in a new session, one double-forked and in a new session.
+  std::string cmd = "setsid sh -c 'echo $$ >> " + pidFile + "; exec sleep 600' </dev/null >/dev/null 2>&1 & "
+                    "( ( setsid sh -c 'echo $$ >> " + pidFile + "; exec sleep 600' </dev/null >/dev/null 2>&1 & ) & ); "
+                    "sleep 0.5";
+  Child run = cluster_->execute({"--command", cmd, "--resources", "cpus:0.1;mem:32"});
+  ASSERT_EQ(exitStatus(run.wait(30s)), 0) << run.out() << run.err() << cluster_->agentLog();
+  std::istringstream in(readAll(pidFile));
+  for (pid_t pid; in >> pid;) strays_.push_back(pid);
+  ASSERT_EQ(strays_.size(), 2u) << readAll(pidFile);
+  for (pid_t pid : strays_) EXPECT_NE(getsid(pid), getsid(0)) << "the stray left every session we know";
+  // The task finished; its executor idles out (0.5 s) and its cgroup is reaped.
+  bool gone = waitFor([&] { return !alive(strays_[0]) && !alive(strays_[1]); }, 10s);
+  EXPECT_TRUE(gone) << "a task's background process outlived its executor\n" << cluster_->agentLog();
+  EXPECT_TRUE(waitFor([&] { return executorCgroups(cgroupsRoot_).empty(); }, 10s));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -143,6 +144,8 @@ class Cluster {
   ~Cluster() {
     agentProc_.kill(SIGKILL);
     killExecutors();
+    removeAgentCgroups();
+    if (!cgroupsRoot_.empty()) removeAgentCgroups(cgroupsRoot_);
     masterProc_.kill(SIGKILL);
     fs::remove_all(dir_);
   }
@@ -215,6 +218,32 @@ class Cluster {
     }
   }
 
+  // The agent's default cgroup root (allot.<work dir with / as .>) and the
+  // executors' cgroups in it, emptied by killExecutors(): an agent killed
+  // with its executors cannot remove them itself.
+  // `root`: the agent's --cgroups-root when one was given.
+  void removeAgentCgroups(std::string root = "") const {
+    if (root.empty()) root = "allot" + workDir_;
+    for (char& c : root) c = c == '/' ? '.' : c;
+    for (int round = 0; round < 20; ++round) {
+      bool left = false;
+      std::error_code ec;
+      for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+        fs::path top = h.path() / root;
+        std::error_code ec2;
+        for (const auto& c : fs::directory_iterator(top, ec2)) {
+          if (c.is_directory()) ::rmdir(c.path().c_str());
+        }
+        left |= ::rmdir(top.c_str()) != 0 && errno != ENOENT;
+      }
+      if (!left) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the kernel lets go of killed members
+    }
+  }
+
+  // An agent started with --cgroups-root: its cgroups go with the cluster.
+  void setCgroupsRoot(std::string root) { cgroupsRoot_ = std::move(root); }
+
   const std::string& workDir() const { return workDir_; }
   const std::string& dir() const { return dir_; }
   const char* agentBinary() const { return agent_; }
@@ -224,6 +253,7 @@ class Cluster {
   const char* agent_ = nullptr;
   const char* execute_ = nullptr;
   std::string dir_, workDir_;
+  std::string cgroupsRoot_;
   int port_ = 0;
   int agentRuns_ = 0;
   int executeRuns_ = 0;

@@ -82,6 +82,8 @@ class RootIsolators : public ::testing::Test {
   }
 
   // Creates the isolators; a host that cannot enforce them skips the test.
+  // isolators_[0] is the containment isolator, then the named ones in
+  // table order.
   void make(const std::string& names) {
     auto made = createIsolators(names, options_);
     if (!made && made.error().message.find("needs") != std::string::npos) {
@@ -175,8 +177,8 @@ TEST_F(RootIsolators, ROOT_MemoryBombIsKilledWithTheMemoryReasonNeighbourRuns) {
   pid_t n = start(neighbour, res("cpus:0.5;mem:64"), {kSh, "-c", "a=0123456789; sleep 60"});
   pid_t b = start(bomb, res("cpus:0.5;mem:64"), {kSh, "-c", "a=0123456789; while :; do a=$a$a; done"});
   std::vector<Limitation> seen;
-  ASSERT_TRUE(isolators_[1]->watch(neighbour, [&](const Limitation&) { ADD_FAILURE() << "neighbour hit a limit"; }).ok());
-  ASSERT_TRUE(isolators_[1]->watch(bomb, [&](const Limitation& l) { seen.push_back(l); }).ok());
+  ASSERT_TRUE(isolators_[2]->watch(neighbour, [&](const Limitation&) { ADD_FAILURE() << "neighbour hit a limit"; }).ok());
+  ASSERT_TRUE(isolators_[2]->watch(bomb, [&](const Limitation& l) { seen.push_back(l); }).ok());
   auto t0 = Clock::now();
   while (seen.empty() && secondsSince(t0) < 30) io_.run_for(50ms);
   ASSERT_EQ(seen.size(), 1u) << "no OOM event within 30 s";
@@ -252,7 +254,7 @@ TEST_F(RootIsolators, ROOT_CfsQuotaCapsCpuTime) {
   EXPECT_GE(used, 0.2) << used;
   std::printf("cpus 0.25 capped: %.3f s of cpu in 2 s\n", used);
   // Limits follow the tasks: a raised cap applies at once.
-  ASSERT_TRUE(isolators_[0]->update(id, res("cpus:0.5")).ok());
+  ASSERT_TRUE(isolators_[1]->update(id, res("cpus:0.5")).ok());
   auto quota = cgroupfs::readFile(dir(id, "cpu") + (host_.versionOf("cpu") == CgroupVersion::kV2
                                                         ? "/cpu.max" : "/cpu.cfs_quota_us"));
   ASSERT_TRUE(quota.ok());
@@ -340,11 +342,11 @@ TEST_F(RootIsolators, ROOT_VanishedCgroupFilesAreErrorsThenCleanupWorks) {
   ContainerId id{"t", "vanish"};
   start(id, res("cpus:1;mem:64"), {kSh, "-c", "sleep 60"});
   // Raising and lowering the limits as tasks come and go.
-  ASSERT_TRUE(isolators_[1]->update(id, res("cpus:1;mem:128")).ok());
+  ASSERT_TRUE(isolators_[2]->update(id, res("cpus:1;mem:128")).ok());
   std::string memFile = dir(id, "memory") + (host_.versionOf("memory") == CgroupVersion::kV2
                                                  ? "/memory.max" : "/memory.limit_in_bytes");
   EXPECT_EQ(*cgroupfs::readInt(memFile), 128 << 20);
-  ASSERT_TRUE(isolators_[1]->update(id, res("cpus:1;mem:48")).ok());
+  ASSERT_TRUE(isolators_[2]->update(id, res("cpus:1;mem:48")).ok());
   EXPECT_EQ(*cgroupfs::readInt(memFile), 48 << 20);
   // Someone else kills everything and removes the cgroups behind our back.
   for (pid_t pid : cgroupfs::procs(dir(id, "memory"))) kill(pid, SIGKILL);
@@ -354,11 +356,11 @@ TEST_F(RootIsolators, ROOT_VanishedCgroupFilesAreErrorsThenCleanupWorks) {
   for (const char* c : {"cpu", "cpuacct", "memory", "freezer"}) {
     if (!host_.hierarchyOf(c).empty()) (void)cgroupfs::removeDir(dir(id, c));
   }
-  Status st = isolators_[1]->update(id, res("cpus:1;mem:64"));
+  Status st = isolators_[2]->update(id, res("cpus:1;mem:64"));
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().describe().find(id.name()), std::string::npos) << st.error().describe();
   wire::ResourceUsage u;
-  EXPECT_FALSE(isolators_[0]->usage(id, &u).ok());
+  EXPECT_FALSE(isolators_[1]->usage(id, &u).ok());
 }
 
 TEST_F(RootIsolators, ROOT_RecoveryAfterAnAgentKilledMidLaunchLeavesNothing) {
@@ -398,7 +400,7 @@ TEST_F(RootIsolators, ROOT_CpusetGivesAWholeCpuItsOwnCore) {
   EXPECT_EQ(mine.find_first_of(",-"), std::string::npos) << "one core: " << mine;
   EXPECT_EQ(shared.find(mine), std::string::npos) << mine << " vs " << shared;
   // The task ends: the core goes back to the shared pool.
-  ASSERT_TRUE(isolators_[1]->update(whole, res("cpus:0.5")).ok());
+  ASSERT_TRUE(isolators_[2]->update(whole, res("cpus:0.5")).ok());
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(allowedCpus(f), allowedCpus(w));
 }

@@ -62,6 +62,13 @@ class FakeCgroups : public ::testing::Test {
     }
     return okStatus();
   }
+  Isolator& named(std::string_view name) {
+    for (auto& iso : isolators_) {
+      if (iso->name() == name) return *iso;
+    }
+    ADD_FAILURE() << "no isolator " << name;
+    return *isolators_.front();
+  }
   Status cleanupAll(const ContainerId& id) {
     for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
       if (Status st = (*it)->cleanup(id); !st) return st;
@@ -158,10 +165,11 @@ TEST_F(FakeCgroups, MissingControllerIsRefusedWithTheReason) {
 
 TEST_F(FakeCgroups, TableOrderWinsOverFlagOrder) {
   make(CgroupMode::kLegacy, "cgroups/pids, cgroups/cpu,cgroups/mem");
-  ASSERT_EQ(isolators_.size(), 3u);
-  EXPECT_EQ(isolators_[0]->name(), "cgroups/cpu");
-  EXPECT_EQ(isolators_[1]->name(), "cgroups/mem");
-  EXPECT_EQ(isolators_[2]->name(), "cgroups/pids");
+  ASSERT_EQ(isolators_.size(), 4u);
+  EXPECT_EQ(isolators_[0]->name(), "containment") << "always first";
+  EXPECT_EQ(isolators_[1]->name(), "cgroups/cpu");
+  EXPECT_EQ(isolators_[2]->name(), "cgroups/mem");
+  EXPECT_EQ(isolators_[3]->name(), "cgroups/pids");
 }
 
 TEST_F(FakeCgroups, V1WritesEachControllersFilesAndFollowsTheTasks) {
@@ -242,7 +250,7 @@ TEST_F(FakeCgroups, UsageReadsEveryControllersCounters) {
   ASSERT_TRUE(cleanupAll(id_).ok());
   // A vanished file is an error naming it, not a crash.
   wire::ResourceUsage after;
-  Status st = isolators_[0]->usage(id_, &after);
+  Status st = named("cgroups/cpu").usage(id_, &after);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().message.find("cpu.stat"), std::string::npos);
 }
@@ -256,8 +264,8 @@ TEST_F(FakeCgroups, V2OomEventEndsTheContainerOnceWithTheMemoryReason) {
   ASSERT_TRUE(fs_->writeFile(d + "memory.current", "67100000\n").ok());
   ASSERT_TRUE(fs_->writeFile(d + "memory.peak", "67108864\n").ok());
   std::vector<Limitation> seen;
-  ASSERT_TRUE(isolators_[0]->watch(id_, [&](const Limitation& l) { seen.push_back(l); }).ok());
-  EXPECT_TRUE(isolators_[0]->watch(id_, [&](const Limitation& l) { seen.push_back(l); }).ok());
+  ASSERT_TRUE(named("cgroups/mem").watch(id_, [&](const Limitation& l) { seen.push_back(l); }).ok());
+  EXPECT_TRUE(named("cgroups/mem").watch(id_, [&](const Limitation& l) { seen.push_back(l); }).ok());
   io_.run_for(std::chrono::milliseconds(50));
   EXPECT_TRUE(seen.empty()) << "no OOM yet";
   ASSERT_TRUE(fs_->writeFile(d + "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n").ok());
@@ -287,11 +295,11 @@ TEST_F(FakeCgroups, CpusetGivesWholeCpusTheirOwnCoresAndSharesTheRest) {
   ASSERT_TRUE(prepareAll(c, res("cpus:2"), &sc).ok());
   EXPECT_EQ(cpus(c), "2,3");
   // a's task ended: it shares now, and everyone sharing gets its cores.
-  ASSERT_TRUE(isolators_[0]->update(a, res("cpus:0.5")).ok());
+  ASSERT_TRUE(named("cgroups/cpuset").update(a, res("cpus:0.5")).ok());
   EXPECT_EQ(cpus(a), "0,1,2,3");
   EXPECT_EQ(cpus(b), "0,1,2,3");
   // c asks again (a new task): now it fits.
-  ASSERT_TRUE(isolators_[0]->update(c, res("cpus:3")).ok());
+  ASSERT_TRUE(named("cgroups/cpuset").update(c, res("cpus:3")).ok());
   EXPECT_EQ(cpus(c), "0,1,2");
   EXPECT_EQ(cpus(b), "3");
   ASSERT_TRUE(cleanupAll(c).ok());
@@ -354,7 +362,7 @@ TEST_F(FakeCgroups, V2CleanupKillsTheGroupThroughCgroupKill) {
   make(CgroupMode::kUnified, "cgroups/pids");
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
-  ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
+  ASSERT_TRUE(named("cgroups/pids").isolate(id_, 4242).ok());
   ASSERT_TRUE(cleanupAll(id_).ok());
   EXPECT_TRUE(fs_->signals().empty()) << "cgroup.kill, no pid by pid";
   EXPECT_FALSE(fs::exists(dir_ + "/unified/allot/fw-1.exec_1"));
@@ -365,7 +373,7 @@ TEST_F(FakeCgroups, V2WithoutCgroupKillSignalsEveryMember) {
   make(CgroupMode::kUnified, "cgroups/pids");
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
-  ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
+  ASSERT_TRUE(named("cgroups/pids").isolate(id_, 4242).ok());
   ASSERT_TRUE(cleanupAll(id_).ok());
   ASSERT_FALSE(fs_->signals().empty());
   EXPECT_EQ(fs_->signals().front(), std::make_pair(pid_t{4242}, SIGKILL));
@@ -394,6 +402,52 @@ TEST_F(FakeCgroups, HybridHostSplitsControllersBetweenV1AndV2) {
   ASSERT_TRUE(cleanupAll(id_).ok());
   EXPECT_FALSE(fs::exists(dir_ + "/unified" + c));
   EXPECT_FALSE(fs::exists(dir_ + "/cpu" + c));
+}
+
+}  // namespace
+}  // namespace allot
+
+namespace allot {
+namespace {
+
+TEST_F(FakeCgroups, EveryExecutorGetsATrackingCgroupWithNoIsolation) {
+  make(CgroupMode::kHybrid, "");
+  ASSERT_EQ(isolators_.size(), 1u);
+  EXPECT_EQ(isolators_[0]->name(), "containment");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
+  EXPECT_GE(setup.cgroupDirFd, 0) << "born in its cgroup2 directory";
+  EXPECT_TRUE(setup.cgroupProcsFiles.empty()) << "no v1 hierarchy without a v1 controller";
+  std::string d = dir_ + "/unified/allot/fw-1.exec_1";
+  EXPECT_TRUE(fs::exists(d));
+  EXPECT_FALSE(fs::exists(dir_ + "/unified/allot/cgroup.subtree_control")) << "no controller enabled";
+  ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
+  auto job = isolators_[0]->reapJob(id_);
+  ASSERT_TRUE(job);
+  ASSERT_TRUE(job().ok());
+  EXPECT_FALSE(fs::exists(d)) << "the reap job kills and removes";
+  EXPECT_TRUE(cleanupAll(id_).ok());
+}
+
+TEST_F(FakeCgroups, LegacyHostTracksExecutorsWithTheFreezer) {
+  make(CgroupMode::kLegacy, "");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
+  ASSERT_EQ(setup.cgroupProcsFiles.size(), 1u);
+  EXPECT_EQ(setup.cgroupProcsFiles[0], dir_ + "/freezer/allot/fw-1.exec_1/cgroup.procs");
+  ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
+  ASSERT_TRUE(isolators_[0]->reapJob(id_)().ok());
+  ASSERT_EQ(fs_->signals().size(), 1u);
+  EXPECT_EQ(fs_->signals()[0], std::make_pair(pid_t{4242}, SIGKILL));
+  EXPECT_EQ(read(dir_ + "/freezer/allot/fw-1.exec_1/freezer.state"), "<missing " + dir_ + "/freezer/allot/fw-1.exec_1/freezer.state>");
+}
+
+TEST_F(FakeCgroups, NoCgroupToHoldExecutorsIsAnError) {
+  host_ = twinCgroupHost(fs_, CgroupMode::kLegacy);
+  host_.v1.erase("freezer");
+  auto made = createIsolatorsOn(host_, "", options_);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.error().message.find("freezer"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+#include "base/worker_pool.h"
+
+#include "base/check.h"
+
+namespace allot {
+
+WorkerPool::WorkerPool(asio::io_context& io, WorkerPoolOptions options)
+    : io_(io), options_(options) {
+  CHECK(options_.threads > 0);
+  for (size_t i = 0; i < options_.threads; ++i) threads_.emplace_back([this] { runWorker(); });
+}
+
+WorkerPool::~WorkerPool() {
+  alive_.reset();
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    jobs_.clear();
+  }
+  wake_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+Status WorkerPool::enqueue(std::function<void()> job) {
+  {
+    std::lock_guard lock(mu_);
+    if (jobs_.size() >= options_.queueMax) {
+      return Error{"worker pool: " + std::to_string(options_.queueMax) + " jobs already waiting"};
+    }
+    // The guard travels with the job: io_.run() keeps going until its
+    // result has been posted.
+    jobs_.push_back([job = std::move(job), guard = asio::make_work_guard(io_)]() mutable {
+      job();
+      guard.reset();
+    });
+  }
+  wake_.notify_one();
+  return okStatus();
+}
+
+void WorkerPool::runWorker() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (stopping_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+      ++running_;
+    }
+    job();
+    std::lock_guard lock(mu_);
+    --running_;
+  }
+}
+
+size_t WorkerPool::queued() const {
+  std::lock_guard lock(mu_);
+  return jobs_.size();
+}
+
+size_t WorkerPool::running() const {
+  std::lock_guard lock(mu_);
+  return running_;
+}
+
+}  // namespace allot
