@@ -66,9 +66,14 @@ class Cluster:
         self.port = int(port_file.read_text())
         return self.master_daemon
 
+    @property
+    def cgroups_root(self) -> str:
+        return "allot-pytest-" + self.work.name
+
     def start_agent(self, resources: str = "cpus:2;mem:2048;ports:[31000-31100]") -> None:
         self.daemons.append(Daemon([_binary("ALLOT_AGENT"), "--master", self.master,
                                     "--work-dir", str(self.work / "agent"),
+                                    "--cgroups-root", self.cgroups_root,
                                     "--resources", resources],
                                    self.work / "agent.log"))
 
@@ -76,8 +81,64 @@ class Cluster:
         for daemon in reversed(self.daemons):
             daemon.stop()
         # Executors and tasks keep running across agent restarts by design:
-        # end whatever the agent left under its work dir.
-        subprocess.run(["pkill", "-KILL", "-f", str(self.work)], check=False)
+        # end everything in the agent's cgroups, and anything working in its
+        # work dir, then remove the cgroups.
+        for _ in range(50):
+            if not self._kill_leftovers():
+                break
+            time.sleep(0.05)
+
+    def _kill_leftovers(self) -> bool:
+        """One sweep; True while something was left to kill or remove."""
+        left = False
+        for pid in _pids_in_cgroups(self.cgroups_root) | _pids_working_in(self.work):
+            left = True
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for hierarchy in pathlib.Path("/sys/fs/cgroup").iterdir():
+            top = hierarchy / self.cgroups_root
+            if not top.is_dir():
+                continue
+            for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                left |= _rmdir(d)
+            left |= _rmdir(top)
+        return left
+
+
+def _rmdir(path: pathlib.Path) -> bool:
+    try:
+        path.rmdir()
+        return False
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+
+
+def _pids_in_cgroups(root: str) -> set:
+    pids = set()
+    for procs in pathlib.Path("/sys/fs/cgroup").glob(f"*/{root}/**/cgroup.procs"):
+        try:
+            pids.update(int(line) for line in procs.read_text().split())
+        except OSError:
+            pass
+    return pids
+
+
+def _pids_working_in(directory: pathlib.Path) -> set:
+    pids = set()
+    prefix = str(directory.resolve())
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if os.readlink(proc / "cwd").startswith(prefix):
+                pids.add(int(proc.name))
+        except OSError:
+            pass
+    return pids
 
 
 @pytest.fixture
