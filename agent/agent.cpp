@@ -45,6 +45,9 @@ Status Agent::start() {
   auto id = checkpoints_.loadAgentId();
   if (!id) return id.error();
   agentId_ = *id;
+  auto secret = checkpoints_.loadAgentSecret();
+  if (!secret) return secret.error();
+  agentSecret_ = *secret;
   manager_->setAgentId(agentId_);
   if (auto st = manager_->listen(); !st) return st;
   auto recovered = checkpoints_.loadExecutors();
@@ -70,6 +73,7 @@ void Agent::stop() {
 void Agent::buildRegistration(wire::RegisterAgent* r) {
   auto* info = r->mutable_info();
   info->set_id(agentId_);
+  r->set_agent_secret(agentSecret_);
   info->set_hostname(config_.hostname);
   config_.resources.toWire(info->mutable_resources());
   for (const auto& a : config_.attributes) *info->add_attributes() = a;
@@ -111,6 +115,14 @@ void Agent::addUnacknowledgedEndings(wire::RegisterAgent* r) {
 }
 
 void Agent::onRegistered(const wire::AgentRegistered& m) {
+  // The secret first: an id checkpointed without its secret could never
+  // be re-registered.
+  if (m.agent_secret() != agentSecret_) {
+    agentSecret_ = m.agent_secret();
+    if (auto st = checkpoints_.saveAgentSecret(agentSecret_); !st) {
+      LOG_ERROR("saving agent secret: " << st.error().describe());
+    }
+  }
   bool fresh = agentId_ != m.agent_id();
   if (fresh) {
     if (!agentId_.empty()) LOG_WARNING("master gave a new agent id " << m.agent_id() << " (was " << agentId_ << ")");

@@ -75,6 +75,7 @@ class Agent {
   asio::io_context& io_;
   AgentConfig config_;
   std::string agentId_;
+  std::string agentSecret_;  // from AgentRegistered, checkpointed beside the id
   UpdateStore updates_;
   CheckpointStore checkpoints_;
   std::unique_ptr<ExecutorManager> manager_;

@@ -203,6 +203,20 @@ Result<std::string> CheckpointStore::loadAgentId() const {
   return id;
 }
 
+Status CheckpointStore::saveAgentSecret(const std::string& secret) {
+  return writeFileAtomically(dir_ + "/agent_secret", secret + "\n");
+}
+
+Result<std::string> CheckpointStore::loadAgentSecret() const {
+  std::string path = dir_ + "/agent_secret";
+  if (!std::filesystem::exists(path)) return std::string();
+  auto bytes = readFile(path);
+  if (!bytes) return bytes.error();
+  std::string secret = *bytes;
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == ' ')) secret.pop_back();
+  return secret;
+}
+
 std::string CheckpointStore::executorPath(const std::string& container) const {
   return dir_ + "/executors/" + container;
 }

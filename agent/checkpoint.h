@@ -2,6 +2,7 @@
 // restarted agent can re-attach to its executors (SPEC section 5).
 //
 //   meta/agent_id                   the id the master gave this agent
+//   meta/agent_secret               the secret that came with it (0600)
 //   meta/executors/<container>.0|.1 two slots per live executor
 //
 // Executor checkpoints alternate between two slot files, each overwritten
@@ -62,6 +63,10 @@ class CheckpointStore {
   Status saveAgentId(const std::string& agentId);
   // Empty when the agent never registered.
   Result<std::string> loadAgentId() const;
+  // The secret the master handed out with the id (meta/agent_secret, mode
+  // 0600): presented when re-registering that id over a plaintext link.
+  Status saveAgentSecret(const std::string& secret);
+  Result<std::string> loadAgentSecret() const;
 
   Status saveExecutor(const ExecutorCheckpoint& checkpoint);
   Status removeExecutor(const std::string& container);

@@ -34,6 +34,7 @@ struct Settings {
   std::string executor;
   double timeoutS = 60;
   TlsFiles tls;
+  std::string user;
 };
 
 const char* stateName(wire::TaskState s) {
@@ -117,6 +118,12 @@ class ExecuteScheduler final : public Scheduler {
 
   void error(SchedulerDriver&, const std::string& message) override {
     std::fprintf(stderr, "allot-execute: master: %s\n", message.c_str());
+    // A fatal error (e.g. the ACLs refused the registration): nothing more
+    // will happen, so exit instead of waiting for --timeout.
+    if (driver_->stopped()) {
+      forcedExit_ = 2;
+      finish();
+    }
   }
 
   // Ctrl-C or --kill-after: kill what runs, finish when all is terminal.
@@ -178,6 +185,8 @@ int main(int argc, char** argv) {
   Flags flags("allot-execute", "Runs a command (or N copies) on an allot cluster and waits for it.");
   flags.addString("master", &s.master, "HOST:PORT of the master, or zk://host:port,.../path");
   flags.addString("command", &s.command, "shell command to run (required)");
+  flags.addString("user", &s.user,
+                  "run the tasks as this user, if the master's ACLs allow it (default: the agent's --default-user)");
   flags.addString("resources", &s.resources, "resources of each task");
   flags.addInt("instances", &s.instances, "number of copies to run");
   flags.addString("name", &s.name, "framework and task name prefix");
@@ -210,7 +219,7 @@ int main(int argc, char** argv) {
   wire::FrameworkInfo info;
   info.set_name(s.name);
   info.set_failover_timeout_s(10);
-  if (const char* user = getenv("USER")) info.set_user(user);
+  info.set_user(s.user);
   SchedulerDriver driver(io, scheduler, info, SchedulerOptions{.master = s.master, .tls = s.tls});
   scheduler.setDriver(&driver);
   if (auto st = driver.start(); !st) return fail(st.error().describe());

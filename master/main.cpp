@@ -44,6 +44,8 @@ struct Settings {
   bool insecure = false;
   std::string httpListen;
   std::string httpPortFile;
+  std::string acls;
+  double registrationTimeoutS = limits::kRegistrationTimeoutSeconds;
 };
 
 void addFlags(Flags& flags, Settings* s) {
@@ -70,6 +72,11 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addDouble("refuse-seconds", &s->refuseSeconds, "default refusal time of a declined offer");
   flags.addDouble("failover-timeout", &s->failoverTimeoutS,
                   "seconds a disconnected framework keeps its tasks when it set none");
+  flags.addString("acls", &s->acls,
+                  "ACL file: who may register frameworks (as which users, roles, weights), "
+                  "agents, and operate (docs/acls.md); default: anyone, tasks never as root");
+  flags.addDouble("registration-timeout", &s->registrationTimeoutS,
+                  "seconds a scheduler or agent may stay connected without registering");
   flags.addInt("max-frame-bytes", &s->maxFrameBytes, "largest protocol frame accepted");
   flags.addDouble("stats-interval", &s->statsIntervalS,
                   "seconds between 'stats:' log lines (0: none)");
@@ -132,6 +139,13 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
   master.heartbeatInterval = secondsToDuration(heartbeat);
   master.refuseDefault = secondsToDuration(s.refuseSeconds);
   master.failoverTimeoutDefault = secondsToDuration(s.failoverTimeoutS);
+  if (!positive(s.registrationTimeoutS)) return Error{"--registration-timeout must be positive"};
+  master.registrationTimeout = secondsToDuration(s.registrationTimeoutS);
+  if (!s.acls.empty()) {
+    auto acls = Acls::load(s.acls);
+    if (!acls) return Error{"--acls: " + acls.error().describe()};
+    master.acls = std::move(*acls);
+  }
   return std::make_pair(server, master);
 }
 

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "proto/validate.h"
 
 namespace allot {
 namespace {
@@ -17,6 +18,18 @@ std::string randomMasterId() {
 }
 
 double toSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Compares secrets in time independent of where they differ.
+bool sameSecret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string taskKey(const std::string& frameworkId, const std::string& taskId) {
+  return frameworkId + "/" + taskId;
+}
 
 }  // namespace
 
@@ -50,10 +63,6 @@ std::optional<double> Master::dominantShare(const std::string& frameworkId) cons
   return allocator_->dominantShare(it->second.handle);
 }
 
-std::string Master::newId(char kind) {
-  return options_.masterId + "-" + kind + std::to_string(++idSequence_);
-}
-
 void Master::sendError(PeerId peer, const std::string& message, bool fatal) {
   wire::Envelope e;
   e.mutable_error()->set_message(message);
@@ -76,7 +85,28 @@ void Master::sendToFramework(FrameworkRecord& fw, const wire::Envelope& e) {
 // ------------------------------------------------------------------ peers
 
 void Master::peerConnected(PeerId peer, const wire::Hello& hello, const PeerIdentity& identity) {
-  peers_[peer] = PeerBinding{hello.role(), "", identity.principal};
+  peers_[peer] = PeerBinding{hello.role(), "", identity};
+  unregistered_.emplace_back(clock_.now(), peer);
+}
+
+void Master::closeUnregistered(TimePoint now) {
+  while (!unregistered_.empty() && now - unregistered_.front().first >= options_.registrationTimeout) {
+    PeerId peer = unregistered_.front().second;
+    unregistered_.pop_front();
+    auto it = peers_.find(peer);
+    if (it == peers_.end() || !it->second.id.empty()) continue;
+    LOG_WARNING("peer " << peer << " did not register within "
+                        << toSeconds(options_.registrationTimeout) << " s; closing");
+    sendError(peer, "no registration within " + std::to_string(toSeconds(options_.registrationTimeout)) + " s", true);
+  }
+}
+
+bool Master::mayTakeOver(const PeerIdentity& auth, const std::string& secret,
+                         const std::string& principal, const std::string& ownSecret) {
+  // An owner with neither was learned from an agent's re-registration (a
+  // new leader): the first peer to claim the id adopts it.
+  if (auth.tls) return principal.empty() || principal == auth.principal;
+  return ownSecret.empty() || sameSecret(secret, ownSecret);
 }
 
 void Master::peerClosed(PeerId peer) {
@@ -98,6 +128,14 @@ void Master::peerMessage(PeerId peer, const wire::Envelope& e) {
   auto it = peers_.find(peer);
   if (it == peers_.end()) return;
   const PeerBinding& binding = it->second;
+  Status valid = binding.role == wire::ROLE_SCHEDULER ? validateFromScheduler(e)
+                 : binding.role == wire::ROLE_AGENT   ? validateFromAgent(e)
+                                                      : Status(Error{"unexpected role"});
+  if (!valid) {
+    bool fatal = e.has_register_framework() || e.has_register_agent();
+    LOG_WARNING("peer " << peer << ": refused: " << valid.error().describe());
+    return sendError(peer, "refused: " + valid.error().describe(), fatal);
+  }
   if (binding.role == wire::ROLE_SCHEDULER) {
     if (e.has_register_framework()) return onRegisterFramework(peer, e.register_framework());
     auto fw = frameworks_.find(binding.id);
@@ -183,16 +221,47 @@ Master::FrameworkRecord& Master::ensureFramework(const wire::FrameworkInfo& info
   return fw;
 }
 
+Result<FrameworkGrant> Master::authorizeFramework(const PeerBinding& binding,
+                                                  const wire::RegisterFramework& m) {
+  const wire::FrameworkInfo& info = m.info();
+  const std::string& principal = binding.auth.principal;
+  auto grant = options_.acls.registerFramework(principal);
+  if (!grant) return Error{"principal '" + principal + "' may not register frameworks"};
+  if (!grant->allowsUser(info.user())) {
+    return Error{"principal '" + principal + "' may not run tasks as user '" + info.user() + "'"};
+  }
+  if (!grant->allowsRole(info.role())) {
+    return Error{"principal '" + principal + "' may not use role '" + info.role() + "'"};
+  }
+  if (info.weight() > grant->weightMax) {
+    return Error{"principal '" + principal + "' may not ask for a weight above " +
+                 std::to_string(grant->weightMax)};
+  }
+  auto existing = info.id().empty() ? frameworks_.end() : frameworks_.find(info.id());
+  if (existing == frameworks_.end()) {
+    if (frameworks_.size() >= limits::kFrameworksMax) {
+      return Error{"the master holds " + std::to_string(limits::kFrameworksMax) + " frameworks already"};
+    }
+    return *grant;
+  }
+  const FrameworkRecord& fw = existing->second;
+  if (!mayTakeOver(binding.auth, m.framework_secret(), fw.principal, fw.secret)) {
+    return Error{binding.auth.tls
+                     ? "framework " + fw.id + " belongs to another principal"
+                     : "framework " + fw.id + ": framework_secret does not match"};
+  }
+  return *grant;
+}
+
 void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) {
   wire::FrameworkInfo info = m.info();
-  if (info.id().size() > kMaxIdBytes || info.name().size() > kMaxIdBytes) {
-    return sendError(peer, "RegisterFramework: id or name longer than 256 bytes", true);
-  }
-  if (!(info.weight() >= 0) || info.weight() > 1e6) {
-    return sendError(peer, "RegisterFramework: weight must be in [0, 1e6]", true);
-  }
   if (auto g = Resources::fromWire(info.guaranteed()); !g) {
     return sendError(peer, "RegisterFramework: guaranteed: " + g.error().describe(), true);
+  }
+  auto grant = authorizeFramework(peers_[peer], m);
+  if (!grant) {
+    LOG_WARNING("peer " << peer << ": RegisterFramework refused: " << grant.error().describe());
+    return sendError(peer, "RegisterFramework: not authorized: " + grant.error().describe(), true);
   }
   bool reregistered = !info.id().empty();
   if (!reregistered) info.set_id(newId('F'));
@@ -203,6 +272,13 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
     if (old != frameworks_.end() && old->second.peer == peer) disconnectFramework(old->second);
   }
   FrameworkRecord& fw = ensureFramework(info);
+  fw.principal = peers_[peer].auth.principal;
+  fw.grant = *grant;
+  if (!reregistered) {
+    fw.secret = ids_.secret();
+  } else if (fw.secret.empty()) {
+    fw.secret = m.framework_secret().empty() ? ids_.secret() : m.framework_secret();
+  }
   if (fw.peer && *fw.peer != peer) {
     sendError(*fw.peer, "framework " + fw.id + " failed over to another scheduler", true);
     peers_[*fw.peer].id.clear();
@@ -223,6 +299,7 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
   r->set_framework_id(fw.id);
   r->set_master_id(options_.masterId);
   r->set_reregistered(reregistered);
+  r->set_framework_secret(fw.secret);
   outbox_.send(peer, reply);
   while (!fw.pending.empty()) {
     outbox_.send(peer, fw.pending.front());
@@ -297,11 +374,32 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
 
 // ------------------------------------------------------------------ agents
 
+Status Master::authorizeAgent(const PeerBinding& binding, const wire::RegisterAgent& m) {
+  const std::string& principal = binding.auth.principal;
+  if (!options_.acls.registerAgent(principal)) {
+    return Error{"principal '" + principal + "' may not register agents"};
+  }
+  auto existing = m.info().id().empty() ? agents_.end() : agents_.find(m.info().id());
+  if (existing == agents_.end()) {
+    if (agents_.size() >= limits::kAgentsMax) {
+      return Error{"the master holds " + std::to_string(limits::kAgentsMax) + " agents already"};
+    }
+    return okStatus();
+  }
+  const AgentRecord& agent = existing->second;
+  if (!mayTakeOver(binding.auth, m.agent_secret(), agent.principal, agent.secret)) {
+    return Error{binding.auth.tls ? "agent " + agent.id + " belongs to another principal"
+                                  : "agent " + agent.id + ": agent_secret does not match"};
+  }
+  return okStatus();
+}
+
 void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   auto total = Resources::fromWire(m.info().resources());
   if (!total) return sendError(peer, "RegisterAgent: resources: " + total.error().describe(), true);
-  if (m.info().id().size() > kMaxIdBytes || m.info().hostname().size() > kMaxIdBytes) {
-    return sendError(peer, "RegisterAgent: id or hostname longer than 256 bytes", true);
+  if (auto st = authorizeAgent(peers_[peer], m); !st) {
+    LOG_WARNING("peer " << peer << ": RegisterAgent refused: " << st.error().describe());
+    return sendError(peer, "RegisterAgent: not authorized: " + st.error().describe(), true);
   }
   std::string id = m.info().id().empty() ? newId('A') : m.info().id();
   if (const std::string previous = peers_[peer].id; !previous.empty() && previous != id) {
@@ -321,6 +419,13 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
     agentByHandle_.erase(agent.handle);
   }
   agent.id = id;
+  agent.principal = peers_[peer].auth.principal;
+  if (agent.secret.empty()) {
+    // A new id gets a new secret; an id this master does not know (it is a
+    // new leader) keeps the secret its agent presents.
+    bool adopt = !m.info().id().empty() && !m.agent_secret().empty();
+    agent.secret = adopt ? m.agent_secret() : ids_.secret();
+  }
   agent.info = m.info();
   agent.info.set_id(id);
   agent.handle = allocator_->addAgent(*total);
@@ -342,20 +447,39 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   r->set_agent_id(id);
   r->set_master_id(options_.masterId);
   r->set_heartbeat_interval_s(toSeconds(options_.heartbeatInterval));
+  r->set_agent_secret(agent.secret);
   outbox_.send(peer, reply);
 }
 
 // Rebuilds the agent's tasks from what it reports; tasks the master thought
 // were there and the agent does not report are lost.
 Status Master::adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m) {
+  // An agent may introduce a framework this master has not seen (it failed
+  // over), never rewrite one: the framework's own registration is the truth.
   for (const auto& info : m.frameworks()) {
-    if (!info.id().empty() && info.id().size() <= kMaxIdBytes) ensureFramework(info).info = info;
+    if (info.id().empty() || frameworks_.count(info.id())) continue;
+    if (frameworks_.size() >= limits::kFrameworksMax) break;
+    wire::FrameworkInfo known;
+    known.set_id(info.id());
+    known.set_name(info.name());
+    known.set_failover_timeout_s(info.failover_timeout_s());
+    allocator_->setActive(ensureFramework(known).handle, false);
   }
   std::unordered_map<std::string, std::unordered_set<std::string>> reported;
   std::string problems;
   for (const auto& ex : m.executors()) {
     const std::string& fid = ex.info().framework_id();
     auto fwIt = frameworks_.find(fid);
+    if (fwIt == frameworks_.end() && !fid.empty() && !removedFrameworks_.count(fid) &&
+        frameworks_.size() < limits::kFrameworksMax) {
+      // A framework the agent did not list (only ended tasks left): known
+      // by id alone until its scheduler registers, like the ones above.
+      wire::FrameworkInfo known;
+      known.set_id(fid);
+      FrameworkRecord& fw = ensureFramework(known);
+      allocator_->setActive(fw.handle, false);
+      fwIt = frameworks_.find(fid);
+    }
     if (fwIt == frameworks_.end()) {
       problems += " executor " + ex.info().executor_id() + " of unknown framework " + fid + ";";
       continue;
@@ -369,8 +493,12 @@ Status Master::adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m)
       if (!charged) continue;
       reported[fid].insert(t.task_id());
       FrameworkRecord& fw = fwIt->second;
+      if (fw.tasks.size() >= limits::kTasksPerFrameworkMax && !fw.tasks.count(t.task_id())) continue;
       auto [task, fresh] = fw.tasks.try_emplace(t.task_id());
-      if (!fresh && task->second.info.agent_id() != agent.id) continue;
+      if (!fresh && task->second.info.agent_id() != agent.id) {
+        problems += " task " + t.task_id() + " runs on agent " + task->second.info.agent_id() + ";";
+        continue;
+      }
       task->second.info = t;
       task->second.info.set_agent_id(agent.id);
       task->second.charged = *charged;
@@ -415,6 +543,22 @@ void Master::recoverAgentHoldings(AgentRecord& agent) {
                           clock_.now());
     }
   }
+}
+
+void Master::rememberEnded(AgentRecord& agent, const std::string& frameworkId,
+                           const std::string& taskId) {
+  std::string key = taskKey(frameworkId, taskId);
+  if (!agent.ended.insert(key).second) return;
+  agent.endedOrder.push_back(std::move(key));
+  if (agent.endedOrder.size() > kMaxEndedTasksPerAgent) {
+    agent.ended.erase(agent.endedOrder.front());
+    agent.endedOrder.pop_front();
+  }
+}
+
+bool Master::endedOn(const AgentRecord& agent, const std::string& frameworkId,
+                     const std::string& taskId) const {
+  return agent.ended.count(taskKey(frameworkId, taskId)) > 0;
 }
 
 void Master::onHeartbeat(PeerId peer, AgentRecord& agent, const wire::Heartbeat& m) {
@@ -510,6 +654,7 @@ void Master::checkTimeouts(TimePoint now) {
 void Master::tick() {
   TimePoint now = clock_.now();
   expireOffers(now);
+  closeUnregistered(now);
   // Scanning every agent for silence is O(agents): a few times per agent
   // timeout is precise enough.
   if (now >= nextTimeoutCheck_) {

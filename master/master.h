@@ -5,7 +5,9 @@
 // The server (server.h) feeds it events:
 //   peerConnected(peer, hello, identity)  after a handshake (role scheduler
 //                               or agent; identity: its certificate or none)
-//   peerMessage(peer, envelope) every message after that
+//   peerMessage(peer, envelope) every message after that; each is checked
+//                               against proto/input_limits.h (proto/validate.h)
+//                               before any handler sees it
 //   peerClosed(peer)            once, when the link is gone
 //   tick()                      often (every ~100 ms): timeouts, periodic
 //                               cycle, share updates to frameworks
@@ -15,6 +17,13 @@
 // Soft state: agents, frameworks, offers and tasks. All of it can be rebuilt
 // from RegisterAgent (executors, tasks, frameworks) and RegisterFramework
 // (framework id) after a master failover.
+//
+// Authorization (docs/acls.md, docs/links.md section 3): every framework and
+// agent id is bound to the principal that registered it and to a secret
+// handed out with it; taking an id over needs the same principal (TLS) or
+// the secret (plaintext). A framework acts only on its own tasks; an agent
+// reports only tasks the master placed on it (or that it re-registered with)
+// and never rewrites a framework's settings.
 //
 // Thread: single-threaded (the master's io_context thread).
 #pragma once
@@ -30,10 +39,13 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "master/acls.h"
 #include "master/allocator/allocator.h"
 #include "master/metrics.h"
+#include "master/ids.h"
 #include "proto/allot.pb.h"
 #include "proto/peer_identity.h"
+#include "proto/input_limits.h"
 #include "proto/resources.h"
 #include "proto/task_state.h"
 
@@ -59,16 +71,23 @@ struct MasterOptions {
   Duration heartbeatInterval = std::chrono::seconds(5);
   Duration refuseDefault = std::chrono::seconds(5);
   Duration failoverTimeoutDefault = std::chrono::seconds(60);
+  Acls acls = Acls::permissive();
+  // A peer that handshakes but does not register within this is closed.
+  Duration registrationTimeout = secondsToDuration(limits::kRegistrationTimeoutSeconds);
 };
 
-// Named limits (TIGER_STYLE): every queue and map the network can grow.
+
+// Named limits (TIGER_STYLE) of what the master itself queues; the limits
+// on what peers send are in proto/input_limits.h.
 constexpr size_t kMaxOffersPerMessage = 1000;
-constexpr size_t kMaxTasksPerAccept = 10000;
 constexpr size_t kMaxPendingUpdatesPerFramework = 10000;
 constexpr size_t kMaxIdBytes = 256;
 // Frameworks this master removed itself, remembered so a late update of
 // theirs is acknowledged on their behalf (oldest forgotten first).
 constexpr size_t kMaxRemovedFrameworksRemembered = 100000;
+// Terminal tasks an agent may still send (resent) updates for and a
+// framework may still acknowledge, per agent.
+constexpr size_t kMaxEndedTasksPerAgent = 10000;
 
 class Master {
  public:
@@ -90,6 +109,9 @@ class Master {
   size_t taskCount() const;
   std::optional<double> dominantShare(const std::string& frameworkId) const;
   const Allocator& allocator() const { return *allocator_; }
+  // May this principal act on other frameworks' tasks and frameworks
+  // (operator kill, teardown)? For the HTTP/allotctl operator endpoints.
+  bool mayOperate(const std::string& principal) const { return options_.acls.operate(principal); }
   // The latest usage an agent reported for an executor, if any.
   std::optional<wire::ResourceUsage> executorUsage(const std::string& agentId,
                                                    const std::string& frameworkId,
@@ -131,6 +153,12 @@ class Master {
     std::unordered_map<std::string, wire::ResourceUsage> usage;
     bool draining = false;       // allotctl drain: never offered until undrained
     double drainDeadlineS = 0;   // wall clock
+    std::string principal;  // who registered this id
+    std::string secret;     // handed out in AgentRegistered
+    // Recently ended tasks here ("framework/task"), oldest first: their
+    // resent updates and acknowledgements are still accepted.
+    std::unordered_set<std::string> ended;
+    std::deque<std::string> endedOrder;
   };
 
   struct FrameworkRecord {
@@ -146,6 +174,9 @@ class Master {
     std::vector<std::string> agentFilterIds;
     Resources minFree;
     double lastSentShare = -1;
+    std::string principal;  // who registered this id
+    std::string secret;     // handed out in FrameworkRegistered
+    FrameworkGrant grant;   // what the ACLs allow it (run-as users, roles)
   };
 
   struct OfferRecord {
@@ -158,7 +189,7 @@ class Master {
   struct PeerBinding {
     wire::Role role = wire::ROLE_UNKNOWN;
     std::string id;  // framework or agent id once registered
-    std::string principal;  // the certificate CN over TLS; empty otherwise
+    PeerIdentity auth;  // who the link proved it is (TLS: the certificate)
   };
 
   friend class MasterStateView;  // state_view.h: /state reads the records
@@ -176,6 +207,18 @@ class Master {
   void schedulerMessage(PeerId peer, FrameworkRecord& fw, const wire::Envelope& e);
   void agentMessage(PeerId peer, AgentRecord& agent, const wire::Envelope& e);
   FrameworkRecord& ensureFramework(const wire::FrameworkInfo& info);
+  // Checks a RegisterFramework against the ACLs and the id's owner;
+  // returns the grant or the reason for refusal.
+  Result<FrameworkGrant> authorizeFramework(const PeerBinding& binding,
+                                            const wire::RegisterFramework& m);
+  Status authorizeAgent(const PeerBinding& binding, const wire::RegisterAgent& m);
+  // May a peer proving `auth` (and presenting `secret`) take over an id
+  // registered by `principal` with `ownSecret`?
+  static bool mayTakeOver(const PeerIdentity& auth, const std::string& secret,
+                          const std::string& principal, const std::string& ownSecret);
+  void rememberEnded(AgentRecord& agent, const std::string& frameworkId, const std::string& taskId);
+  bool endedOn(const AgentRecord& agent, const std::string& frameworkId, const std::string& taskId) const;
+  void closeUnregistered(TimePoint now);
   void disconnectFramework(FrameworkRecord& fw);
   void removeFramework(const std::string& frameworkId, const std::string& why);
   void disconnectAgent(AgentRecord& agent);
@@ -186,7 +229,7 @@ class Master {
   void applyStandingFilters(FrameworkRecord& fw);
   void sendToFramework(FrameworkRecord& fw, const wire::Envelope& e);
   void sendError(PeerId peer, const std::string& message, bool fatal);
-  std::string newId(char kind);
+  std::string newId(char kind) { return ids_.id(kind); }
 
   // offers.cpp: allocation, offers, accept, decline.
   void allocateRound(bool fullCycle);
@@ -196,6 +239,9 @@ class Master {
   void onDecline(FrameworkRecord& fw, const wire::DeclineOffers& m);
   Status validateTask(const FrameworkRecord& fw, const AgentRecord& agent,
                       const wire::TaskInfo& task, Resources* charged);
+  // The user a task runs as: its executor's or command's user, else the
+  // framework's (empty: the agent's --default-user).
+  static std::string runAsUser(const FrameworkRecord& fw, const wire::TaskInfo& task);
   void launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo task,
                   Resources charged);
   // Removes an offer. `recoverIt`: return its resources to the pool;
@@ -230,7 +276,10 @@ class Master {
   std::deque<std::pair<TimePoint, std::string>> offerExpiries_;  // creation order
   TimePoint nextFullCycle_;
   TimePoint nextTimeoutCheck_;
-  uint64_t idSequence_ = 0;
+  RandomIds ids_;
+  // Peers in connection order, closed if still unregistered after
+  // options_.registrationTimeout.
+  std::deque<std::pair<TimePoint, PeerId>> unregistered_;
   bool allocationPending_ = false;
   MasterMetrics metrics_;
 };

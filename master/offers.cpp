@@ -134,8 +134,9 @@ void Master::onDecline(FrameworkRecord& fw, const wire::DeclineOffers& m) {
 
 Status Master::validateTask(const FrameworkRecord& fw, const AgentRecord& agent,
                             const wire::TaskInfo& task, Resources* charged) {
-  if (task.task_id().empty() || task.task_id().size() > kMaxIdBytes) {
-    return Error{"task id must be 1-256 bytes"};
+  if (task.task_id().empty()) return Error{"task id must not be empty"};
+  if (fw.tasks.size() >= limits::kTasksPerFrameworkMax) {
+    return Error{"framework runs " + std::to_string(limits::kTasksPerFrameworkMax) + " tasks already"};
   }
   if (fw.tasks.count(task.task_id())) return Error{"task id " + task.task_id() + " is already in use"};
   auto resources = Resources::fromWire(task.resources());
@@ -167,9 +168,22 @@ Status Master::validateTask(const FrameworkRecord& fw, const AgentRecord& agent,
   return okStatus();
 }
 
+std::string Master::runAsUser(const FrameworkRecord& fw, const wire::TaskInfo& task) {
+  if (task.has_executor() && !task.executor().command().user().empty()) {
+    return task.executor().command().user();
+  }
+  if (!task.command().user().empty()) return task.command().user();
+  return fw.info.user();
+}
+
 void Master::launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo task,
                         Resources charged) {
   task.set_agent_id(agent.id);
+  // The agent runs the task as the user the ACLs allowed (empty: its
+  // --default-user).
+  std::string user = runAsUser(fw, task);
+  task.mutable_command()->set_user(user);
+  if (task.has_executor()) task.mutable_executor()->mutable_command()->set_user(user);
   if (task.has_executor()) {
     task.mutable_executor()->set_framework_id(fw.id);
     if (task.executor().executor_id().empty()) task.mutable_executor()->set_executor_id(task.task_id());
@@ -212,7 +226,6 @@ void Master::onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m) {
     offered += it->second.resources;
   }
   if (m.offer_ids().empty()) problem = "no offer ids";
-  if (m.tasks_size() > static_cast<int>(kMaxTasksPerAccept)) problem = "too many tasks in one accept";
   if (problem.empty() && (!agents_.count(agentId) || !agents_.at(agentId).peer)) {
     problem = "agent " + agentId + " is gone";
   }
@@ -231,6 +244,11 @@ void Master::onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m) {
   Resources used;
   std::unordered_set<std::string> seen;
   for (const auto& t : m.tasks()) {
+    if (std::string user = runAsUser(fw, t); !fw.grant.allowsUser(user)) {
+      sendMasterUpdate(fw, t, wire::TASK_ERROR, wire::REASON_NOT_AUTHORIZED,
+                       "principal '" + fw.principal + "' may not run tasks as user '" + user + "'");
+      continue;
+    }
     Resources charged;
     Status st = validateTask(fw, agent, t, &charged);
     if (st && !seen.insert(t.task_id()).second) st = Error{"task id " + t.task_id() + " appears twice"};

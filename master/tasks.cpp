@@ -47,7 +47,7 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
     // agents before schedulers. Never acknowledge on the framework's behalf;
     // keep the update for its re-registration (or its failover timeout).
     const std::string& id = status.framework_id();
-    if (id.empty() || id.size() > kMaxIdBytes || frameworks_.size() >= kMaxFrameworks) {
+    if (id.empty() || id.size() > kMaxIdBytes || frameworks_.size() >= limits::kFrameworksMax) {
       LOG_WARNING("agent " << agent.id << ": update of task " << status.task_id()
                            << " for unknown framework '" << id.substr(0, kMaxIdBytes)
                            << "' not kept (the agent resends it)");
@@ -76,9 +76,22 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
   }
   FrameworkRecord& fw = fwIt->second;
   auto t = fw.tasks.find(status.task_id());
-  if (t != fw.tasks.end() && t->second.info.agent_id() == agent.id) {
+  bool placedHere = t != fw.tasks.end() && t->second.info.agent_id() == agent.id;
+  // An agent speaks only for tasks the master placed on it (or that it
+  // re-registered with), and for those that ended there lately (resends).
+  if (!placedHere && !endedOn(agent, fw.id, status.task_id())) {
+    LOG_WARNING("agent " << agent.id << ": dropped an update for task " << status.task_id()
+                         << " of framework " << fw.id << ", which does not run there");
+    sendError(*agent.peer, "StatusUpdate: task " + status.task_id() + " of framework " + fw.id +
+                               " does not run on agent " + agent.id, false);
+    return;
+  }
+  if (placedHere) {
     t->second.latest = status;
-    if (isTerminal(status.state())) forgetTask(fw, status.task_id(), true);
+    if (isTerminal(status.state())) {
+      forgetTask(fw, status.task_id(), true);
+      rememberEnded(agent, fw.id, status.task_id());
+    }
   }
   wire::Envelope e;
   *e.mutable_status_update()->mutable_status() = status;
@@ -86,7 +99,23 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
   sendToFramework(fw, e);
 }
 
-void Master::onKill(FrameworkRecord& fw, const wire::KillTask& m) {
+void Master::onKill(FrameworkRecord& caller, const wire::KillTask& m) {
+  // Another framework's task: only for principals the ACLs let operate.
+  FrameworkRecord* target = &caller;
+  if (!m.framework_id().empty() && m.framework_id() != caller.id) {
+    auto other = frameworks_.find(m.framework_id());
+    if (!options_.acls.operate(caller.principal) || other == frameworks_.end()) {
+      LOG_WARNING("framework " << caller.id << " (principal '" << caller.principal
+                               << "') may not kill tasks of framework " << m.framework_id());
+      if (caller.peer) {
+        sendError(*caller.peer, "KillTask: not authorized to kill tasks of framework " +
+                                    m.framework_id(), false);
+      }
+      return;
+    }
+    target = &other->second;
+  }
+  FrameworkRecord& fw = *target;
   auto t = fw.tasks.find(m.task_id());
   if (t == fw.tasks.end()) {
     wire::TaskInfo unknown;
@@ -110,13 +139,22 @@ void Master::onKill(FrameworkRecord& fw, const wire::KillTask& m) {
 }
 
 void Master::onAcknowledge(FrameworkRecord& fw, const wire::Acknowledge& m) {
-  std::string agentId = m.agent_id();
-  if (agentId.empty()) {
-    auto t = fw.tasks.find(m.task_id());
-    if (t != fw.tasks.end()) agentId = t->second.info.agent_id();
+  if (!m.framework_id().empty() && m.framework_id() != fw.id) {
+    if (fw.peer) {
+      sendError(*fw.peer, "Acknowledge: framework " + fw.id + " may not acknowledge updates of " +
+                              m.framework_id(), false);
+    }
+    return;
   }
+  std::string agentId = m.agent_id();
+  auto t = fw.tasks.find(m.task_id());
+  if (agentId.empty() && t != fw.tasks.end()) agentId = t->second.info.agent_id();
   auto agent = agents_.find(agentId);
   if (agent == agents_.end() || !agent->second.peer || m.update_id().empty()) return;
+  // Only the framework's own tasks on that agent, live or lately ended.
+  bool own = (t != fw.tasks.end() && t->second.info.agent_id() == agentId) ||
+             endedOn(agent->second, fw.id, m.task_id());
+  if (!own) return;
   wire::Envelope e;
   auto* a = e.mutable_status_acknowledgement();
   a->set_framework_id(fw.id);

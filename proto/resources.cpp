@@ -17,7 +17,7 @@ void normalize(Ranges* ranges) {
   std::sort(ranges->begin(), ranges->end());
   Ranges merged;
   for (const auto& r : *ranges) {
-    if (!merged.empty() && r.first <= merged.back().second + 1) {
+    if (!merged.empty() && (merged.back().second == UINT64_MAX || r.first <= merged.back().second + 1)) {
       merged.back().second = std::max(merged.back().second, r.second);
     } else {
       merged.push_back(r);
@@ -26,30 +26,44 @@ void normalize(Ranges* ranges) {
   *ranges = std::move(merged);
 }
 
-bool covers(const Ranges& have, const std::pair<uint64_t, uint64_t>& want) {
-  for (const auto& r : have) {
-    if (r.first <= want.first && want.second <= r.second) return true;
+// Both inputs sorted, disjoint and merged: one merge pass, linear in both.
+bool coversAll(const Ranges& have, const Ranges& want) {
+  size_t h = 0;
+  for (const auto& w : want) {
+    while (h < have.size() && have[h].second < w.first) ++h;
+    if (h == have.size() || have[h].first > w.first || have[h].second < w.second) return false;
   }
-  return false;
+  return true;
 }
 
+// Both inputs sorted, disjoint and merged; so is the result. Linear.
 Ranges subtractRanges(const Ranges& have, const Ranges& remove) {
   Ranges out;
+  size_t x = 0;
   for (auto r : have) {
-    for (const auto& x : remove) {
-      if (x.second < r.first || x.first > r.second) continue;
-      if (x.first > r.first) out.push_back({r.first, x.first - 1});
-      if (x.second >= r.second) {
-        r.first = 1;
-        r.second = 0;  // consumed
+    while (x < remove.size() && remove[x].second < r.first) ++x;
+    bool consumed = false;
+    for (size_t y = x; y < remove.size() && remove[y].first <= r.second; ++y) {
+      if (remove[y].first > r.first) out.push_back({r.first, remove[y].first - 1});
+      if (remove[y].second >= r.second) {
+        consumed = true;
         break;
       }
-      r.first = x.second + 1;
+      r.first = remove[y].second + 1;
+      x = y + 1;
     }
-    if (r.first <= r.second) out.push_back(r);
+    if (!consumed) out.push_back(r);
   }
-  normalize(&out);
   return out;
+}
+
+// Adds `value` to `*millis`, saturating at kMaxMillis so sums over many
+// agents or tasks can never overflow.
+constexpr int64_t kMaxMillis = int64_t{1} << 62;
+int64_t addMillis(int64_t a, int64_t b) {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(a, b, &sum) || sum > kMaxMillis) return kMaxMillis;
+  return sum;
 }
 
 Result<uint64_t> parseU64(std::string_view text, std::string_view what) {
@@ -149,12 +163,15 @@ Result<Resources> Resources::fromWire(const ResourceList& list) {
       return Error{"resource '" + r.name() + "' is given twice"};
     }
     if (r.ranges_size() > 0) {
+      Ranges ranges;
+      ranges.reserve(r.ranges_size());
       for (const wire::Range& range : r.ranges()) {
         if (range.end() < range.begin()) {
           return Error{"resource '" + r.name() + "': range ends before it begins"};
         }
-        out.addRange(r.name(), range.begin(), range.end());
+        ranges.push_back({range.begin(), range.end()});
       }
+      out.addRanges(r.name(), std::move(ranges));
       continue;
     }
     auto millis = toMillis(r.scalar(), r.name());
@@ -250,6 +267,10 @@ void Resources::setScalarMillis(std::string_view name, int64_t millis) {
 
 void Resources::addRange(std::string_view name, uint64_t begin, uint64_t end) {
   CHECK(begin <= end);
+  addRanges(name, Ranges{{begin, end}});
+}
+
+void Resources::addRanges(std::string_view name, Ranges ranges) {
   RangeSet* set = findRanges(name);
   if (set == nullptr) {
     RangeSet fresh{std::string(name), {}};
@@ -257,7 +278,7 @@ void Resources::addRange(std::string_view name, uint64_t begin, uint64_t end) {
                                [](const RangeSet& a, const RangeSet& b) { return a.name < b.name; });
     set = &*rangeSets_.insert(at, std::move(fresh));
   }
-  set->ranges.push_back({begin, end});
+  set->ranges.insert(set->ranges.end(), ranges.begin(), ranges.end());
   normalize(&set->ranges);
 }
 
@@ -267,18 +288,15 @@ bool Resources::contains(const Resources& other) const {
   }
   for (const RangeSet& want : other.rangeSets_) {
     const RangeSet* have = findRanges(want.name);
-    for (const auto& r : want.ranges) {
-      if (have == nullptr || !covers(have->ranges, r)) return false;
-    }
+    if (want.ranges.empty()) continue;
+    if (have == nullptr || !coversAll(have->ranges, want.ranges)) return false;
   }
   return true;
 }
 
 Resources& Resources::operator+=(const Resources& other) {
-  for (const Scalar& s : other.scalars_) setScalarMillis(s.name, scalarMillis(s.name) + s.millis);
-  for (const RangeSet& set : other.rangeSets_) {
-    for (const auto& [begin, end] : set.ranges) addRange(set.name, begin, end);
-  }
+  for (const Scalar& s : other.scalars_) setScalarMillis(s.name, addMillis(scalarMillis(s.name), s.millis));
+  for (const RangeSet& set : other.rangeSets_) addRanges(set.name, set.ranges);
   return *this;
 }
 

@@ -59,6 +59,9 @@ class Resources {
   void setScalarMillis(std::string_view name, int64_t millis);
   // Adds [begin, end] to the named range set.
   void addRange(std::string_view name, uint64_t begin, uint64_t end);
+  // Adds many ranges at once (any order, may overlap): O(n log n) in all
+  // ranges of that name, where n calls to addRange would be quadratic.
+  void addRanges(std::string_view name, Ranges ranges);
   const SmallVector<Scalar, 5>& scalars() const { return scalars_; }
   const SmallVector<RangeSet, 1>& rangeSets() const { return rangeSets_; }
 

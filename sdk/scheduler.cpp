@@ -13,7 +13,8 @@ SchedulerDriver::SchedulerDriver(asio::io_context& io, Scheduler& scheduler,
       scheduler_(scheduler),
       info_(std::move(info)),
       options_(std::move(options)),
-      needsOffers_(options_.needsOffers) {}
+      needsOffers_(options_.needsOffers),
+      secret_(options_.frameworkSecret) {}
 
 SchedulerDriver::~SchedulerDriver() = default;
 
@@ -56,6 +57,7 @@ void SchedulerDriver::onConnected() {
   auto* reg = e.mutable_register_framework();
   *reg->mutable_info() = info_;
   reg->set_needs_offers(needsOffers_);
+  reg->set_framework_secret(secret_);
   *reg->mutable_filters() = filters_;
   (void)link_->send(e);
 }
@@ -66,6 +68,7 @@ void SchedulerDriver::onMessage(const wire::Envelope& e) {
       const auto& r = e.framework_registered();
       bool first = info_.id().empty();
       info_.set_id(r.framework_id());
+      secret_ = r.framework_secret();
       registered_ = true;
       everRegistered_ = true;
       link_->registered();

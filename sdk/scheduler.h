@@ -86,6 +86,10 @@ struct SchedulerOptions {
   Duration reconnectMin = std::chrono::milliseconds(100);
   Duration reconnectMax = std::chrono::seconds(5);
   bool needsOffers = true;  // false: register suppressed
+  // With FrameworkInfo.id set by a new scheduler process taking over its
+  // framework on a plaintext link: the secret the master gave the first one
+  // (frameworkSecret()). Over TLS the principal proves ownership instead.
+  std::string frameworkSecret;
 };
 
 class SchedulerDriver {
@@ -126,7 +130,11 @@ class SchedulerDriver {
   Status reconcile(const std::vector<wire::TaskRef>& tasks);
 
   const std::string& frameworkId() const { return info_.id(); }
+  // The secret the master handed out with the id (empty until registered).
+  const std::string& frameworkSecret() const { return secret_; }
   bool registered() const { return registered_; }
+  // True after stop() or a fatal ErrorMessage (the master refused us).
+  bool stopped() const { return stopped_; }
 
  private:
   void onConnected();
@@ -142,6 +150,7 @@ class SchedulerDriver {
   wire::StandingFilters filters_;
   wire::ShareUpdate share_;
   bool needsOffers_ = true;
+  std::string secret_;  // from FrameworkRegistered; presented on re-registration
   bool registered_ = false;
   bool everRegistered_ = false;
   bool stopped_ = true;

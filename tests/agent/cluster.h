@@ -192,6 +192,8 @@ class Cluster {
   }
 
   Child& agentProcess() { return agentProc_; }
+  Child& masterProcess() { return masterProc_; }
+  uint16_t masterPort() const { return static_cast<uint16_t>(port_); }
 
   Child execute(std::vector<std::string> extra) {
     std::vector<std::string> args = {execute_, "--master", masterAddress(), "--timeout", "30"};

@@ -1,0 +1,174 @@
+#include "master/acls.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace allot {
+namespace {
+
+constexpr size_t kAclFileBytesMax = 1 << 20;
+constexpr size_t kAclRulesMax = 10000;
+
+bool isRoot(std::string_view user) { return user == "root" || user == "0"; }
+
+struct Token {
+  std::string_view text;
+  size_t column;  // 1-based
+};
+
+std::vector<Token> tokenize(std::string_view line) {
+  std::vector<Token> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    if (line[i] == '#') break;
+    if (line[i] == ' ' || line[i] == '\t' || line[i] == '\r') {
+      ++i;
+      continue;
+    }
+    size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r' && line[i] != '#') ++i;
+    out.push_back({line.substr(start, i - start), start + 1});
+  }
+  return out;
+}
+
+std::vector<std::string> splitList(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    if (!item.empty()) out.emplace_back(item);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool FrameworkGrant::allowsUser(std::string_view user) const {
+  if (user.empty()) return true;
+  if (isRoot(user)) return allowRoot;
+  return anyUser || std::find(users.begin(), users.end(), user) != users.end();
+}
+
+bool FrameworkGrant::allowsRole(std::string_view role) const {
+  if (anyRole || role.empty()) return true;
+  return std::find(roles.begin(), roles.end(), role) != roles.end();
+}
+
+Acls Acls::permissive() {
+  Acls acls;
+  FrameworkGrant any;
+  any.anyUser = true;
+  any.allowRoot = false;
+  acls.rules_.push_back({Action::kRegisterFramework, "*", any});
+  acls.rules_.push_back({Action::kRegisterAgent, "*", {}});
+  return acls;
+}
+
+Result<Acls> Acls::parse(std::string_view text, const std::string& source) {
+  Acls acls;
+  acls.fromFile_ = true;
+  size_t lineNo = 0;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    ++lineNo;
+    auto at = [&](size_t column, const std::string& what) {
+      return Error{source + ":" + std::to_string(lineNo) + ":" + std::to_string(column) + ": " + what};
+    };
+    std::vector<Token> tokens = tokenize(line);
+    if (tokens.empty()) continue;
+    Rule rule;
+    std::string_view action = tokens[0].text;
+    if (action == "register_framework") {
+      rule.action = Action::kRegisterFramework;
+    } else if (action == "register_agent") {
+      rule.action = Action::kRegisterAgent;
+    } else if (action == "operate") {
+      rule.action = Action::kOperate;
+    } else {
+      return at(tokens[0].column, "unknown action '" + std::string(action) +
+                                      "' (register_framework, register_agent or operate)");
+    }
+    if (tokens.size() < 2) return at(line.size() + 1, "missing principal (a name or *)");
+    rule.principal = std::string(tokens[1].text);
+    for (size_t i = 2; i < tokens.size(); ++i) {
+      const Token& t = tokens[i];
+      if (rule.action != Action::kRegisterFramework) {
+        return at(t.column, "'" + std::string(action) + "' takes no options");
+      }
+      size_t eq = t.text.find('=');
+      if (eq == std::string_view::npos || eq == 0) return at(t.column, "expected KEY=VALUE");
+      std::string_view key = t.text.substr(0, eq);
+      std::string_view value = t.text.substr(eq + 1);
+      size_t valueColumn = t.column + eq + 1;
+      if (value.empty()) return at(valueColumn, "empty value for " + std::string(key));
+      if (key == "users") {
+        rule.grant.users = splitList(value);
+        auto named = [&](const char* u) {
+          return std::find(rule.grant.users.begin(), rule.grant.users.end(), u) != rule.grant.users.end();
+        };
+        rule.grant.anyUser = named("*");
+        rule.grant.allowRoot = named("root") || named("0");
+      } else if (key == "roles") {
+        rule.grant.roles = splitList(value);
+        rule.grant.anyRole =
+            std::find(rule.grant.roles.begin(), rule.grant.roles.end(), "*") != rule.grant.roles.end();
+      } else if (key == "weight_max") {
+        double w = 0;
+        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), w);
+        if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(w) || w <= 0) {
+          return at(valueColumn, "weight_max must be a positive number");
+        }
+        rule.grant.weightMax = w;
+      } else {
+        return at(t.column, "unknown option '" + std::string(key) + "' (users, roles, weight_max)");
+      }
+    }
+    if (acls.rules_.size() >= kAclRulesMax) {
+      return at(1, "more than " + std::to_string(kAclRulesMax) + " rules");
+    }
+    acls.rules_.push_back(std::move(rule));
+  }
+  return acls;
+}
+
+Result<Acls> Acls::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error::fromErrno("cannot open ACL file " + path);
+  std::string text(kAclFileBytesMax + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kAclFileBytesMax) {
+    return Error{"ACL file " + path + " is larger than " + std::to_string(kAclFileBytesMax) + " bytes"};
+  }
+  return parse(text, path);
+}
+
+const Acls::Rule* Acls::find(Action action, std::string_view principal) const {
+  for (const Rule& r : rules_) {
+    if (r.action == action && (r.principal == "*" || r.principal == principal)) return &r;
+  }
+  return nullptr;
+}
+
+std::optional<FrameworkGrant> Acls::registerFramework(std::string_view principal) const {
+  const Rule* r = find(Action::kRegisterFramework, principal);
+  if (r == nullptr) return std::nullopt;
+  return r->grant;
+}
+
+bool Acls::registerAgent(std::string_view principal) const {
+  return find(Action::kRegisterAgent, principal) != nullptr;
+}
+
+bool Acls::operate(std::string_view principal) const {
+  return find(Action::kOperate, principal) != nullptr;
+}
+
+}  // namespace allot

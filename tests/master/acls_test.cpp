@@ -1,0 +1,73 @@
+#include <gtest/gtest.h>
+
+#include "master/acls.h"
+
+namespace allot {
+namespace {
+
+TEST(Acls, WithoutAFileAnyoneRegistersAndNobodyRunsAsRoot) {
+  Acls acls = Acls::permissive();
+  auto grant = acls.registerFramework("");
+  ASSERT_TRUE(grant.has_value());
+  EXPECT_TRUE(grant->allowsUser(""));
+  EXPECT_TRUE(grant->allowsUser("alice"));
+  EXPECT_FALSE(grant->allowsUser("root"));
+  EXPECT_FALSE(grant->allowsUser("0"));
+  EXPECT_TRUE(acls.registerAgent("anything"));
+  EXPECT_FALSE(acls.operate(""));
+}
+
+TEST(Acls, FirstMatchingRuleDecidesAndTheRestIsRefused) {
+  auto acls = Acls::parse(
+      "# comment\n"
+      "register_framework alice users=bob,carol roles=batch weight_max=4  # trailing\n"
+      "register_framework * users=*\n"
+      "register_agent agent\n"
+      "operate admin\n",
+      "test.acls");
+  ASSERT_TRUE(acls.ok()) << acls.error().describe();
+  EXPECT_EQ(acls->ruleCount(), 4u);
+  auto alice = acls->registerFramework("alice");
+  ASSERT_TRUE(alice.has_value());
+  EXPECT_TRUE(alice->allowsUser("bob"));
+  EXPECT_FALSE(alice->allowsUser("dave"));
+  EXPECT_TRUE(alice->allowsRole("batch"));
+  EXPECT_FALSE(alice->allowsRole("prod"));
+  EXPECT_EQ(alice->weightMax, 4);
+  auto other = acls->registerFramework("zed");
+  ASSERT_TRUE(other.has_value());
+  EXPECT_TRUE(other->allowsUser("dave"));
+  EXPECT_FALSE(other->allowsUser("root"));
+  EXPECT_TRUE(acls->registerAgent("agent"));
+  EXPECT_FALSE(acls->registerAgent("zed"));
+  EXPECT_TRUE(acls->operate("admin"));
+  EXPECT_FALSE(acls->operate("alice"));
+}
+
+TEST(Acls, RootOnlyWhenNamed) {
+  auto acls = Acls::parse("register_framework ops users=*,root\nregister_framework dev users=*\n", "a");
+  ASSERT_TRUE(acls.ok());
+  EXPECT_TRUE(acls->registerFramework("ops")->allowsUser("root"));
+  EXPECT_FALSE(acls->registerFramework("dev")->allowsUser("root"));
+}
+
+TEST(Acls, ParseErrorsNameLineAndColumn) {
+  auto bad = [](const char* text) {
+    auto acls = Acls::parse(text, "f.acls");
+    return acls.ok() ? std::string("ok") : acls.error().describe();
+  };
+  EXPECT_NE(bad("register_agent a\nallow_everything *\n").find("f.acls:2:1: unknown action"),
+            std::string::npos);
+  EXPECT_NE(bad("register_framework a users=x weight_max=-1\n").find("f.acls:1:41: weight_max"),
+            std::string::npos)
+      << bad("register_framework a users=x weight_max=-1\n");
+  EXPECT_NE(bad("register_framework a colour=blue\n").find("f.acls:1:22: unknown option"),
+            std::string::npos);
+  EXPECT_NE(bad("  operate\n").find("f.acls:1:10: missing principal"), std::string::npos);
+  EXPECT_NE(bad("operate admin users=x\n").find("f.acls:1:15: 'operate' takes no options"),
+            std::string::npos);
+  EXPECT_EQ(bad("\n\n# only comments\n"), "ok");
+}
+
+}  // namespace
+}  // namespace allot
