@@ -79,12 +79,19 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
   bool placedHere = t != fw.tasks.end() && t->second.info.agent_id() == agent.id;
   // An agent speaks only for tasks the master placed on it (or that it
   // re-registered with), and for those that ended there lately (resends).
-  if (!placedHere && !endedOn(agent, fw.id, status.task_id())) {
+  // Exception: a framework this master knows only from agents (it failed
+  // over; no scheduler registered here yet, so no secret) keeps the update
+  // for its scheduler, which reconciles it.
+  bool learnedFromAgents = fw.secret.empty() && !fw.peer;
+  if (!placedHere && !learnedFromAgents && !endedOn(agent, fw.id, status.task_id())) {
     LOG_WARNING("agent " << agent.id << ": dropped an update for task " << status.task_id()
                          << " of framework " << fw.id << ", which does not run there");
     sendError(*agent.peer, "StatusUpdate: task " + status.task_id() + " of framework " + fw.id +
                                " does not run on agent " + agent.id, false);
     return;
+  }
+  if (!placedHere && learnedFromAgents && isTerminal(status.state())) {
+    rememberEnded(agent, fw.id, status.task_id());  // its acknowledgement may pass
   }
   if (placedHere) {
     t->second.latest = status;
