@@ -193,6 +193,83 @@ INSTANTIATE_TEST_SUITE_P(TwoAndThreeMasters, MasterFailover,
                                   (std::get<1>(info.param) == SIGKILL ? "Sigkill" : "Sigterm");
                          });
 
+// End to end with real daemons: ZooKeeper, two masters with --zk, a real
+// agent and allot-execute both following the leader through zk://. A task
+// that spans the failover keeps running and its FINISHED reaches the
+// framework; a task launched after the failover runs too.
+class DaemonFailover : public ZkTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(DaemonFailover, RunningTaskSurvivesAndANewTaskRunsAfterTheLeaderDies) {
+  int sig = GetParam();
+  for (const char* v : {"ALLOT_MASTER", "ALLOT_AGENT", "ALLOT_EXECUTE"}) {
+    if (!std::getenv(v)) GTEST_SKIP() << v << " not set (binary not built)";
+  }
+  std::string dir = ::testing::TempDir() + "/allot-ha-e2e-" + std::to_string(getpid()) + "-" +
+                    std::to_string(sig);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/work");
+  dirs_.push_back(dir);
+
+  std::vector<Master> ms;
+  ms.push_back(startMaster(*shared_, 1.0));
+  ASSERT_NE(ms[0].port, 0) << ms[0].child.log();
+  auto detector = detect(*shared_);
+  // The first master leads before the second one exists.
+  ASSERT_TRUE(runUntil(io_, [&] { return leader_ && leader_->endpoint.port == ms[0].port; }, 15000ms))
+      << ms[0].child.log();
+  ms.push_back(startMaster(*shared_, 1.0));
+  ASSERT_NE(ms[1].port, 0) << ms[1].child.log();
+
+  std::string url = shared_->url(group_);
+  Child agent({std::getenv("ALLOT_AGENT"), "--master", url, "--work-dir", dir + "/work", "--resources",
+               "cpus:4;mem:4096;disk:1024", "--recovery-timeout", "30", "--status-update-retry", "1",
+               "--executor-idle-timeout", "0.5"},
+              dir + "/agent.log");
+  auto registrations = [&] {
+    std::string log = agent.log();
+    size_t n = 0;
+    for (size_t at = log.find("registered with master"); at != std::string::npos;
+         at = log.find("registered with master", at + 1))
+      ++n;
+    return n;
+  };
+  ASSERT_TRUE(runUntil(io_, [&] { return registrations() >= 1; }, 20000ms)) << agent.log();
+
+  // A task that outlives the failover (the failover takes about 1-3 s).
+  Child longTask({std::getenv("ALLOT_EXECUTE"), "--master", url, "--timeout", "60", "--command",
+                  "sleep 8", "--resources", "cpus:0.1;mem:16"},
+                 dir + "/long.log");
+  ASSERT_TRUE(runUntil(io_, [&] { return longTask.log().find("RUNNING") != std::string::npos; }, 20000ms))
+      << longTask.log() << agent.log();
+
+  ms[0].child.signal(sig);
+  if (sig == SIGTERM) {
+    EXPECT_EQ(ms[0].child.waitExit(10000ms), 0) << ms[0].child.log();
+  }
+  ASSERT_TRUE(runUntil(io_, [&] { return leader_ && leader_->endpoint.port == ms[1].port; }, 15000ms))
+      << ms[1].child.log();
+  ASSERT_TRUE(runUntil(io_, [&] { return registrations() >= 2; }, 20000ms))
+      << "the agent did not register with the new leader\n"
+      << agent.log() << ms[1].child.log();
+  EXPECT_EQ(agent.log().find("new agent id"), std::string::npos) << "the agent kept its id\n" << agent.log();
+
+  EXPECT_EQ(longTask.waitExit(40000ms), 0) << longTask.log() << agent.log() << ms[1].child.log();
+  EXPECT_NE(longTask.log().find("FINISHED"), std::string::npos) << longTask.log();
+  EXPECT_EQ(longTask.log().find("LOST"), std::string::npos) << longTask.log();
+
+  Child after({std::getenv("ALLOT_EXECUTE"), "--master", url, "--timeout", "30", "--command", "true",
+               "--resources", "cpus:0.1;mem:16"},
+              dir + "/after.log");
+  EXPECT_EQ(after.waitExit(30000ms), 0) << after.log() << ms[1].child.log();
+  EXPECT_NE(after.log().find("FINISHED"), std::string::npos) << after.log();
+  EXPECT_TRUE(agent.running());
+  agent.signal(SIGTERM);
+  agent.waitExit(10000ms);
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, DaemonFailover, ::testing::Values(SIGKILL, SIGTERM),
+                         [](const auto& info) { return info.param == SIGKILL ? "Sigkill" : "Sigterm"; });
+
 TEST_F(ZkTest, LeaderCutOffFromZooKeeperExitsAndExactlyOneLeadsWhenItReturns) {
   ZooKeeperCluster zk(1);
   ASSERT_TRUE(zk.start());
