@@ -41,7 +41,7 @@ void checkEnvelope(const allot::wire::Envelope& envelope) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Feed in two uneven pieces so partial-frame paths run too.
-  allot::FrameDecoder decoder(1 << 16);
+  allot::FrameDecoder decoder(allot::kMaxFrameBytes);
   size_t split = size == 0 ? 0 : data[0] % (size + 1);
   allot::wire::Envelope envelope;
   for (int piece = 0; piece < 2; ++piece) {
