@@ -129,6 +129,7 @@ void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
       Task& task = c->tasks[t.task_id()];
       task.info = t;
       task.sent = true;
+      armMaxDuration(*c, task);
     }
     LOG_INFO("executor " << c->executor.executor_id() << " of framework " << c->framework.id()
                          << " re-attached with " << c->tasks.size() << " tasks");
@@ -174,6 +175,7 @@ void ExecutorManager::sendLaunch(Container& c, Task& t) {
   *e.mutable_launch_task()->mutable_task() = t.info;
   sendToExecutor(c, e);
   t.sent = true;
+  armMaxDuration(c, t);
 }
 
 void ExecutorManager::sendToExecutor(Container& c, const wire::Envelope& e) {

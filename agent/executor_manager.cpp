@@ -317,11 +317,12 @@ void ExecutorManager::killTask(const wire::KillTask& m) {
   for (auto& [name, cp] : containers_) {
     Container& c = *cp;
     if (c.framework.id() != m.framework_id()) continue;
+    wire::Reason reason = m.reason() != wire::REASON_NONE ? m.reason() : wire::REASON_KILLED_BY_FRAMEWORK;
     for (auto n = c.next.begin(); n != c.next.end(); ++n) {
       if (n->task_id() != m.task_id()) continue;
       c.next.erase(n);
       return emit(nullptr, agentStatus(m.framework_id(), c.executor.executor_id(), m.task_id(),
-                                       wire::TASK_KILLED, wire::REASON_KILLED_BY_FRAMEWORK,
+                                       wire::TASK_KILLED, reason,
                                        "killed before its executor started"));
     }
     auto it = c.tasks.find(m.task_id());
@@ -329,7 +330,7 @@ void ExecutorManager::killTask(const wire::KillTask& m) {
     Task& t = it->second;
     if (!t.sent) {
       return emit(&c, agentStatus(m.framework_id(), c.executor.executor_id(), m.task_id(),
-                                  wire::TASK_KILLED, wire::REASON_KILLED_BY_FRAMEWORK,
+                                  wire::TASK_KILLED, reason,
                                   "killed before its executor started"));
     }
     double grace = m.grace_s() > 0 ? m.grace_s()
@@ -338,6 +339,7 @@ void ExecutorManager::killTask(const wire::KillTask& m) {
                        : std::chrono::duration<double>(options_.defaultKillGrace).count();
     t.killing = true;
     t.graceS = grace;
+    t.killReason = reason;
     wire::Envelope e;
     *e.mutable_kill_task() = m;
     e.mutable_kill_task()->set_grace_s(grace);
@@ -458,7 +460,7 @@ void ExecutorManager::finalize(Container& c) {
       s.set_message(c.failure->message);
     } else if (t.killing) {
       s.set_state(wire::TASK_KILLED);
-      s.set_reason(wire::REASON_KILLED_BY_FRAMEWORK);
+      s.set_reason(t.killReason);
       s.set_message("task killed with its executor: " + (c.killedWhy.empty() ? exitText : c.killedWhy));
     } else if (c.frameworkRemoved) {
       s.set_state(wire::TASK_KILLED);
@@ -570,6 +572,7 @@ void ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status
     LOG_ERROR("executor " << c.name << " sent a status update without a task id");
     return;
   }
+  applyKillReason(c, &status);
   // Acknowledged once durable; until then the executor keeps it and resends
   // it after a reconnect.
   std::weak_ptr<Connection> conn = c.conn;

@@ -155,6 +155,9 @@ class ExecutorManager {
   void onExecutorMessage(Container& c, wire::Envelope& e);
   void onLinkClosed(Container& c);
   void sendLaunch(Container& c, Task& t);
+  // task_deadline.cpp: max_duration_s for every executor.
+  void armMaxDuration(Container& c, Task& t);
+  void applyKillReason(const Container& c, wire::TaskStatus* status) const;
   void sendToExecutor(Container& c, const wire::Envelope& e);
 
   asio::io_context& io_;

@@ -34,6 +34,10 @@ struct ExecutorManager::Task {
   bool killing = false;  // KillTask went to the executor
   double graceS = 0;
   std::unique_ptr<asio::steady_timer> killTimer;
+  // Why the agent or master asked for the kill (REVOKED, MAX_DURATION...):
+  // the terminal TASK_KILLED carries it, whatever the executor says.
+  wire::Reason killReason = wire::REASON_KILLED_BY_FRAMEWORK;
+  std::unique_ptr<asio::steady_timer> durationTimer;  // max_duration_s (task_deadline.cpp)
 };
 
 struct ExecutorManager::Container {

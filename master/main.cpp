@@ -46,6 +46,13 @@ struct Settings {
   std::string httpPortFile;
   std::string acls;
   double registrationTimeoutS = limits::kRegistrationTimeoutSeconds;
+  std::string roleWeights;
+  std::string quota;
+  std::string guarantee;
+  bool revocation = false;
+  double revocationGraceS = 30;
+  double revocationGraceMaxS = 300;
+  std::string longTaskMax;
 };
 
 void addFlags(Flags& flags, Settings* s) {
@@ -88,6 +95,21 @@ void addFlags(Flags& flags, Settings* s) {
                   "plaintext: loopback unless --insecure)");
   flags.addString("http-port-file", &s->httpPortFile,
                   "write the bound HTTP port to this file once listening");
+  flags.addString("role-weight", &s->roleWeights,
+                  "role weights for DRF across roles, e.g. \"batch:2 web:1\" (others: 1)");
+  flags.addString("quota", &s->quota,
+                  "per-role minimum and cap, e.g. \"batch:cpus:10;mem:10240 web:cpus:4\"");
+  flags.addString("guarantee", &s->guarantee,
+                  "most each framework of a role may be guaranteed (its default), e.g. "
+                  "\"mpi:cpus:8;mem:8192\"; frameworks of other roles get none");
+  flags.addBool("revocation", &s->revocation,
+                "revoke tasks of frameworks above their guarantee and fair share for starved ones");
+  flags.addDouble("revocation-grace", &s->revocationGraceS,
+                  "seconds a revoked task has before its executor is killed");
+  flags.addDouble("revocation-grace-max", &s->revocationGraceMaxS,
+                  "largest grace a framework may ask for (FrameworkInfo.revocation_grace_s)");
+  flags.addString("long-task-max", &s->longTaskMax,
+                  "per-agent cap on long-lived tasks: a fraction (0.5) or resources (cpus:8;mem:8192)");
 }
 
 // Plaintext is for loopback (the embedded default); anything reachable from
@@ -146,6 +168,23 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
     if (!acls) return Error{"--acls: " + acls.error().describe()};
     master.acls = std::move(*acls);
   }
+  PolicyOptions& policy = master.policy;
+  if (auto st = parseRoleWeights(s.roleWeights, &policy.roles); !st) return st.error();
+  if (auto st = parseQuotas(s.quota, &policy.roles); !st) return st.error();
+  auto guarantees = parseGuarantees(s.guarantee);
+  if (!guarantees) return guarantees.error();
+  policy.guarantees = std::move(*guarantees);
+  auto longTaskMax = parseLongTaskMax(s.longTaskMax);
+  if (!longTaskMax) return longTaskMax.error();
+  policy.longTaskMax = *longTaskMax;
+  if (!positive(s.revocationGraceS)) return Error{"--revocation-grace must be positive"};
+  if (!(s.revocationGraceMaxS >= s.revocationGraceS && s.revocationGraceMaxS < 1e7)) {
+    return Error{"--revocation-grace-max must be at least --revocation-grace"};
+  }
+  policy.revocation.enabled = s.revocation;
+  policy.revocation.grace = secondsToDuration(s.revocationGraceS);
+  policy.revocation.graceMax = secondsToDuration(s.revocationGraceMaxS);
+  policy.revocation.starvation = master.allocationInterval;
   return std::make_pair(server, master);
 }
 

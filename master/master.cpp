@@ -36,7 +36,7 @@ std::string taskKey(const std::string& frameworkId, const std::string& taskId) {
 Result<std::unique_ptr<Master>> Master::create(MasterOptions options, const Clock& clock,
                                                Outbox& outbox) {
   if (options.masterId.empty()) options.masterId = randomMasterId();
-  AllocatorOptions allocatorOptions{options.minOffer, std::random_device{}()};
+  AllocatorOptions allocatorOptions{options.minOffer, std::random_device{}(), options.policy.roles};
   auto allocator = createAllocator(options.allocator, allocatorOptions);
   if (!allocator) return allocator.error();
   return std::unique_ptr<Master>(
@@ -202,7 +202,8 @@ FrameworkParams Master::paramsOf(const wire::FrameworkInfo& info) const {
   FrameworkParams p;
   p.weight = info.weight() > 0 ? info.weight() : 1.0;
   p.priority = info.priority();
-  if (auto g = Resources::fromWire(info.guaranteed()); g) p.guaranteed = *g;
+  p.guaranteed = effectiveGuarantee(options_.policy, info);
+  p.role = info.role();
   return p;
 }
 

@@ -43,6 +43,7 @@
 #include "master/allocator/allocator.h"
 #include "master/metrics.h"
 #include "master/ids.h"
+#include "master/policy.h"
 #include "proto/allot.pb.h"
 #include "proto/peer_identity.h"
 #include "proto/input_limits.h"
@@ -74,6 +75,7 @@ struct MasterOptions {
   Acls acls = Acls::permissive();
   // A peer that handshakes but does not register within this is closed.
   Duration registrationTimeout = secondsToDuration(limits::kRegistrationTimeoutSeconds);
+  PolicyOptions policy;                 // roles, quota, guarantees, revocation, long tasks
 };
 
 
@@ -112,6 +114,8 @@ class Master {
   // May this principal act on other frameworks' tasks and frameworks
   // (operator kill, teardown)? For the HTTP/allotctl operator endpoints.
   bool mayOperate(const std::string& principal) const { return options_.acls.operate(principal); }
+  // Tasks revoked since start (KillTask with REASON_REVOKED sent).
+  uint64_t revocationCount() const { return revocations_; }
   // The latest usage an agent reported for an executor, if any.
   std::optional<wire::ResourceUsage> executorUsage(const std::string& agentId,
                                                    const std::string& frameworkId,
@@ -136,6 +140,8 @@ class Master {
     wire::TaskInfo info;
     Resources charged;          // task + executor overhead it brought
     wire::TaskStatus latest;
+    TimePoint launchedAt;       // for the revocation order (adopted: adoption time)
+    bool revoking = false;      // KillTask REVOKED sent; counted as freed
   };
 
   struct AgentRecord {
@@ -177,6 +183,7 @@ class Master {
     std::string principal;  // who registered this id
     std::string secret;     // handed out in FrameworkRegistered
     FrameworkGrant grant;   // what the ACLs allow it (run-as users, roles)
+    std::optional<TimePoint> starvedSince;  // wants offers, below its target
   };
 
   struct OfferRecord {
@@ -250,6 +257,12 @@ class Master {
                    std::optional<Duration> refuse = std::nullopt);
   void expireOffers(TimePoint now);
 
+  // revocation.cpp: policy the paper describes (issue 15).
+  void revokeForStarved(TimePoint now);
+  // Tasks of this accept already launched count: launchTask records each.
+  Status checkLongTaskCap(const AgentRecord& agent, const wire::TaskInfo& task,
+                          const Resources& charged) const;
+
   // tasks.cpp: status updates, kill, acknowledge, reconcile.
   void onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m);
   void onKill(FrameworkRecord& fw, const wire::KillTask& m);
@@ -282,6 +295,8 @@ class Master {
   std::deque<std::pair<TimePoint, PeerId>> unregistered_;
   bool allocationPending_ = false;
   MasterMetrics metrics_;
+  uint64_t revocations_ = 0;
+  std::vector<double> fairScratch_;
 };
 
 }  // namespace allot

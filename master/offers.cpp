@@ -16,6 +16,7 @@ void Master::allocateRound(bool fullCycle) {
   metrics_.allocationSeconds().Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (!grants.empty()) sendOffers(grants);
+  if (fullCycle) revokeForStarved(clock_.now());
 }
 
 void Master::sendOffers(const std::vector<Grant>& grants) {
@@ -67,8 +68,8 @@ void Master::sendShareUpdates() {
     fw.lastSentShare = share;
     wire::Envelope e;
     auto* s = e.mutable_share_update();
-    if (fw.info.guaranteed_size() > 0) {
-      *s->mutable_guaranteed() = fw.info.guaranteed();
+    if (const Resources& g = allocator_->params(fw.handle).guaranteed; !g.empty()) {
+      g.toWire(s->mutable_guaranteed());
     } else {
       double fraction = (fw.info.weight() > 0 ? fw.info.weight() : 1) / weights;
       Resources guaranteed;
@@ -196,6 +197,7 @@ void Master::launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo 
   record.latest.set_framework_id(fw.id);
   record.latest.set_agent_id(agent.id);
   record.latest.set_state(wire::TASK_STAGING);
+  record.launchedAt = clock_.now();
   agent.tasks[fw.id].insert(task.task_id());
   wire::Envelope e;
   *e.mutable_run_task()->mutable_framework() = fw.info;
@@ -256,6 +258,7 @@ void Master::onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m) {
       st = Error{"task " + t.task_id() + " needs " + charged.toString() + " but only " +
                  (offered - used).toString() + " is left in the offers"};
     }
+    if (st) st = checkLongTaskCap(agent, t, charged);
     if (!st) {
       sendMasterUpdate(fw, t, wire::TASK_ERROR, wire::REASON_INVALID_LAUNCH, st.error().describe());
       continue;

@@ -21,12 +21,24 @@
 // total, so a grant costs no bookkeeping copy. The master recovers offers
 // and tasks before removing an agent or a framework.
 //
+// Roles (issue 15): every framework is in one role. A round serves roles
+// in DRF order first (role share / role weight; roles below their quota
+// minimum before all others), then frameworks within the chosen role in the
+// order the --allocator policy gives (frameworks below their guarantee
+// first). A role at its quota cap receives nothing more.
+//
+// Filtered as declined (paper 3.2): resources a framework declined count
+// toward its share in the ordering for as long as its refusal lasts.
+//
 // Handles are dense small integers, reused after removal; the master must
 // not use a handle after removing it. Thread: single-threaded (the master's
-// io_context thread). Limits: kMaxAgents agents, kMaxFrameworks frameworks.
+// io_context thread). Limits: kMaxAgents agents, kMaxFrameworks frameworks;
+// roles are at most the frameworks plus the configured ones (a role with
+// no framework and no configuration is forgotten).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,7 +60,18 @@ constexpr size_t kMaxFrameworks = 1u << 16;
 struct FrameworkParams {
   double weight = 1.0;      // DRF weight and lottery tickets; > 0
   int32_t priority = 0;     // --allocator=priority: higher goes first
-  Resources guaranteed;     // never revoked below this (informational here)
+  // The effective guarantee (the master clamps the framework's own value to
+  // what the operator allows): a floor revocation never goes below, and a
+  // framework below it is served before the others of its role.
+  Resources guaranteed;
+  std::string role;         // empty: the default role ""
+};
+
+struct RoleConfig {
+  double weight = 1.0;  // > 0
+  // Quota: the role's minimum (served first while below it) and its cap
+  // (no grants once any quota scalar is used up). Empty: none.
+  Resources quota;
 };
 
 struct AllocatorOptions {
@@ -56,6 +79,8 @@ struct AllocatorOptions {
   // of these scalars (OR, like Mesos): avoids offers too small to use.
   Resources minOffer;
   uint64_t seed = 1;  // for lottery draws
+  // Operator configuration by role name (--role-weight, --quota).
+  std::map<std::string, RoleConfig> roles;
 };
 
 struct Grant {
@@ -79,6 +104,7 @@ class Allocator {
   // Forgets the framework. The caller first recover()s everything allocated
   // to it (offers and tasks), so agents' free pools stay exact.
   virtual void removeFramework(FrameworkHandle framework) = 0;
+  // A role change moves the framework's allocation to the new role.
   virtual void updateFramework(FrameworkHandle framework, const FrameworkParams& params) = 0;
   // Inactive frameworks (disconnected, or suppressed with
   // setNeedsOffers(false)) receive no grants but keep their allocations.
@@ -103,8 +129,21 @@ class Allocator {
 
   // Weighted dominant share over all scalar resources (0 when none).
   virtual double dominantShare(FrameworkHandle framework) const = 0;
+  // The share the ordering uses: allocation plus declined resources still
+  // under refusal, divided by the weight.
+  virtual double orderingShare(FrameworkHandle framework) const = 0;
   // The framework's allocated scalars (offered + in use).
   virtual Resources allocation(FrameworkHandle framework) const = 0;
+  virtual const FrameworkParams& params(FrameworkHandle framework) const = 0;
+  // Weighted fair dominant share of every live framework, by handle (0 for
+  // dead handles): role weight / weights of the roles present, split by
+  // framework weight among the role's present frameworks. Present: wants
+  // offers or holds resources.
+  virtual void fairShares(std::vector<double>* byHandle) const = 0;
+  // The role's allocated scalars and its configuration (weight 1, no quota
+  // for a role the operator did not configure).
+  virtual Resources roleAllocation(std::string_view role) const = 0;
+  virtual RoleConfig roleConfig(std::string_view role) const = 0;
   virtual Resources freeResources(AgentHandle agent) const = 0;
   virtual Resources totalResources() const = 0;
   virtual size_t activeFilterCount() const = 0;

@@ -29,7 +29,13 @@ Result<std::unique_ptr<Allocator>> createAllocator(std::string_view name,
                                                    const AllocatorOptions& options) {
   for (const auto& e : kAllocators) {
     if (name == e.name) {
-      return std::unique_ptr<Allocator>(std::make_unique<OfferAllocator>(options, e.ordering(options)));
+      auto factory = e.ordering;
+      return std::unique_ptr<Allocator>(std::make_unique<OfferAllocator>(
+          options, [factory, options, roles = uint64_t{0}]() mutable {
+            AllocatorOptions perRole = options;  // lottery: each role its own draws
+            perRole.seed += roles++;
+            return factory(perRole);
+          }));
     }
   }
   std::string valid;

@@ -27,9 +27,19 @@ uint64_t wordAt(const std::vector<uint64_t>& bits, size_t w) {
 
 }  // namespace
 
-OfferAllocator::OfferAllocator(AllocatorOptions options,
-                               std::unique_ptr<FrameworkOrdering> ordering)
-    : options_(std::move(options)), ordering_(std::move(ordering)) {}
+OfferAllocator::OfferAllocator(AllocatorOptions options, OrderingFactory makeOrdering)
+    : options_(std::move(options)),
+      makeOrdering_(std::move(makeOrdering)),
+      roleQueue_(makeDrfOrdering()) {
+  roles_[roleFor("")].configured = true;  // the default role
+  for (const auto& [name, config] : options_.roles) {
+    RoleSlot& role = roles_[roleFor(name)];
+    role.configured = true;
+    role.config = config;
+    if (!(role.config.weight > 0)) role.config.weight = 1;
+    role.quotaMillis = sparse(config.quota);
+  }
+}
 
 AgentHandle OfferAllocator::addAgent(const Resources& total) {
   AgentHandle handle;
@@ -87,6 +97,9 @@ FrameworkHandle OfferAllocator::addFramework(const FrameworkParams& params) {
   slot = FrameworkSlot{};
   slot.live = true;
   slot.params = params;
+  slot.guaranteedMillis = sparse(params.guaranteed);
+  slot.role = roleFor(params.role);
+  ++roles_[slot.role].frameworks;
   return handle;
 }
 
@@ -94,13 +107,37 @@ void OfferAllocator::removeFramework(FrameworkHandle handle) {
   CHECK(handle < frameworks_.size() && frameworks_[handle].live);
   FrameworkSlot& slot = frameworks_[handle];
   refusalCount_ -= slot.refusals.size();
+  // The caller recovered everything; whatever is left (refusals) leaves the
+  // role's books with the framework.
+  RoleSlot& role = roles_[slot.role];
+  addDense(&role.allocatedMillis, allocation(handle), -1);
+  for (const auto& [agent, refusal] : slot.refusals) addDense(&role.refusedMillis, refusal.counted, -1);
+  --role.frameworks;
+  releaseRole(slot.role);
   slot = FrameworkSlot{};
   freeFrameworkHandles_.push_back(handle);
 }
 
 void OfferAllocator::updateFramework(FrameworkHandle handle, const FrameworkParams& params) {
-  CHECK(frameworks_[handle].live);
-  frameworks_[handle].params = params;
+  FrameworkSlot& fw = frameworks_[handle];
+  CHECK(fw.live);
+  if (params.role != fw.params.role) {
+    Resources held = allocation(handle);
+    Resources refused;
+    for (const auto& [agent, refusal] : fw.refusals) refused += refusal.counted;
+    RoleSlot& from = roles_[fw.role];
+    addDense(&from.allocatedMillis, held, -1);
+    addDense(&from.refusedMillis, refused, -1);
+    --from.frameworks;
+    releaseRole(fw.role);
+    fw.role = roleFor(params.role);
+    RoleSlot& to = roles_[fw.role];
+    ++to.frameworks;
+    addDense(&to.allocatedMillis, held, 1);
+    addDense(&to.refusedMillis, refused, 1);
+  }
+  fw.params = params;
+  fw.guaranteedMillis = sparse(params.guaranteed);
 }
 
 void OfferAllocator::setActive(FrameworkHandle handle, bool active) {
@@ -130,7 +167,7 @@ void OfferAllocator::allocateUsed(FrameworkHandle framework, AgentHandle agent,
   FrameworkSlot& fw = frameworks_[framework];
   a.free -= resources;
   freeChanged(a);
-  addDense(&fw.allocatedMillis, resources, 1);
+  charge(fw, resources, 1);
 }
 
 void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
@@ -139,7 +176,7 @@ void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
   CHECK(frameworks_[framework].live && agents_[agent].live);
   AgentSlot& a = agents_[agent];
   FrameworkSlot& fw = frameworks_[framework];
-  addDense(&fw.allocatedMillis, resources, -1);
+  charge(fw, resources, -1);
   a.free += resources;
   freeChanged(a);
   markDirty(agent);
@@ -149,8 +186,11 @@ void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
     if (inserted) {
       ++refusalCount_;
       a.refusedBy.push_back(framework);
+    } else {
+      chargeRefused(fw, it->second.counted, -1);
     }
-    it->second = Refusal{a.free, now + *refuse};
+    it->second = Refusal{a.free, resources, now + *refuse};
+    chargeRefused(fw, resources, 1);
     setBit(&fw.refusedBits, agent);
     expiries_.push(Expiry{now + *refuse, framework, agent});
   }
@@ -159,7 +199,10 @@ void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
 
 void OfferAllocator::dropRefusal(FrameworkHandle framework, AgentHandle agent) {
   FrameworkSlot& fw = frameworks_[framework];
-  if (fw.refusals.erase(agent) == 0) return;
+  auto it = fw.refusals.find(agent);
+  if (it == fw.refusals.end()) return;
+  chargeRefused(fw, it->second.counted, -1);
+  fw.refusals.erase(it);
   --refusalCount_;
   clearBit(&fw.refusedBits, agent);
 }
@@ -202,7 +245,13 @@ void OfferAllocator::expireRefusals(TimePoint now) {
 
 bool OfferAllocator::offerable(const Resources& free) const {
   if (free.empty()) return false;
-  if (options_.minOffer.empty()) return true;
+  if (options_.minOffer.empty()) {
+    if (!free.rangeSets().empty()) return true;
+    for (const auto& s : free.scalars()) {
+      if (s.millis > 0) return true;
+    }
+    return false;
+  }
   for (const auto& s : options_.minOffer.scalars()) {
     if (free.scalarMillis(s.name) >= s.millis) return true;
   }
@@ -276,49 +325,95 @@ std::optional<AgentHandle> OfferAllocator::findAgent(const FrameworkSlot& fw, co
 
 FrameworkOrdering::Entry OfferAllocator::entryFor(FrameworkHandle framework) const {
   const FrameworkSlot& fw = frameworks_[framework];
-  return FrameworkOrdering::Entry{framework, dominantShare(framework), fw.params.weight,
-                                  fw.params.priority};
+  bool below = false;
+  for (const auto& [i, millis] : fw.guaranteedMillis) {
+    if (i >= fw.allocatedMillis.size() || fw.allocatedMillis[i] < millis) below = true;
+  }
+  return FrameworkOrdering::Entry{framework, orderingShare(framework), fw.params.weight,
+                                  fw.params.priority, below};
+}
+
+FrameworkOrdering::Entry OfferAllocator::roleEntry(uint32_t role) const {
+  const RoleSlot& r = roles_[role];
+  return FrameworkOrdering::Entry{role, shareOf(r.allocatedMillis, &r.refusedMillis) / r.config.weight,
+                                  r.config.weight, 0, belowQuota(r)};
 }
 
 void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) {
   expireRefusals(now);
-  std::vector<FrameworkOrdering::Entry>& entries = entriesScratch_;
-  entries.clear();
+  for (RoleSlot& r : roles_) r.entries.clear();
   for (FrameworkHandle f = 0; f < frameworks_.size(); ++f) {
-    if (frameworks_[f].live && frameworks_[f].active) entries.push_back(entryFor(f));
+    const FrameworkSlot& fw = frameworks_[f];
+    if (fw.live && fw.active) roles_[fw.role].entries.push_back(entryFor(f));
   }
-  if (entries.empty()) return;  // keep the dirty marks for when someone asks
+  roleQueue_->reset({});
+  bool any = false;
+  for (uint32_t r = 0; r < roles_.size(); ++r) {
+    RoleSlot& role = roles_[r];
+    if (!role.live || role.entries.empty() || capped(role)) continue;
+    role.ordering->reset(role.entries);
+    roleQueue_->push(roleEntry(r));
+    any = true;
+  }
+  if (!any) return;  // keep the dirty marks for when someone asks
   Bits& avail = availScratch_;
   candidates(fullCycle || fullPending_, &avail);
   fullPending_ = false;
-  ordering_->reset(entries);
   std::vector<Cursor>& cursors = cursorsScratch_;
   cursors.assign(frameworks_.size(), Cursor{});
-  while (auto entry = ordering_->pop()) {
+  while (auto roleTurn = roleQueue_->pop()) {
+    uint32_t r = roleTurn->framework;
+    RoleSlot& role = roles_[r];
+    auto entry = role.ordering->pop();
+    if (!entry) continue;  // nothing left this role takes
     FrameworkHandle f = entry->framework;
     FrameworkSlot& fw = frameworks_[f];
     auto agent = findAgent(fw, avail, &cursors[f]);
-    if (!agent) continue;  // nothing left this framework takes
+    if (!agent) {  // the framework is done for this round; its role is not
+      roleQueue_->push(roleEntry(r));
+      continue;
+    }
     AgentSlot& a = agents_[*agent];
-    clearBit(&avail, *agent);
-    Grant grant{f, *agent, std::move(a.free)};
-    a.free = Resources();
-    a.offerable = false;
-    addDense(&fw.allocatedMillis, grant.resources, 1);
-    grants->push_back(std::move(grant));
-    ordering_->push(entryFor(f));
+    Resources granted;
+    if (role.quotaMillis.empty()) {
+      granted = std::move(a.free);  // the whole agent: no copy
+      a.free = Resources();
+    } else {
+      granted = chopToQuota(role, a.free);
+      if (!offerable(granted)) continue;  // the role reached its quota cap
+      a.free -= granted;
+    }
+    freeChanged(a);
+    if (!a.offerable) clearBit(&avail, *agent);
+    charge(fw, granted, 1);
+    grants->push_back(Grant{f, *agent, std::move(granted)});
+    role.ordering->push(entryFor(f));
+    if (!capped(role)) roleQueue_->push(roleEntry(r));
   }
+}
+
+double OfferAllocator::shareOf(const Dense& allocated, const Dense* refused) const {
+  double share = 0;
+  for (size_t i = 0; i < allocated.size() || (refused && i < refused->size()); ++i) {
+    int64_t total = i < totalMillis_.size() ? totalMillis_[i] : 0;
+    if (total <= 0) continue;
+    int64_t held = i < allocated.size() ? allocated[i] : 0;
+    if (refused && i < refused->size()) held += (*refused)[i];
+    share = std::max(share, static_cast<double>(held) / total);
+  }
+  return share;
 }
 
 double OfferAllocator::dominantShare(FrameworkHandle framework) const {
   const FrameworkSlot& fw = frameworks_[framework];
-  double share = 0;
-  for (size_t i = 0; i < fw.allocatedMillis.size(); ++i) {
-    int64_t total = totalMillis_[i];
-    if (total > 0) share = std::max(share, static_cast<double>(fw.allocatedMillis[i]) / total);
-  }
   double weight = fw.params.weight > 0 ? fw.params.weight : 1.0;
-  return share / weight;
+  return shareOf(fw.allocatedMillis, nullptr) / weight;
+}
+
+double OfferAllocator::orderingShare(FrameworkHandle framework) const {
+  const FrameworkSlot& fw = frameworks_[framework];
+  double weight = fw.params.weight > 0 ? fw.params.weight : 1.0;
+  return shareOf(fw.allocatedMillis, &fw.refusedMillis) / weight;
 }
 
 Resources OfferAllocator::allocation(FrameworkHandle framework) const {
@@ -330,6 +425,132 @@ Resources OfferAllocator::allocation(FrameworkHandle framework) const {
   return r;
 }
 
+const FrameworkParams& OfferAllocator::params(FrameworkHandle framework) const {
+  return frameworks_[framework].params;
+}
+
 Resources OfferAllocator::freeResources(AgentHandle agent) const { return agents_[agent].free; }
+
+// ---------------------------------------------------------------- roles
+
+uint32_t OfferAllocator::roleFor(const std::string& name) {
+  if (auto it = roleIndex_.find(name); it != roleIndex_.end()) return it->second;
+  uint32_t handle;
+  if (!freeRoleHandles_.empty()) {
+    handle = freeRoleHandles_.back();
+    freeRoleHandles_.pop_back();
+  } else {
+    // Roles are at most the live frameworks plus the configured ones.
+    CHECK(roles_.size() < kMaxFrameworks + options_.roles.size() + 1);
+    handle = static_cast<uint32_t>(roles_.size());
+    roles_.emplace_back();
+  }
+  RoleSlot& role = roles_[handle];
+  role = RoleSlot{};
+  role.live = true;
+  role.name = name;
+  role.ordering = makeOrdering_();
+  roleIndex_.emplace(name, handle);
+  return handle;
+}
+
+void OfferAllocator::releaseRole(uint32_t handle) {
+  RoleSlot& role = roles_[handle];
+  if (role.configured || role.frameworks > 0) return;
+  roleIndex_.erase(role.name);
+  role = RoleSlot{};
+  freeRoleHandles_.push_back(handle);
+}
+
+const OfferAllocator::RoleSlot* OfferAllocator::findRole(std::string_view name) const {
+  auto it = roleIndex_.find(std::string(name));
+  return it == roleIndex_.end() ? nullptr : &roles_[it->second];
+}
+
+void OfferAllocator::charge(FrameworkSlot& fw, const Resources& r, int sign) {
+  addDense(&fw.allocatedMillis, r, sign);
+  addDense(&roles_[fw.role].allocatedMillis, r, sign);
+}
+
+void OfferAllocator::chargeRefused(FrameworkSlot& fw, const Resources& r, int sign) {
+  addDense(&fw.refusedMillis, r, sign);
+  addDense(&roles_[fw.role].refusedMillis, r, sign);
+}
+
+OfferAllocator::SparseMillis OfferAllocator::sparse(const Resources& r) {
+  SparseMillis out;
+  for (const auto& s : r.scalars()) out.emplace_back(nameIndex(s.name), s.millis);
+  return out;
+}
+
+bool OfferAllocator::belowQuota(const RoleSlot& role) const {
+  for (const auto& [i, millis] : role.quotaMillis) {
+    if (i >= role.allocatedMillis.size() || role.allocatedMillis[i] < millis) return true;
+  }
+  return false;
+}
+
+bool OfferAllocator::capped(const RoleSlot& role) const {
+  for (const auto& [i, millis] : role.quotaMillis) {
+    if (i < role.allocatedMillis.size() && role.allocatedMillis[i] >= millis) return true;
+    if (millis <= 0) return true;
+  }
+  return false;
+}
+
+// A role with quota receives at most its headroom of each quota scalar.
+Resources OfferAllocator::chopToQuota(const RoleSlot& role, const Resources& free) const {
+  if (role.quotaMillis.empty()) return free;
+  Resources granted = free;
+  for (const auto& [i, millis] : role.quotaMillis) {
+    int64_t used = i < role.allocatedMillis.size() ? role.allocatedMillis[i] : 0;
+    int64_t headroom = std::max<int64_t>(0, millis - used);
+    // Capped roles are not served, so headroom > 0 here.
+    if (granted.scalarMillis(names_[i]) > headroom) granted.setScalarMillis(names_[i], headroom);
+  }
+  return granted;
+}
+
+void OfferAllocator::fairShares(std::vector<double>* byHandle) const {
+  byHandle->assign(frameworks_.size(), 0.0);
+  std::vector<double> roleWeights(roles_.size(), 0.0);  // sum of present framework weights
+  auto present = [&](const FrameworkSlot& fw) {
+    if (!fw.live) return false;
+    if (fw.active) return true;
+    for (int64_t m : fw.allocatedMillis) {
+      if (m > 0) return true;
+    }
+    return false;
+  };
+  auto weightOf = [](const FrameworkSlot& fw) { return fw.params.weight > 0 ? fw.params.weight : 1.0; };
+  for (const FrameworkSlot& fw : frameworks_) {
+    if (present(fw)) roleWeights[fw.role] += weightOf(fw);
+  }
+  double roleSum = 0;
+  for (size_t r = 0; r < roles_.size(); ++r) {
+    if (roleWeights[r] > 0) roleSum += roles_[r].config.weight;
+  }
+  for (FrameworkHandle f = 0; f < frameworks_.size(); ++f) {
+    const FrameworkSlot& fw = frameworks_[f];
+    if (!present(fw)) continue;
+    double roleFair = roles_[fw.role].config.weight / roleSum;
+    (*byHandle)[f] = roleFair * weightOf(fw) / roleWeights[fw.role];
+  }
+}
+
+Resources OfferAllocator::roleAllocation(std::string_view name) const {
+  Resources r;
+  const RoleSlot* role = findRole(name);
+  if (!role) return r;
+  for (size_t i = 0; i < role->allocatedMillis.size(); ++i) {
+    if (role->allocatedMillis[i] > 0) r.setScalarMillis(names_[i], role->allocatedMillis[i]);
+  }
+  return r;
+}
+
+RoleConfig OfferAllocator::roleConfig(std::string_view name) const {
+  const RoleSlot* role = findRole(name);
+  return role ? role->config : RoleConfig{};
+}
 
 }  // namespace allot

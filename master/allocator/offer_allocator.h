@@ -9,9 +9,17 @@
 // "agents still free that this framework takes" is a word-wise AND, and a
 // per-framework cursor makes each cycle scan every word at most once per
 // framework.
+//
+// Roles: a round first picks the role (a DRF queue over roles, keyed by the
+// role's share including its frameworks' refused resources, divided by the
+// role weight; roles below their quota minimum first), then the framework
+// within it (the role's own FrameworkOrdering, built by the --allocator
+// factory). With one role this costs one extra heap push per grant.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <string_view>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -24,7 +32,8 @@ namespace allot {
 
 class OfferAllocator final : public Allocator {
  public:
-  OfferAllocator(AllocatorOptions options, std::unique_ptr<FrameworkOrdering> ordering);
+  using OrderingFactory = std::function<std::unique_ptr<FrameworkOrdering>()>;
+  OfferAllocator(AllocatorOptions options, OrderingFactory makeOrdering);
 
   AgentHandle addAgent(const Resources& total) override;
   void removeAgent(AgentHandle agent) override;
@@ -41,7 +50,12 @@ class OfferAllocator final : public Allocator {
                std::optional<Duration> refuse, TimePoint now) override;
   void allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) override;
   double dominantShare(FrameworkHandle framework) const override;
+  double orderingShare(FrameworkHandle framework) const override;
   Resources allocation(FrameworkHandle framework) const override;
+  const FrameworkParams& params(FrameworkHandle framework) const override;
+  void fairShares(std::vector<double>* byHandle) const override;
+  Resources roleAllocation(std::string_view role) const override;
+  RoleConfig roleConfig(std::string_view role) const override;
   Resources freeResources(AgentHandle agent) const override;
   Resources totalResources() const override { return total_; }
   size_t activeFilterCount() const override { return refusalCount_; }
@@ -59,15 +73,35 @@ class OfferAllocator final : public Allocator {
   };
 
   struct Refusal {
-    Resources refused;
+    Resources refused;   // the agent's free resources when refused
+    Resources counted;   // the declined resources, counted in the ordering
     TimePoint expiry;
+  };
+
+  using Dense = std::vector<int64_t>;                       // by name index
+  using SparseMillis = std::vector<std::pair<size_t, int64_t>>;  // (name index, millis)
+
+  struct RoleSlot {
+    bool live = false;
+    bool configured = false;  // from AllocatorOptions::roles: never forgotten
+    std::string name;
+    RoleConfig config;
+    SparseMillis quotaMillis;
+    Dense allocatedMillis;
+    Dense refusedMillis;
+    size_t frameworks = 0;
+    std::unique_ptr<FrameworkOrdering> ordering;
+    std::vector<FrameworkOrdering::Entry> entries;  // this round's
   };
 
   struct FrameworkSlot {
     bool live = false;
     bool active = false;
     FrameworkParams params;
-    std::vector<int64_t> allocatedMillis;  // scalars by interned name index
+    uint32_t role = 0;
+    SparseMillis guaranteedMillis;
+    Dense allocatedMillis;  // scalars by interned name index
+    Dense refusedMillis;    // declined resources under refusal
     std::unordered_map<AgentHandle, Refusal> refusals;
     Bits refusedBits;
     bool agentListSet = false;
@@ -98,9 +132,25 @@ class OfferAllocator final : public Allocator {
   void candidates(bool fullCycle, Bits* out);
   std::optional<AgentHandle> findAgent(const FrameworkSlot& fw, const Bits& avail, Cursor* cursor);
   FrameworkOrdering::Entry entryFor(FrameworkHandle framework) const;
+  // roles
+  uint32_t roleFor(const std::string& name);
+  void releaseRole(uint32_t role);
+  const RoleSlot* findRole(std::string_view name) const;
+  void charge(FrameworkSlot& fw, const Resources& r, int sign);
+  void chargeRefused(FrameworkSlot& fw, const Resources& r, int sign);
+  SparseMillis sparse(const Resources& r);
+  double shareOf(const Dense& allocated, const Dense* refused) const;
+  bool belowQuota(const RoleSlot& role) const;
+  bool capped(const RoleSlot& role) const;
+  FrameworkOrdering::Entry roleEntry(uint32_t role) const;
+  Resources chopToQuota(const RoleSlot& role, const Resources& free) const;
 
   AllocatorOptions options_;
-  std::unique_ptr<FrameworkOrdering> ordering_;
+  OrderingFactory makeOrdering_;
+  std::unique_ptr<FrameworkOrdering> roleQueue_;  // drf over role handles
+  std::vector<RoleSlot> roles_;
+  std::vector<uint32_t> freeRoleHandles_;
+  std::unordered_map<std::string, uint32_t> roleIndex_;
   std::vector<AgentSlot> agents_;
   std::vector<AgentHandle> freeAgentHandles_;
   std::vector<FrameworkSlot> frameworks_;
@@ -112,7 +162,6 @@ class OfferAllocator final : public Allocator {
   size_t refusalCount_ = 0;
   bool fullPending_ = false;  // the next round considers every agent
   // Reused by every round (allocation rounds run many times a second).
-  std::vector<FrameworkOrdering::Entry> entriesScratch_;
   Bits availScratch_;
   size_t availBegin_ = 0, availEnd_ = 0;  // words of availScratch_ with candidates
   std::vector<Cursor> cursorsScratch_;

@@ -23,6 +23,7 @@ class FrameworkOrdering {
     double share = 0;      // weighted dominant share
     double weight = 1;
     int32_t priority = 0;
+    bool belowGuarantee = false;  // drf and priority serve these first
   };
 
   virtual ~FrameworkOrdering() = default;
@@ -31,9 +32,11 @@ class FrameworkOrdering {
   virtual void push(const Entry& entry) = 0;
 };
 
-// drf: lowest weighted dominant share first; ties served round-robin.
+// drf: frameworks below their guarantee first, then lowest weighted
+// dominant share; ties served round-robin.
 std::unique_ptr<FrameworkOrdering> makeDrfOrdering();
-// priority: highest priority first, DRF among equal priorities.
+// priority: frameworks below their guarantee first, then highest priority,
+// DRF among equal priorities.
 std::unique_ptr<FrameworkOrdering> makePriorityOrdering();
 // lottery: a random draw weighted by each framework's weight (its intended
 // share, paper section 4.3).

@@ -52,12 +52,14 @@ class HeapOrdering final : public FrameworkOrdering {
 
 struct ShareLess {
   bool operator()(const FrameworkOrdering::Entry& a, const FrameworkOrdering::Entry& b) const {
+    if (a.belowGuarantee != b.belowGuarantee) return a.belowGuarantee;
     return a.share < b.share;
   }
 };
 
 struct PriorityLess {
   bool operator()(const FrameworkOrdering::Entry& a, const FrameworkOrdering::Entry& b) const {
+    if (a.belowGuarantee != b.belowGuarantee) return a.belowGuarantee;
     if (a.priority != b.priority) return a.priority > b.priority;
     return a.share < b.share;
   }

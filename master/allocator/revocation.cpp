@@ -1,0 +1,90 @@
+#include "master/allocator/revocation.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace allot {
+namespace {
+
+bool belowGuarantee(const Resources& allocation, const Resources& guarantee) {
+  for (const auto& s : guarantee.scalars()) {
+    if (allocation.scalarMillis(s.name) < s.millis) return true;
+  }
+  return false;
+}
+
+struct Victim {
+  Resources allocation;
+  Resources guarantee;
+  double fairShare = 0;
+  int32_t priority = 0;
+};
+
+}  // namespace
+
+double rawShare(const Resources& r, const Resources& total) {
+  double share = 0;
+  for (const auto& s : r.scalars()) {
+    int64_t t = total.scalarMillis(s.name);
+    if (t > 0 && s.millis > 0) share = std::max(share, static_cast<double>(s.millis) / t);
+  }
+  return share;
+}
+
+bool needsRevocation(const RevocationFramework& fw, const Resources& total, double hysteresis) {
+  (void)total;
+  return belowGuarantee(fw.allocation, fw.guarantee) ||
+         fw.orderingShare < fw.fairShare * (1 - hysteresis);
+}
+
+std::vector<size_t> planRevocations(const std::vector<RevocationFramework>& frameworks,
+                                    const std::vector<RevocableTask>& tasks,
+                                    const Resources& total, const Resources& inFlight,
+                                    double hysteresis) {
+  Resources guaranteeNeed;
+  double shareNeed = 0;
+  std::unordered_map<FrameworkHandle, Victim> victims;
+  for (const RevocationFramework& fw : frameworks) {
+    if (fw.starved && needsRevocation(fw, total, hysteresis)) {
+      guaranteeNeed += fw.guarantee - fw.allocation;
+      if (fw.orderingShare < fw.fairShare * (1 - hysteresis)) shareNeed += fw.fairShare - fw.orderingShare;
+    } else if (!fw.starved) {
+      victims[fw.handle] = Victim{fw.allocation, fw.guarantee, fw.fairShare, fw.priority};
+    }
+  }
+  Resources freed = inFlight;
+  auto guaranteeMet = [&] { return freed.contains(guaranteeNeed); };
+  auto satisfied = [&] { return guaranteeMet() && rawShare(freed, total) >= shareNeed; };
+  if (satisfied()) return {};
+
+  std::vector<size_t> order;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (victims.count(tasks[i].framework)) order.push_back(i);
+  }
+  std::vector<double> size(tasks.size(), 0);
+  for (size_t i : order) size[i] = rawShare(tasks[i].resources, total);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    int32_t pa = victims[tasks[a].framework].priority, pb = victims[tasks[b].framework].priority;
+    if (pa != pb) return pa < pb;
+    if (tasks[a].launchedAt != tasks[b].launchedAt) return tasks[a].launchedAt > tasks[b].launchedAt;
+    if (size[a] != size[b]) return size[a] < size[b];
+    return a < b;
+  });
+
+  std::vector<size_t> chosen;
+  for (size_t i : order) {
+    if (satisfied()) break;
+    Victim& v = victims[tasks[i].framework];
+    Resources after = v.allocation - tasks[i].resources;
+    if (belowGuarantee(after, v.guarantee)) continue;
+    // Once every guarantee is served, fairness alone never pushes a victim
+    // below its own fair share.
+    if (guaranteeMet() && rawShare(after, total) < v.fairShare) continue;
+    v.allocation = std::move(after);
+    freed += tasks[i].resources;
+    chosen.push_back(i);
+  }
+  return chosen;
+}
+
+}  // namespace allot

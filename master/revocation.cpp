@@ -1,0 +1,108 @@
+// The policy half of the master (issue 15): revocation for starved
+// frameworks and the per-agent long-task cap. The choices live in
+// master/allocator/revocation.*; this file gathers inputs and sends kills.
+#include "base/log.h"
+#include "master/allocator/revocation.h"
+#include "master/master.h"
+
+namespace allot {
+
+void Master::revokeForStarved(TimePoint now) {
+  const RevocationOptions& opt = options_.policy.revocation;
+  if (!opt.enabled) return;
+  Resources total = allocator_->totalResources();
+  allocator_->fairShares(&fairScratch_);
+  std::vector<RevocationFramework> inputs;
+  inputs.reserve(frameworks_.size());
+  bool anyStarved = false;
+  for (auto& [id, fw] : frameworks_) {
+    RevocationFramework in;
+    in.handle = fw.handle;
+    in.allocation = allocator_->allocation(fw.handle);
+    in.guarantee = allocator_->params(fw.handle).guaranteed;
+    in.fairShare = fw.handle < fairScratch_.size() ? fairScratch_[fw.handle] : 0;
+    double weight = fw.info.weight() > 0 ? fw.info.weight() : 1.0;
+    in.orderingShare = allocator_->orderingShare(fw.handle) * weight;
+    in.priority = fw.info.priority();
+    bool wants = fw.peer && fw.needsOffers && fw.offers.empty();
+    if (wants && needsRevocation(in, total, opt.hysteresis)) {
+      if (!fw.starvedSince) fw.starvedSince = now;
+      in.starved = now - *fw.starvedSince >= opt.starvation;
+    } else {
+      fw.starvedSince.reset();
+    }
+    anyStarved = anyStarved || in.starved;
+    inputs.push_back(std::move(in));
+  }
+  if (!anyStarved) return;
+
+  struct Ref {
+    FrameworkRecord* fw;
+    TaskRecord* task;
+  };
+  std::vector<RevocableTask> tasks;
+  std::vector<Ref> refs;
+  Resources inFlight;
+  for (auto& [id, fw] : frameworks_) {
+    for (auto& [taskId, task] : fw.tasks) {
+      if (task.revoking) {
+        inFlight += task.charged;
+        continue;
+      }
+      auto agent = agents_.find(task.info.agent_id());
+      if (agent == agents_.end() || !agent->second.peer) continue;  // cannot kill now
+      tasks.push_back(RevocableTask{fw.handle, task.charged, task.launchedAt});
+      refs.push_back(Ref{&fw, &task});
+    }
+  }
+  for (size_t i : planRevocations(inputs, tasks, total, inFlight, opt.hysteresis)) {
+    FrameworkRecord& fw = *refs[i].fw;
+    TaskRecord& task = *refs[i].task;
+    task.revoking = true;
+    ++revocations_;
+    wire::Envelope e;
+    auto* k = e.mutable_kill_task();
+    k->set_framework_id(fw.id);
+    k->set_task_id(task.info.task_id());
+    k->set_agent_id(task.info.agent_id());
+    k->set_grace_s(std::chrono::duration<double>(revocationGrace(opt, fw.info)).count());
+    k->set_reason(wire::REASON_REVOKED);
+    LOG_INFO("revoking task " << task.info.task_id() << " of framework " << fw.id << " ("
+                              << task.charged.toString() << ", grace " << k->grace_s() << " s)");
+    outbox_.send(*agents_.at(task.info.agent_id()).peer, e);
+  }
+}
+
+Status Master::checkLongTaskCap(const AgentRecord& agent, const wire::TaskInfo& task,
+                                const Resources& charged) const {
+  const LongTaskCap& cap = options_.policy.longTaskMax;
+  if (!task.long_lived() || !cap.set()) return okStatus();
+  Resources held;
+  for (const auto& [frameworkId, ids] : agent.tasks) {
+    auto fw = frameworks_.find(frameworkId);
+    if (fw == frameworks_.end()) continue;
+    for (const auto& id : ids) {
+      auto t = fw->second.tasks.find(id);
+      if (t != fw->second.tasks.end() && t->second.info.long_lived()) held += t->second.charged;
+    }
+  }
+  auto total = Resources::fromWire(agent.info.resources());
+  Resources limit = cap.on(total ? *total : Resources());
+  auto capped = [&](const std::string& name) {
+    if (cap.fraction) return true;  // a fraction caps every scalar
+    for (const auto& l : limit.scalars()) {
+      if (l.name == name) return true;
+    }
+    return false;
+  };
+  for (const auto& s : (held + charged).scalars()) {
+    if (!capped(s.name)) continue;
+    if (s.millis > limit.scalarMillis(s.name)) {
+      return Error{"long-lived task " + task.task_id() + " would put " + (held + charged).toString() +
+                   " of long tasks on agent " + agent.id + " (cap " + limit.toString() + ")"};
+    }
+  }
+  return okStatus();
+}
+
+}  // namespace allot
