@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "master/allocator/allocator.h"
+#include "master/allocator/revocation.h"
 
 namespace allot {
 namespace {
@@ -53,6 +54,70 @@ void allotCycle(benchmark::State& state) {
     offered += grants.size();
   }
   state.counters["offers/cycle"] = static_cast<double>(offered) / state.iterations();
+}
+
+// The same cycle with issue 15's policy on: frameworks in 10 roles with
+// weights 1..10, quota (minimum and cap) on two roles, a guarantee on every
+// tenth framework, and the revocation pass the master runs after a full
+// cycle (fair shares, per-framework inputs, one starved framework, one
+// running task per agent as candidates) timed with it.
+void allotPolicyCycle(benchmark::State& state) {
+  size_t agents = state.range(0), frameworks = state.range(1);
+  constexpr size_t kRoles = 10;
+  AllocatorOptions options;
+  options.minOffer = *Resources::parse("cpus:0.01;mem:32");
+  Resources cluster;
+  for (size_t i = 0; i < agents; ++i) cluster += agentResources();
+  for (size_t r = 0; r < kRoles; ++r) options.roles["role" + std::to_string(r)].weight = 1.0 + r;
+  Resources quota;
+  quota.setScalarMillis("cpus", cluster.scalarMillis("cpus") / 5);
+  options.roles["role0"].quota = quota;
+  options.roles["role1"].quota = quota;
+  auto allocator = std::move(*createAllocator("drf", options));
+  std::vector<AgentHandle> agentHandles;
+  for (size_t i = 0; i < agents; ++i) agentHandles.push_back(allocator->addAgent(agentResources()));
+  for (size_t i = 0; i < frameworks; ++i) {
+    FrameworkParams p;
+    p.role = "role" + std::to_string(i % kRoles);
+    if (i % 10 == 0) p.guaranteed = *Resources::parse("cpus:24;mem:4096");
+    allocator->setActive(allocator->addFramework(p), true);
+  }
+  std::vector<RevocableTask> tasks;
+  for (size_t i = 0; i < agents; ++i) {
+    tasks.push_back(RevocableTask{static_cast<FrameworkHandle>(i % frameworks),
+                                  *Resources::parse("cpus:1;mem:128"),
+                                  TimePoint(std::chrono::seconds(i))});
+  }
+  TimePoint now = SteadyClock::now();
+  std::vector<Grant> grants;
+  allocator->allocate(now, true, &grants);
+  std::vector<double> fair;
+  std::vector<RevocationFramework> inputs;
+  size_t offered = 0, revoked = 0;
+  for (auto _ : state) {
+    for (const Grant& g : grants) allocator->recover(g.framework, g.agent, g.resources, kRefuse, now);
+    grants.clear();
+    auto start = BenchClock::now();
+    allocator->allocate(now, true, &grants);
+    allocator->fairShares(&fair);
+    inputs.clear();
+    for (FrameworkHandle f = 0; f < frameworks; ++f) {
+      RevocationFramework in;
+      in.handle = f;
+      in.allocation = allocator->allocation(f);
+      in.guarantee = allocator->params(f).guaranteed;
+      in.fairShare = fair[f];
+      in.orderingShare = allocator->orderingShare(f);
+      in.starved = f == 1;
+      inputs.push_back(std::move(in));
+    }
+    revoked += planRevocations(inputs, tasks, allocator->totalResources(), Resources(), 0.1).size();
+    auto elapsed = BenchClock::now() - start;
+    state.SetIterationTime(std::chrono::duration<double>(elapsed).count());
+    offered += grants.size();
+  }
+  state.counters["offers/cycle"] = static_cast<double>(offered) / state.iterations();
+  state.counters["revoked/cycle"] = static_cast<double>(revoked) / state.iterations();
 }
 
 // ---------------------------------------------------------------- anchor
@@ -131,6 +196,12 @@ void cells(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(allotCycle)->Apply(cells)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
+BENCHMARK(allotPolicyCycle)
+    ->Args({1000, 100})
+    ->Args({10000, 1000})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(20);
 BENCHMARK(pairwiseCycle)->Apply(cells)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // Collects the per-cell times to print allot beside the anchor.
@@ -143,6 +214,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
       double ms = r.GetAdjustedRealTime();
       std::string cell = name.substr(name.find('/'));
       cell = cell.substr(0, cell.find("/iterations"));
+      if (name.rfind("allotPolicy", 0) == 0) continue;  // printed by the console reporter
       (name.rfind("allot", 0) == 0 ? allot_ : anchor_)[cell] = ms;
     }
   }

@@ -335,16 +335,24 @@ FrameworkOrdering::Entry OfferAllocator::entryFor(FrameworkHandle framework) con
 
 FrameworkOrdering::Entry OfferAllocator::roleEntry(uint32_t role) const {
   const RoleSlot& r = roles_[role];
+  // A role holding a framework below its guarantee goes first, like one
+  // below its quota: guarantees are floors across roles too.
   return FrameworkOrdering::Entry{role, shareOf(r.allocatedMillis, &r.refusedMillis) / r.config.weight,
-                                  r.config.weight, 0, belowQuota(r)};
+                                  r.config.weight, 0, belowQuota(r) || r.belowGuarantee > 0};
 }
 
 void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) {
   expireRefusals(now);
-  for (RoleSlot& r : roles_) r.entries.clear();
+  for (RoleSlot& r : roles_) {
+    r.entries.clear();
+    r.belowGuarantee = 0;
+  }
   for (FrameworkHandle f = 0; f < frameworks_.size(); ++f) {
     const FrameworkSlot& fw = frameworks_[f];
-    if (fw.live && fw.active) roles_[fw.role].entries.push_back(entryFor(f));
+    if (!fw.live || !fw.active) continue;
+    RoleSlot& role = roles_[fw.role];
+    role.entries.push_back(entryFor(f));
+    role.belowGuarantee += role.entries.back().belowGuarantee;
   }
   roleQueue_->reset({});
   bool any = false;
@@ -370,6 +378,7 @@ void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>*
     FrameworkSlot& fw = frameworks_[f];
     auto agent = findAgent(fw, avail, &cursors[f]);
     if (!agent) {  // the framework is done for this round; its role is not
+      role.belowGuarantee -= entry->belowGuarantee;
       roleQueue_->push(roleEntry(r));
       continue;
     }
@@ -387,7 +396,9 @@ void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>*
     if (!a.offerable) clearBit(&avail, *agent);
     charge(fw, granted, 1);
     grants->push_back(Grant{f, *agent, std::move(granted)});
-    role.ordering->push(entryFor(f));
+    FrameworkOrdering::Entry next = entryFor(f);
+    role.belowGuarantee -= entry->belowGuarantee && !next.belowGuarantee;
+    role.ordering->push(next);
     if (!capped(role)) roleQueue_->push(roleEntry(r));
   }
 }

@@ -90,6 +90,7 @@ class OfferAllocator final : public Allocator {
     Dense allocatedMillis;
     Dense refusedMillis;
     size_t frameworks = 0;
+    size_t belowGuarantee = 0;  // this round: active frameworks still below theirs
     std::unique_ptr<FrameworkOrdering> ordering;
     std::vector<FrameworkOrdering::Entry> entries;  // this round's
   };
