@@ -24,7 +24,9 @@ void Master::revokeForStarved(TimePoint now) {
     double weight = fw.info.weight() > 0 ? fw.info.weight() : 1.0;
     in.orderingShare = allocator_->orderingShare(fw.handle) * weight;
     in.priority = fw.info.priority();
-    bool wants = fw.peer && fw.needsOffers && fw.offers.empty();
+    // Outstanding offers count in its allocation already; an offer it cannot
+    // use (memory without cpus) must not hide its starvation.
+    bool wants = fw.peer && fw.needsOffers;
     if (wants && needsRevocation(in, total, opt.hysteresis)) {
       if (!fw.starvedSince) fw.starvedSince = now;
       in.starved = now - *fw.starvedSince >= opt.starvation;

@@ -4,8 +4,9 @@
 // the in-flight set; the planner only chooses.
 //
 // Rules (docs/decisions.md says why):
-// - A framework is a beneficiary when it wants offers, has none outstanding,
-//   and is below its guarantee or below fair * (1 - hysteresis).
+// - A framework is a beneficiary when it wants offers and is below its
+//   guarantee or below fair * (1 - hysteresis), its outstanding offers
+//   counted in its allocation.
 // - A victim never goes below its guarantee (per scalar), and, when the
 //   revocation serves a fair-share need rather than a guarantee, never below
 //   its fair share. So a victim is never starved by a revocation, and
