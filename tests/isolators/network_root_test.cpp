@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <dirent.h>
 #include <filesystem>
+#include <thread>
 #include <map>
 #include <optional>
 
@@ -188,6 +189,11 @@ class NetworkRoot : public ::testing::Test {
     auto nl = Netlink::open();
     ASSERT_TRUE(nl.ok());
     EXPECT_FALSE(nl->ifindex(options_.bridge).ok()) << "bridge left";
+    // The kernel removes a deleted namespace's devices from a workqueue, a
+    // little after `ip netns del` returns: give it a moment under load.
+    for (int i = 0; i < 100 && nl->ifindex("ao" + unique_).ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     EXPECT_FALSE(nl->ifindex("ao" + unique_).ok()) << "outside veth left";
     EXPECT_EQ(shell("ip -4 addr show | grep -q ' " + subnet_ + "\\.'"), 256) << "addresses of the pool left";
     std::filesystem::remove_all(workDir_);
