@@ -1,4 +1,6 @@
 #include "agent/agent.h"
+
+#include <sys/stat.h>
 #include "proto/task_state.h"
 
 #include <filesystem>
@@ -41,6 +43,12 @@ Status Agent::start() {
   std::filesystem::create_directories(config_.workDir + "/sandboxes", ec);
   if (ec) return Error{"create " + config_.workDir + "/sandboxes: " + ec.message()};
   if (auto st = checkpoints_.init(); !st) return st;
+  // Executors may search the work dir and the sandboxes dir but list neither
+  // (no other framework's sandbox names); the agent's records stay its own.
+  for (auto [dir, mode] : {std::pair{config_.workDir, 0711}, {config_.workDir + "/sandboxes", 0711},
+                           {config_.workDir + "/meta", 0700}}) {
+    if (::chmod(dir.c_str(), static_cast<mode_t>(mode)) != 0) return Error::fromErrno("chmod " + dir);
+  }
   if (auto st = updates_.load(); !st) return st;
   auto id = checkpoints_.loadAgentId();
   if (!id) return id.error();
@@ -144,7 +152,8 @@ void Agent::onMasterMessage(wire::Envelope& e) {
                                  ? e.run_task().framework().id()
                                  : e.run_task().task().executor().framework_id(),
                              e.run_task().task().task_id());
-      return manager_->runTask(e.run_task().framework(), std::move(*e.mutable_run_task()->mutable_task()));
+      return manager_->runTask(e.run_task().framework(), std::move(*e.mutable_run_task()->mutable_task()),
+                               e.run_task().allow_root());
     case wire::Envelope::kKillTask:
       return manager_->killTask(e.kill_task());
     case wire::Envelope::kStatusAcknowledgement: {

@@ -50,7 +50,7 @@ std::string encodeCheckpoint(const ExecutorCheckpoint& c) {
   }
   // The header says how long the rest is: a torn or stale tail is detected.
   return std::string(kMagic) + std::to_string(c.pid) + " " + std::to_string(c.startTime) + " " +
-         std::to_string(c.sequence) + " " + std::to_string(out.size()) + "\n" + out;
+         std::to_string(c.sequence) + " " + std::to_string(out.size()) + " " + c.secret + "\n" + out;
 }
 
 Result<ExecutorCheckpoint> decodeCheckpoint(const std::string& bytes) {
@@ -64,6 +64,7 @@ Result<ExecutorCheckpoint> decodeCheckpoint(const std::string& bytes) {
   long long pid = 0;
   size_t length = 0;
   if (!(header >> pid >> c.startTime >> c.sequence >> length) || pid <= 0) return Error{"bad header"};
+  header >> c.secret;  // absent in checkpoints written before executor secrets
   if (bytes.size() != line1 + 1 + length) return Error{"length mismatch (torn write)"};
   c.pid = static_cast<pid_t>(pid);
   c.sandbox = bytes.substr(line1 + 1, line2 - line1 - 1);

@@ -42,6 +42,7 @@ struct ExecutorCheckpoint {
   uint64_t startTime = 0;  // /proc/<pid>/stat field 22: guards against pid reuse
   uint64_t sequence = 0;   // set by the store's writer: newer slots win
   std::string sandbox;
+  std::string secret;  // the executor's ALLOT_EXECUTOR_SECRET (hex; "" in old checkpoints)
   std::vector<wire::TaskInfo> tasks;                  // live (non-terminal) tasks
   std::map<std::string, wire::TaskStatus> latest;     // by task id
 };

@@ -3,6 +3,8 @@
 // restart), recovery from checkpoints, and killing an executor's tree.
 #include <dirent.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -15,6 +17,35 @@
 #include "base/log.h"
 
 namespace allot {
+namespace {
+
+// Bounds the walk up a connecting process's parents.
+constexpr int kProcessTreeDepthMax = 64;
+// Unregistered connections one executor's processes may hold at once.
+constexpr size_t kUnregisteredPerExecutorMax = 4;
+
+pid_t parentOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return 0;
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return 0;
+  std::istringstream fields(stat.substr(close + 2));
+  char state;
+  long ppid = 0;
+  if (!(fields >> state >> ppid)) return 0;
+  return static_cast<pid_t>(ppid);
+}
+
+// Compares in time independent of where they differ.
+bool sameSecret(const std::string& expected, const std::string& given) {
+  if (expected.size() != given.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(expected[i] ^ given[i]);
+  return diff == 0;
+}
+
+}  // namespace
 
 Status ExecutorManager::listen() {
   std::string path = socketPath();
@@ -25,6 +56,11 @@ Status ExecutorManager::listen() {
   asio::local::stream_protocol::endpoint endpoint(path);
   if (acceptor_->open(endpoint.protocol(), ec); ec) return Error{"socket for " + path + ": " + ec.message()};
   if (acceptor_->bind(endpoint, ec); ec) return Error{"bind " + path + ": " + ec.message()};
+  // Executors running as other users must connect; who may register is
+  // decided per connection (the peer's credentials and secret).
+  if (!options_.defaultUser.empty() && ::chmod(path.c_str(), 0666) != 0) {
+    return Error::fromErrno("chmod 0666 " + path);
+  }
   if (acceptor_->listen(asio::socket_base::max_listen_connections, ec); ec) {
     return Error{"listen " + path + ": " + ec.message()};
   }
@@ -38,11 +74,22 @@ void ExecutorManager::accept() {
                                         asio::local::stream_protocol::socket socket) {
     if (alive.expired() || ec == asio::error::operation_aborted) return;
     if (!ec) {
-      Connection::Options o;
-      o.localRole = wire::ROLE_AGENT;
-      o.localName = "allot-agent";
-      o.acceptRoles = {wire::ROLE_EXECUTOR};
-      onConnection(Connection::create(StreamSocket(std::move(socket)), o));
+      ucred peer{};
+      socklen_t len = sizeof peer;
+      if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) peer.pid = 0;
+      // Only processes of a running executor's tree may talk at all: the rest
+      // cannot hold a connection slot an executor needs.
+      std::string owner = peer.pid > 0 ? containerOfProcess(peer.pid) : "";
+      if (owner.empty()) {
+        LOG_WARNING("refused an executor connection from pid " << peer.pid << " (uid " << peer.uid
+                                                               << "): not a process of any executor of this agent");
+      } else {
+        Connection::Options o;
+        o.localRole = wire::ROLE_AGENT;
+        o.localName = "allot-agent";
+        o.acceptRoles = {wire::ROLE_EXECUTOR};
+        onConnection(Connection::create(StreamSocket(std::move(socket)), o), owner, peer.pid);
+      }
     } else {
       LOG_WARNING("accepting an executor: " << ec.message());
     }
@@ -50,22 +97,48 @@ void ExecutorManager::accept() {
   });
 }
 
-void ExecutorManager::onConnection(std::shared_ptr<Connection> conn) {
-  if (unregistered_.size() >= options_.pendingConnectionsMax) {
-    LOG_WARNING("too many unregistered executor connections; refusing one");
+std::string ExecutorManager::containerOfProcess(pid_t pid) const {
+  std::unordered_map<pid_t, std::string> executors;
+  for (const auto& [name, c] : containers_) {
+    if (c->pid > 0 && !c->exited) executors[c->pid] = name;
+  }
+  // Up the parent chain: the executor itself, or one of its descendants.
+  for (int depth = 0; depth < kProcessTreeDepthMax && pid > 1; ++depth) {
+    auto it = executors.find(pid);
+    if (it != executors.end()) return it->second;
+    pid = parentOf(pid);
+  }
+  return "";
+}
+
+void ExecutorManager::onConnection(std::shared_ptr<Connection> conn, const std::string& owner, pid_t peerPid) {
+  size_t fromOwner = 0;
+  for (const auto& [c, o] : unregistered_) fromOwner += o == owner;
+  if (unregistered_.size() >= options_.pendingConnectionsMax || fromOwner >= kUnregisteredPerExecutorMax) {
+    LOG_WARNING("too many unregistered executor connections from container " << owner << "; refusing pid "
+                                                                             << peerPid);
     conn->close("too many unregistered executor connections");
     return;
   }
-  unregistered_.insert(conn);
+  unregistered_.emplace(conn, owner);
   auto bound = std::make_shared<std::pair<std::string, uint64_t>>();
   std::weak_ptr<Connection> weak = conn;
   std::weak_ptr<int> alive = alive_;
+  // A connection that never registers gives its slot back.
+  auto deadline = std::make_shared<asio::steady_timer>(io_, options_.executorHandshakeTimeout);
+  deadline->async_wait([weak, bound](const boost::system::error_code& ec) {
+    auto conn = weak.lock();
+    if (!ec && conn && bound->first.empty()) conn->close("did not register in time");
+  });
   Connection::Handlers h;
-  h.onMessage = [this, alive, weak, bound](wire::Envelope& e) {
+  h.onMessage = [this, alive, weak, bound, owner, deadline](wire::Envelope& e) {
     auto conn = weak.lock();
     if (alive.expired() || !conn) return;
     if (bound->first.empty()) {
-      if (e.has_register_executor()) return onRegister(conn, e.register_executor(), bound.get());
+      if (e.has_register_executor()) {
+        deadline->cancel();
+        return onRegister(conn, e.register_executor(), owner, bound.get());
+      }
       conn->close("first message after Hello must be RegisterExecutor");
       return;
     }
@@ -76,10 +149,11 @@ void ExecutorManager::onConnection(std::shared_ptr<Connection> conn) {
     }
     onExecutorMessage(*c, e);
   };
-  h.onClose = [this, alive, weak, bound](const std::string& reason) {
+  h.onClose = [this, alive, weak, bound, deadline](const std::string& reason) {
     if (alive.expired()) return;
+    deadline->cancel();
     for (auto it = unregistered_.begin(); it != unregistered_.end(); ++it) {
-      if (weak.expired() || *it == weak.lock()) {
+      if (weak.expired() || it->first == weak.lock()) {
         unregistered_.erase(it);
         break;
       }
@@ -95,17 +169,26 @@ void ExecutorManager::onConnection(std::shared_ptr<Connection> conn) {
 }
 
 void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
-                                 const wire::RegisterExecutor& m,
+                                 const wire::RegisterExecutor& m, const std::string& owner,
                                  std::pair<std::string, uint64_t>* bound) {
   unregistered_.erase(conn);
   Container* c = find(m.framework_id(), m.executor_id());
+  std::string refusal;
   if (!c || c->exited) {
+    refusal = "this agent runs no executor " + m.executor_id() + " of framework " + m.framework_id();
+  } else if (c->name != owner) {
+    // A task of another executor (another framework) presenting these ids.
+    refusal = "not authorized: the connecting process does not belong to executor " + m.executor_id();
+  } else if (!c->secret.empty() && !sameSecret(c->secret, m.executor_secret())) {
+    refusal = "not authorized: wrong executor secret for executor " + m.executor_id();
+  }
+  if (!refusal.empty()) {
+    LOG_WARNING("executor registration refused: " << refusal);
     wire::Envelope e;
-    e.mutable_error()->set_message("this agent runs no executor " + m.executor_id() +
-                                   " of framework " + m.framework_id());
+    e.mutable_error()->set_message(refusal);
     e.mutable_error()->set_fatal(true);
     (void)conn->send(e);
-    conn->closeAfterFlush("unknown executor");
+    conn->closeAfterFlush(refusal);
     return;
   }
   if (c->conn && c->conn != conn) c->conn->close("executor registered on a new connection");
@@ -193,6 +276,7 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     if (containers_.count(containerName(ck.framework.id(), ck.executor.executor_id()))) continue;
     Container& c = create(ck.framework, ck.executor);
     c.sandbox = ck.sandbox;
+    c.secret = ck.secret;
     c.pid = ck.pid;
     c.startTime = ck.startTime;
     c.phase = Phase::kRecovering;

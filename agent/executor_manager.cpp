@@ -2,16 +2,21 @@
 #include "base/clock.h"
 #include "proto/task_state.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 
 #include "agent/gc.h"
+#include "agent/run_as.h"
 #include "agent/status_updates.h"
 #include "agent/executor_manager_types.h"
 #include "base/log.h"
+#include "base/unique_fd.h"
 #include "proto/connection.h"
 #include "proto/resources.h"
 
@@ -26,6 +31,31 @@ std::string seconds(Duration d) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g s", std::chrono::duration<double>(d).count());
   return buf;
+}
+
+// 128 bits from the kernel, in hex.
+std::string randomSecret() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+    CHECK(n > 0 || errno == EINTR);  // getrandom fails only for bad arguments
+  }
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char b : bytes) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+// systemd's notification and watchdog variables belong to the agent's unit,
+// never to a task (a task could otherwise report for the agent).
+bool isDaemonOnlyVariable(const std::string& name) {
+  return name == "NOTIFY_SOCKET" || name.rfind("WATCHDOG_", 0) == 0 || name == "LISTEN_FDS" ||
+         name == "LISTEN_PID" || name == "LISTEN_FDNAMES";
 }
 
 std::string describeExit(const ExitInfo& e) {
@@ -58,7 +88,7 @@ ExecutorManager::ExecutorManager(asio::io_context& io, Launcher& launcher,
 
 ExecutorManager::~ExecutorManager() {
   alive_.reset();
-  for (auto& conn : unregistered_) conn->close("agent stopping");
+  for (auto& [conn, owner] : unregistered_) conn->close("agent stopping");
   for (auto& [name, c] : containers_) {
     if (c->conn) c->conn->close("agent stopping");
   }
@@ -102,6 +132,7 @@ ExecutorManager::Container& ExecutorManager::create(const wire::FrameworkInfo& f
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                 std::chrono::system_clock::now().time_since_epoch()).count();
   c->sandbox = options_.workDir + "/sandboxes/" + name + "." + std::to_string(ms);
+  c->secret = randomSecret();
   Container& ref = *c;
   containers_.emplace(name, std::move(c));
   return ref;
@@ -127,7 +158,19 @@ void ExecutorManager::armTimer(Container& c, asio::steady_timer& timer, Duration
   });
 }
 
-void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskInfo task) {
+Result<RunAsUser> ExecutorManager::runAsUserFor(const wire::FrameworkInfo& framework,
+                                                 const wire::ExecutorInfo& executor, bool rootAllowed) const {
+  std::string name = runAsName(executor.command().user(), "", framework.user(), options_.defaultUser);
+  auto user = resolveUser(name);
+  if (!user) return Error{user.error().describe()};
+  bool requested = name != options_.defaultUser;
+  if (user->isRoot() && requested && !rootAllowed) {
+    return Error{"run-as user '" + name + "' is root, which the master's ACLs did not allow", EACCES};
+  }
+  return user;
+}
+
+void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskInfo task, bool rootAllowed) {
   if (task.task_id().empty() || framework.id().empty()) {
     LOG_ERROR("RunTask without a task or framework id; ignored");
     return;
@@ -140,6 +183,14 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
   executor.set_framework_id(framework.id());
   if (!task.has_executor()) executor.set_name("allot-executor");
   const std::string& fid = framework.id();
+  if (!task.has_executor() && !task.command().user().empty()) {
+    // A command task of its own user gets its own command executor.
+    const std::string& frameworkUser = framework.user().empty() ? options_.defaultUser : framework.user();
+    if (task.command().user() != frameworkUser) {
+      executor.set_executor_id(std::string(kCommandExecutorId) + "." + task.command().user());
+    }
+    executor.mutable_command()->set_user(task.command().user());
+  }
   if (isBuiltin(executor) && task.command().shell().empty() && task.command().argv().empty()) {
     return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_ERROR,
                                      wire::REASON_INVALID_LAUNCH,
@@ -168,8 +219,21 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
     return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_FAILED,
                                      wire::REASON_EXEC_FAILED, "executor runs its limit of tasks"));
   }
+  std::optional<RunAsUser> user;
+  if (!c && !options_.defaultUser.empty()) {
+    auto resolved = runAsUserFor(framework, executor, rootAllowed);
+    if (!resolved) {
+      bool refused = resolved.error().errnum == EACCES;
+      return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_FAILED,
+                                       refused ? wire::REASON_NOT_AUTHORIZED : wire::REASON_EXEC_FAILED,
+                                       resolved.error().message));
+    }
+    user = std::move(*resolved);
+  }
   if (!c) {
     Container& fresh = create(framework, executor);
+    fresh.user = std::move(user);
+    fresh.rootAllowed = rootAllowed;
     Task& t = fresh.tasks[task.task_id()];
     t.info = std::move(task);
     launch(fresh);
@@ -189,12 +253,30 @@ void ExecutorManager::addTask(Container& c, wire::TaskInfo task) {
   checkpoint(c);
 }
 
-void ExecutorManager::launch(Container& c) {
+// The sandbox and its stdout/stderr belong to the run-as user and are not
+// readable by other users (0750 / 0640; the files are made here so the
+// child's root-side open() does not create them as root).
+Status ExecutorManager::prepareSandbox(Container& c) {
   std::error_code ec;
   std::filesystem::create_directories(c.sandbox, ec);
-  if (ec) {
-    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
-                  "cannot create sandbox " + c.sandbox + ": " + ec.message());
+  if (ec) return Error{"cannot create sandbox " + c.sandbox + ": " + ec.message()};
+  if (::chmod(c.sandbox.c_str(), 0750) != 0) return Error::fromErrno("chmod 0750 " + c.sandbox);
+  if (!c.user) return okStatus();
+  if (::chown(c.sandbox.c_str(), c.user->uid, c.user->gid) != 0) {
+    return Error::fromErrno("chown " + c.sandbox + " to " + c.user->name);
+  }
+  for (const char* name : {"/stdout", "/stderr"}) {
+    std::string path = c.sandbox + name;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
+    if (fd.get() < 0) return Error::fromErrno("create " + path);
+    if (::fchown(fd.get(), c.user->uid, c.user->gid) != 0) return Error::fromErrno("chown " + path);
+  }
+  return okStatus();
+}
+
+void ExecutorManager::launch(Container& c) {
+  if (Status st = prepareSandbox(c); !st) {
+    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, st.error().describe());
     return postFinalize(c);
   }
   LaunchSpec spec;
@@ -212,10 +294,22 @@ void ExecutorManager::launch(Container& c) {
               "ALLOT_FRAMEWORK_ID=" + c.framework.id(),
               "ALLOT_EXECUTOR_ID=" + c.executor.executor_id(),
               "ALLOT_SANDBOX_DIR=" + c.sandbox,
+              "ALLOT_EXECUTOR_SECRET=" + c.secret,
               "ALLOT_RECOVERY_TIMEOUT_S=" +
                   std::to_string(std::chrono::duration<double>(options_.recoveryTimeout).count())};
   if (const char* level = std::getenv("ALLOT_LOG_LEVEL")) spec.env.push_back(std::string("ALLOT_LOG_LEVEL=") + level);
-  for (const auto& [k, v] : cmd.environment()) spec.env.push_back(k + "=" + v);
+  for (const auto& [k, v] : cmd.environment()) {
+    if (!isDaemonOnlyVariable(k)) spec.env.push_back(k + "=" + v);
+  }
+  if (c.user) {
+    spec.env.push_back("USER=" + c.user->name);
+    spec.env.push_back("LOGNAME=" + c.user->name);
+    spec.setup.uid = static_cast<int>(c.user->uid);
+    spec.setup.gid = static_cast<int>(c.user->gid);
+    spec.setup.groups = c.user->groups;
+    spec.setup.dropCapabilities = !c.user->isRoot();
+  }
+  spec.setup.noNewPrivs = true;
   spec.workDir = c.sandbox;
   spec.stdoutPath = c.sandbox + "/stdout";
   spec.stderrPath = c.sandbox + "/stderr";
@@ -304,6 +398,7 @@ void ExecutorManager::writeCheckpoint(Container& c) {
   ck.pid = c.pid;
   ck.startTime = c.startTime;
   ck.sandbox = c.sandbox;
+  ck.secret = c.secret;
   for (const auto& [id, t] : c.tasks) {
     ck.tasks.push_back(t.info);
     if (t.latest) ck.latest[id] = *t.latest;
@@ -522,8 +617,9 @@ void ExecutorManager::destroy(Container& c) {
   if (std::filesystem::exists(c.sandbox)) (void)touchDirectory(c.sandbox);
   wire::FrameworkInfo framework = c.framework;
   std::vector<wire::TaskInfo> next = std::move(c.next);
+  bool rootAllowed = c.rootAllowed;
   containers_.erase(c.name);
-  for (auto& task : next) runTask(framework, std::move(task));
+  for (auto& task : next) runTask(framework, std::move(task), rootAllowed);
 }
 
 wire::TaskStatus ExecutorManager::agentStatus(const std::string& frameworkId,

@@ -7,7 +7,10 @@
 //   ExecutorInfo) share one built-in allot-executor per framework,
 //   executor id kCommandExecutorId. Later tasks go to the same executor.
 // - Executors connect to the Unix socket <work-dir>/agent.sock; tasks wait
-//   in the container until its executor registers (registerTimeout).
+//   in the container until its executor registers (registerTimeout). Only
+//   a process of the executor's own tree (SO_PEERCRED pid, walked up its
+//   parents to the launched pid) holding its ALLOT_EXECUTOR_SECRET may
+//   register as it; connections from other processes are closed at accept.
 // - Every executor has its own cgroup (the "containment" isolator, first in
 //   the isolators): when it ends, its cgroup is killed whole and removed on
 //   the worker pool (reap), then the isolators' cleanup() runs on the loop.
@@ -41,6 +44,7 @@
 #include <vector>
 
 #include "agent/checkpoint.h"
+#include "agent/run_as.h"
 #include "base/asio.h"
 #include "base/clock.h"
 #include "base/result.h"
@@ -70,6 +74,11 @@ struct ExecutorManagerOptions {
   // The worker pool for blocking kernel work (reaping containers).
   size_t workerThreads = 2;
   size_t workerQueueMax = 4096;
+  Duration executorHandshakeTimeout = std::chrono::seconds(10);  // connect -> RegisterExecutor
+  // Executors run as their framework's user or this one (agent/run_as.h).
+  // Empty: no user switch, executors run as the agent's own user (an agent
+  // that is not root; in-process tests).
+  std::string defaultUser;
 };
 
 class ExecutorManager {
@@ -94,7 +103,9 @@ class ExecutorManager {
   // Re-attaches to the executors of a previous agent run.
   void recover(std::vector<ExecutorCheckpoint> checkpoints);
 
-  void runTask(const wire::FrameworkInfo& framework, wire::TaskInfo task);
+  // rootAllowed: the master's ACLs let this framework run tasks as root
+  // (RunTask.allow_root); see agent/run_as.h for which user runs them.
+  void runTask(const wire::FrameworkInfo& framework, wire::TaskInfo task, bool rootAllowed = false);
   void killTask(const wire::KillTask& kill);
   void shutdownFramework(const std::string& frameworkId);
 
@@ -136,6 +147,9 @@ class ExecutorManager {
   void armTimer(Container& c, asio::steady_timer& timer, Duration after,
                 std::function<void(Container&)> fn);
   Resources limitsOf(const Container& c) const;
+  Result<RunAsUser> runAsUserFor(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor,
+                                 bool rootAllowed) const;
+  Status prepareSandbox(Container& c);
 
   // Updates (executor_manager.cpp).
   wire::TaskStatus agentStatus(const std::string& frameworkId, const std::string& executorId,
@@ -149,9 +163,11 @@ class ExecutorManager {
 
   // Executor link (executor_link.cpp).
   void accept();
-  void onConnection(std::shared_ptr<class Connection> conn);
+  // The container whose executor is `pid` or an ancestor of it ("" : none).
+  std::string containerOfProcess(pid_t pid) const;
+  void onConnection(std::shared_ptr<class Connection> conn, const std::string& owner, pid_t peerPid);
   void onRegister(const std::shared_ptr<Connection>& conn, const wire::RegisterExecutor& m,
-                  std::pair<std::string, uint64_t>* bound);
+                  const std::string& owner, std::pair<std::string, uint64_t>* bound);
   void onExecutorMessage(Container& c, wire::Envelope& e);
   void onLinkClosed(Container& c);
   void sendLaunch(Container& c, Task& t);
@@ -172,7 +188,7 @@ class ExecutorManager {
   uint64_t nextGeneration_ = 1;
   std::map<std::string, std::unique_ptr<Container>> containers_;  // by name
   std::optional<asio::local::stream_protocol::acceptor> acceptor_;
-  std::set<std::shared_ptr<Connection>> unregistered_;
+  std::map<std::shared_ptr<Connection>, std::string> unregistered_;  // -> the peer's container
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   WorkerPool pool_;  // last: destroyed (its workers joined) first
 };

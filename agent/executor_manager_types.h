@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent/executor_manager.h"
+#include "agent/run_as.h"
 #include "proto/connection.h"
 
 namespace allot {
@@ -53,6 +54,9 @@ struct ExecutorManager::Container {
   pid_t pid = 0;
   uint64_t startTime = 0;
   std::string sandbox;
+  std::optional<RunAsUser> user;  // none: the agent's own user
+  std::string secret;             // ALLOT_EXECUTOR_SECRET, checked at registration
+  bool rootAllowed = false;       // RunTask.allow_root, for the tasks in `next`
   std::shared_ptr<Connection> conn;
   std::map<std::string, Task> tasks;  // live tasks by id
   std::vector<wire::TaskInfo> next;   // for the executor that replaces this one

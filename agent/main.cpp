@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "agent/http_api.h"
 #include "systemd/notify.h"
+#include "agent/run_as.h"
 #include "agent/resources_detect.h"
 #include "base/flags.h"
 #include "base/log.h"
@@ -36,7 +37,7 @@ struct Settings {
   std::string zk;
   TlsFiles tls;
   std::string resources;
-  std::string isolation;
+  std::string isolation = "seccomp";
   std::string workDir = "/var/lib/allot-agent";
   std::string attributes;
   std::string hostname;
@@ -49,6 +50,7 @@ struct Settings {
   double registerTimeoutS = 30;
   std::string httpListen;
   std::string httpPortFile;
+  std::string defaultUser = "nobody";
 #ifdef ALLOT_HAVE_ISOLATORS
   IsolatorOptions isolatorOptions;
 #endif
@@ -61,8 +63,12 @@ void addFlags(Flags& f, Settings* s) {
   f.addString("resources", &s->resources,
               "what this node offers, e.g. \"cpus:4;mem:4096;disk:10240;ports:[31000-32000]\"; "
               "cpus, mem and disk not named are detected");
-  f.addString("isolation", &s->isolation, "comma list of isolators, e.g. cgroups/cpu,cgroups/mem");
+  f.addString("isolation", &s->isolation,
+              "comma list of isolators, e.g. seccomp,cgroups/cpu,cgroups/mem ('' for none)");
   f.addString("work-dir", &s->workDir, "sandboxes, checkpoints and the executor socket live here");
+  f.addString("default-user", &s->defaultUser,
+              "run-as user of executors whose framework names none (an agent that is not root runs "
+              "every executor as itself)");
   f.addString("attributes", &s->attributes, "\"rack:r1;zone:a\" passed to frameworks in offers");
   f.addString("hostname", &s->hostname, "hostname reported to the master (default: gethostname)");
   f.addString("executor-path", &s->executorPath,
@@ -99,6 +105,22 @@ std::string defaultExecutorPath() {
 }
 
 bool positive(double v, double max) { return v > 0 && v <= max; }
+
+// Root switches executors to their run-as users (agent/run_as.h); they
+// must then reach the work dir. Another user runs every executor as itself.
+Status runAsSettings(const Settings& s, AgentConfig* c) {
+  if (geteuid() != 0) {
+    LOG_WARNING("not running as root: executors run as this agent's user, not as their frameworks' users");
+    return okStatus();
+  }
+  if (s.defaultUser.empty()) return Error{"--default-user must not be empty"};
+  auto user = resolveUser(s.defaultUser);
+  if (!user) return Error{"--default-user: " + user.error().describe()};
+  if (user->isRoot()) LOG_WARNING("--default-user " << s.defaultUser << " is root: executors run with full privileges");
+  if (auto st = checkSearchableByOthers(c->workDir); !st) return Error{"--work-dir: " + st.error().describe()};
+  c->executors.defaultUser = s.defaultUser;
+  return okStatus();
+}
 
 Result<AgentConfig> makeConfig(const Settings& s) {
   AgentConfig c;
@@ -146,6 +168,7 @@ Result<AgentConfig> makeConfig(const Settings& s) {
   if (access(c.executors.executorPath.c_str(), X_OK) != 0) {
     return Error::fromErrno("--executor-path " + c.executors.executorPath + " is not executable");
   }
+  if (auto st = runAsSettings(s, &c); !st) return st.error();
   c.executors.recoveryTimeout = secondsToDuration(s.recoveryTimeoutS);
   c.executors.idleShutdown = secondsToDuration(s.executorIdleS);
   c.executors.registerTimeout = secondsToDuration(s.registerTimeoutS);

@@ -68,6 +68,8 @@ struct IsolatorOptions {
   // the machine they were given, not like one process (0: leave it).
   double rootCpus = 0;
   NetworkOptions network;  // network/netns (--network-*)
+  // The seccomp isolator's profile file ("": the built-in default profile).
+  std::string seccompProfile;
 };
 
 class Isolator {

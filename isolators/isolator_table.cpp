@@ -10,6 +10,7 @@
 #include "isolators/cgroupfs.h"
 #include "isolators/network_isolator.h"
 #include "isolators/solaris_project.h"
+#include "isolators/seccomp_isolator.h"
 
 namespace allot {
 namespace {
@@ -23,6 +24,7 @@ constexpr IsolatorEntry kIsolatorTable[] = {
     {"network/netns", nullptr, [](const IsolatorContext& c) { return makeNetworkIsolator(c.options.network); }},
     {"solaris/project", nullptr,
      [](const IsolatorContext& c) { return makeSolarisProjectIsolator(makeHostSolarisPlatform(), c.options.pidsMax); }},
+    {"seccomp", nullptr, makeSeccompIsolator},
 };
 
 std::string validNames() {
@@ -85,6 +87,9 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
                "block I/O weight of every executor (0: 100 per cpu; v1 10..1000, v2 1..10000)");
   flags.addInt("cgroups-pids-max", &o->pidsMax, "process cap per executor (0: 1024 per cpu, 256..32768)");
   addNetworkFlags(flags, &o->network);
+  flags.addString("seccomp-profile", &o->seccompProfile,
+                  "seccomp profile file for the seccomp isolator (format: isolators/seccomp_profile.h; "
+                  "default: allot's built-in profile)");
 }
 
 std::span<const IsolatorEntry> isolatorTable() { return kIsolatorTable; }

@@ -10,12 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
 #include <sched.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <csignal>
 #include <cstring>
 #include <unordered_map>
@@ -29,7 +31,7 @@ namespace {
 // What the child reports through the close-on-exec pipe when a step fails.
 enum class Step : int {
   kSignals = 1, kSetsid, kStdin, kStdout, kStderr, kChdir, kCgroup, kNetns,
-  kSetgroups, kSetgid, kSetuid, kNoNewPrivs, kSeccomp, kExec,
+  kSetgroups, kSetgid, kSetuid, kNoNewPrivs, kSeccomp, kExec, kCapBound, kCaps,
 };
 
 const char* stepName(Step step) {
@@ -48,6 +50,8 @@ const char* stepName(Step step) {
     case Step::kNoNewPrivs: return "prctl(PR_SET_NO_NEW_PRIVS)";
     case Step::kSeccomp: return "install the seccomp filter";
     case Step::kExec: return "exec";
+    case Step::kCapBound: return "drop the capability bounding set";
+    case Step::kCaps: return "clear the capability sets";
   }
   return "setup";
 }
@@ -68,8 +72,18 @@ struct Prepared {
   // Signals whose disposition is not SIG_DFL in the agent (ignored or
   // caught): the child resets them before it unblocks signals.
   std::vector<int> nonDefaultSignals;
+  int capLastCap = 0;  // /proc/sys/kernel/cap_last_cap, read before clone
   char pidText[24] = {};
 };
+
+int readCapLastCap() {
+  int last = CAP_LAST_CAP;
+  if (FILE* f = std::fopen("/proc/sys/kernel/cap_last_cap", "re")) {
+    if (std::fscanf(f, "%d", &last) != 1) last = CAP_LAST_CAP;
+    std::fclose(f);
+  }
+  return last;
+}
 
 Prepared prepare(const LaunchSpec& spec) {
   Prepared p;
@@ -88,6 +102,7 @@ Prepared prepare(const LaunchSpec& spec) {
       p.nonDefaultSignals.push_back(sig);
     }
   }
+  if (spec.setup.dropCapabilities) p.capLastCap = readCapLastCap();
   return p;
 }
 
@@ -128,6 +143,26 @@ int openOutput(const std::string& path) {
   return open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
 }
 
+// While still privileged (PR_CAPBSET_DROP needs CAP_SETPCAP): no later
+// execve can gain a capability back. EINVAL: a capability this kernel lacks.
+void dropBoundingSet(int capLastCap, const FailureSink& sink) {
+  for (int cap = 0; cap <= capLastCap; ++cap) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) childFail(sink, Step::kCapBound);
+  }
+}
+
+// After the uid switch: effective and permitted are empty already for a
+// non-zero uid (no keep-caps), inheritable and ambient are cleared here; for
+// uid 0 this is what takes root's capabilities away.
+void clearCapabilities(const FailureSink& sink) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capset, &header, data) != 0) childFail(sink, Step::kCaps);
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
+    childFail(sink, Step::kCaps);
+  }
+}
+
 // Runs in the child between clone and exec: async-signal-safe calls only.
 [[noreturn]] void runChild(Prepared& p, const FailureSink& sink) {
   const LaunchSpec& spec = *p.spec;
@@ -157,11 +192,15 @@ int openOutput(const std::string& path) {
     close(fd);
   }
   if (setup.netnsFd >= 0 && setns(setup.netnsFd, CLONE_NEWNET) != 0) childFail(sink, Step::kNetns);
+  if (setup.dropCapabilities) dropBoundingSet(p.capLastCap, sink);
   if (setup.gid >= 0) {
-    if (setgroups(0, nullptr) != 0) childFail(sink, Step::kSetgroups);
-    if (setgid(setup.gid) != 0) childFail(sink, Step::kSetgid);
+    if (syscall(SYS_setgroups, setup.groups.size(), setup.groups.data()) != 0) childFail(sink, Step::kSetgroups);
+    if (syscall(SYS_setresgid, setup.gid, setup.gid, setup.gid) != 0) childFail(sink, Step::kSetgid);
   }
-  if (setup.uid >= 0 && setuid(setup.uid) != 0) childFail(sink, Step::kSetuid);
+  if (setup.uid >= 0 && syscall(SYS_setresuid, setup.uid, setup.uid, setup.uid) != 0) {
+    childFail(sink, Step::kSetuid);
+  }
+  if (setup.dropCapabilities) clearCapabilities(sink);
   if ((setup.noNewPrivs || !setup.seccompBpf.empty()) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     childFail(sink, Step::kNoNewPrivs);
   }

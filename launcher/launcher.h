@@ -27,9 +27,13 @@
 
 namespace allot {
 
-// What the child does between fork and exec, in this order. Filled in by the
-// agent and by isolators' prepare(); everything here is async-signal-safe
-// in the child (no allocation after fork).
+// What the child does between fork and exec, in this order (runc's):
+// signals, setsid, stdio, chdir, cgroup, netns, capability bounding set,
+// setgroups/setgid/setuid, the other capability sets, no_new_privs, seccomp,
+// exec. Filled in by the agent and by isolators' prepare(); everything here
+// is async-signal-safe in the child (no allocation after fork; raw syscalls
+// for the credential changes, since glibc's setuid() would broadcast to the
+// agent's threads from a child sharing its memory).
 struct ChildSetup {
   // v2: a cgroup directory fd for CLONE_INTO_CGROUP (the child is born in it).
   int cgroupDirFd = -1;
@@ -41,12 +45,17 @@ struct ChildSetup {
   // no_new_privs. Empty: none.
   std::vector<char> seccompBpf;
   bool noNewPrivs = false;
-  // Run as this user and group (-1: stay root).
+  // Run as this user and group (-1: stay root), with these supplementary
+  // groups (set whenever gid is; empty: none).
   int uid = -1;
   int gid = -1;
+  std::vector<gid_t> groups;
   // Environment isolators add ("NAME=value", e.g. the executor's network
   // address); the agent appends it to LaunchSpec::env before launching.
   std::vector<std::string> env;
+  // Empty every capability set (bounding, inheritable, ambient; effective
+  // and permitted go with the switch to a non-zero uid) before exec.
+  bool dropCapabilities = false;
 };
 
 struct LaunchSpec {

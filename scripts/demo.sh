@@ -17,6 +17,7 @@ for b in "$master_bin" "$agent_bin" "$execute_bin" "$build/cli/allot-executor"; 
 done
 
 tmp=$(mktemp -d /tmp/allot-demo-XXXXXX)
+chmod 711 "$tmp"  # tasks run as nobody: they must reach their sandboxes
 work=$tmp/work
 master_pid=
 agent_pid=

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "base/flags.h"
 #include "base/log.h"
@@ -34,6 +35,13 @@ Result<ExecutorOptions> ExecutorOptions::fromEnvironment() {
   o.endpoint = *endpoint;
   o.frameworkId = *framework;
   o.executorId = *executor;
+  if (char* secret = std::getenv("ALLOT_EXECUTOR_SECRET")) {
+    o.secret = secret;
+    // Scrubbed in place (that memory is what /proc/<pid>/environ shows) and
+    // removed, so the tasks this executor starts never inherit it.
+    std::memset(secret, 'x', std::strlen(secret));
+    ::unsetenv("ALLOT_EXECUTOR_SECRET");
+  }
   if (const char* a = std::getenv("ALLOT_AGENT_ID")) o.agentId = a;
   if (const char* s = std::getenv("ALLOT_SANDBOX_DIR")) o.sandboxDir = s;
   if (const char* t = std::getenv("ALLOT_RECOVERY_TIMEOUT_S")) {
@@ -106,6 +114,7 @@ void ExecutorDriver::armRecoveryTimer() {
 void ExecutorDriver::sendRegistration() {
   wire::Envelope e;
   auto* r = e.mutable_register_executor();
+  r->set_executor_secret(options_.secret);
   r->set_framework_id(options_.frameworkId);
   r->set_executor_id(options_.executorId);
   for (const auto& [id, task] : tasks_) *r->add_tasks() = task;

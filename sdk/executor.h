@@ -72,6 +72,7 @@ struct ExecutorOptions {
   std::string frameworkId;
   std::string executorId;
   std::string sandboxDir;
+  std::string secret;  // ALLOT_EXECUTOR_SECRET: proves to the agent it launched us
   Duration recoveryTimeout = std::chrono::seconds(60);
   Duration reconnectMin = std::chrono::milliseconds(50);
   Duration reconnectMax = std::chrono::seconds(2);

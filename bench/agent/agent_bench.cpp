@@ -9,6 +9,7 @@
 // Usage: agent_bench --agent PATH [--launches 1000] [--running 100] [--window 10]
 #include <signal.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -206,6 +207,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string dir = tmpl;
+  chmod(dir.c_str(), 0711);  // executors run as the agent's --default-user (nobody)
   pid_t pid = fork();
   if (pid == 0) {
     freopen((dir + "/agent.log").c_str(), "w", stderr);

@@ -120,6 +120,7 @@ execute="$build/cli/allot-execute"
 id "$hogUser" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$hogUser"
 
 run=$(mktemp -d /tmp/allot-hog.XXXXXX)
+chmod 711 "$run"  # tasks run as the agent's --default-user (nobody)
 chmod 755 "$run"
 # Private copies under names of their own: a `pkill allot-execute` or
 # `killall allot-agent` run by someone else on this shared machine must not

@@ -1,4 +1,5 @@
 // ROOT: allot-agent with the cgroup isolators on this host's real cgroups.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -142,6 +143,9 @@ class AgentContainment : public ::testing::Test {
 
 TEST_F(AgentContainment, BackgroundProcessInANewSessionDiesWithItsExecutor) {
   std::string pidFile = cluster_->workDir() + "/stray.pids";
+  // The task runs as --default-user (nobody): it may append, not create.
+  { std::ofstream(pidFile).flush(); }
+  ::chmod(pidFile.c_str(), 0666);
   // One stray in a new session, one double-forked and in a new session.
   std::string cmd = "setsid sh -c 'echo $$ >> " + pidFile + "; exec sleep 600' </dev/null >/dev/null 2>&1 & "
                     "( ( setsid sh -c 'echo $$ >> " + pidFile + "; exec sleep 600' </dev/null >/dev/null 2>&1 & ) & ); "

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,6 +140,8 @@ class Cluster {
     execute_ = envOr("ALLOT_EXECUTE");
     char tmpl[] = "/tmp/allot-agent-it-XXXXXX";
     dir_ = mkdtemp(tmpl);
+    // Executors run as --default-user (nobody): they must search the path.
+    ::chmod(dir_.c_str(), 0711);
     workDir_ = dir_ + "/work";
   }
   ~Cluster() {
