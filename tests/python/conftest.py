@@ -146,6 +146,7 @@ def cluster() -> Iterator[Cluster]:
     if os.geteuid() != 0:
         pytest.skip("the agent needs root")
     work = pathlib.Path(tempfile.mkdtemp(prefix="allot-pytest-"))
+    work.chmod(0o711)  # executors run as the agent's --default-user (nobody)
     c = Cluster(work)
     try:
         c.start_master()
@@ -207,6 +208,7 @@ class ZooKeeper:
 @pytest.fixture
 def zookeeper() -> Iterator[ZooKeeper]:
     work = pathlib.Path(tempfile.mkdtemp(prefix="allot-pytest-zk-"))
+    work.chmod(0o711)  # executors run as the agent's --default-user (nobody)
     zk = None
     try:
         zk = ZooKeeper(work)

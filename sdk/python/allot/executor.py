@@ -66,6 +66,11 @@ class ExecutorDriver:
         self.executor_id = env["ALLOT_EXECUTOR_ID"]
         self.agent_id = env.get("ALLOT_AGENT_ID", "")
         self.sandbox_dir = env.get("ALLOT_SANDBOX_DIR", "")
+        # Proves to the agent that it launched this executor; kept from the
+        # tasks this executor starts.
+        self._secret = env.get("ALLOT_EXECUTOR_SECRET", "")
+        if env is os.environ:
+            os.environ.pop("ALLOT_EXECUTOR_SECRET", None)
         self._recovery_timeout_s = float(env.get("ALLOT_RECOVERY_TIMEOUT_S", "900"))
         self._backoff = backoff or Backoff()
         self._tasks: Dict[str, "wire.TaskInfo"] = {}
@@ -126,6 +131,7 @@ class ExecutorDriver:
         r = e.register_executor
         r.framework_id = self.framework_id
         r.executor_id = self.executor_id
+        r.executor_secret = self._secret
         r.tasks.extend(self._tasks.values())
         r.unacknowledged.extend(self._unacked.values())
         return e
