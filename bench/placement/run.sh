@@ -25,19 +25,7 @@ done
 [ "$agents" -ge 1 ] && [ "$agents" -le 19000 ] || { echo "run.sh: --agents 1..19000 (RLIMIT_NOFILE)" >&2; exit 2; }
 
 dir=$(mktemp -d /tmp/allot-placement.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-die() { echo "run.sh: $*" >&2; tail -5 "$dir"/*.log >&2 || true; exit 1; }
-wait_for() {
-  local limit=$1; shift
-  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 ulimit -n "$(ulimit -Hn)"
 "$build/master/allot-master" --listen 127.0.0.1:0 --port-file "$dir/port" \
@@ -51,11 +39,6 @@ master="127.0.0.1:$(cat "$dir/port")"
   --resources "cpus:2;mem:2048" --source-addresses "$(( agents / 20000 + 1 ))" \
   >"$dir/emulator.log" 2>&1 &
 pids+=($!)
-registered() {
-  local n
-  n=$(grep -o 'registered=[0-9]*' "$dir/emulator.log" | tail -1 | cut -d= -f2)
-  [ "${n:-0}" -ge "$agents" ]
-}
 wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
 
 per=$(( tasks / frameworks ))

@@ -20,19 +20,7 @@ while [ $# -gt 0 ]; do
 done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dir=$(mktemp -d /tmp/allot-sdk-bench.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-die() { echo "run.sh: $*" >&2; tail -5 "$dir"/*.log >&2 || true; exit 1; }
-wait_for() {
-  local limit=$1; shift
-  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 "$build/master/allot-master" --listen 127.0.0.1:0 --port-file "$dir/port" \
   --agent-timeout 60 --heartbeat-interval 10 >"$dir/master.log" 2>&1 &
@@ -42,11 +30,6 @@ master="127.0.0.1:$(cat "$dir/port")"
 "$build/bench/scale/agent_emulator" --master "$master" --agents "$agents" \
   --resources "cpus:2;mem:2048" >"$dir/emulator.log" 2>&1 &
 pids+=($!)
-registered() {
-  local n
-  n=$(grep -o 'registered=[0-9]*' "$dir/emulator.log" | tail -1 | cut -d= -f2)
-  [ "${n:-0}" -ge "$agents" ]
-}
 wait_for 60 registered || die "agents did not all register"
 seq "$tasks" | sed "s/.*/true/" >"$dir/tasks.txt"
 
