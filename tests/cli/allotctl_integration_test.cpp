@@ -31,7 +31,9 @@ class OpsCluster : public ::testing::Test {
       *out = v;
     }
     char tmpl[] = "/tmp/allot-ops-it-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ::chmod(dir_.c_str(), 0711);  // executors run as the agent's --default-user (nobody)
     masterProc_ = Child({master_, "--listen", "127.0.0.1:0", "--port-file", dir_ + "/m.port",
                          "--http-listen", "127.0.0.1:0", "--http-port-file", dir_ + "/m.http",
                          "--allocation-interval", "0.2", "--refuse-seconds", "0.2"},
