@@ -1,0 +1,295 @@
+// Unit tests of ContainerLifecycle (agent/container.h): every transition,
+// every refused event, and the precedence of terminal reasons.
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "agent/container.h"
+
+namespace allot {
+namespace {
+
+using S = ContainerState;
+using E = ContainerEvent;
+
+const std::vector<S> kStates = {S::kPreparing, S::kIsolating,    S::kRegistering,
+                                S::kRecovering, S::kRunning,     S::kShuttingDown,
+                                S::kExited,     S::kDestroying,  S::kGone};
+const std::vector<E> kEvents = {E::kLaunched,     E::kAdopted, E::kIsolated,  E::kRegistered,
+                                E::kShutdownSent, E::kExited,  E::kFinalized, E::kReaped};
+
+// The diagram of container.h, written out again: every legal move.
+const std::map<std::pair<S, E>, S> kLegal = {
+    {{S::kPreparing, E::kLaunched}, S::kIsolating},
+    {{S::kPreparing, E::kAdopted}, S::kRecovering},
+    {{S::kPreparing, E::kFinalized}, S::kDestroying},
+    {{S::kIsolating, E::kIsolated}, S::kRegistering},
+    {{S::kIsolating, E::kExited}, S::kExited},
+    {{S::kRegistering, E::kRegistered}, S::kRunning},
+    {{S::kRegistering, E::kExited}, S::kExited},
+    {{S::kRecovering, E::kRegistered}, S::kRunning},
+    {{S::kRecovering, E::kExited}, S::kExited},
+    {{S::kRunning, E::kRegistered}, S::kRunning},
+    {{S::kRunning, E::kShutdownSent}, S::kShuttingDown},
+    {{S::kRunning, E::kExited}, S::kExited},
+    {{S::kShuttingDown, E::kRegistered}, S::kShuttingDown},
+    {{S::kShuttingDown, E::kExited}, S::kExited},
+    {{S::kExited, E::kFinalized}, S::kDestroying},
+    {{S::kDestroying, E::kReaped}, S::kGone},
+};
+
+// A lifecycle brought to `state` by legal events.
+ContainerLifecycle reach(S state) {
+  static const std::map<S, std::vector<E>> kPaths = {
+      {S::kPreparing, {}},
+      {S::kIsolating, {E::kLaunched}},
+      {S::kRegistering, {E::kLaunched, E::kIsolated}},
+      {S::kRecovering, {E::kAdopted}},
+      {S::kRunning, {E::kLaunched, E::kIsolated, E::kRegistered}},
+      {S::kShuttingDown, {E::kLaunched, E::kIsolated, E::kRegistered, E::kShutdownSent}},
+      {S::kExited, {E::kLaunched, E::kIsolated, E::kExited}},
+      {S::kDestroying, {E::kLaunched, E::kIsolated, E::kExited, E::kFinalized}},
+      {S::kGone, {E::kLaunched, E::kIsolated, E::kExited, E::kFinalized, E::kReaped}},
+  };
+  ContainerLifecycle life;
+  for (E e : kPaths.at(state)) EXPECT_TRUE(life.on(e)) << containerEventName(e);
+  EXPECT_EQ(life.state(), state);
+  return life;
+}
+
+ExitInfo exitedWith(int code) {
+  ExitInfo e;
+  e.statusKnown = e.exited = true;
+  e.exitCode = code;
+  return e;
+}
+
+ExitInfo killedBy(int signal) {
+  ExitInfo e;
+  e.statusKnown = true;
+  e.signal = signal;
+  return e;
+}
+
+// A registered container whose executor then ended with `exit`.
+ContainerLifecycle endedRunning(const ExitInfo& exit) {
+  ContainerLifecycle life = reach(S::kRunning);
+  EXPECT_TRUE(life.on(E::kExited, exit));
+  return life;
+}
+
+wire::TaskStatus terminal(ContainerLifecycle& life, bool killing = false,
+                          wire::Reason killReason = wire::REASON_KILLED_BY_FRAMEWORK) {
+  if (life.state() != S::kDestroying) {
+    EXPECT_TRUE(life.on(E::kFinalized));
+  }
+  wire::TaskStatus s;
+  EXPECT_TRUE(life.fillTerminal(killing, killReason, &s));
+  return s;
+}
+
+Limitation limit(wire::Reason reason, const std::string& message) {
+  Limitation l;
+  l.reason = reason;
+  l.message = message;
+  l.usage.set_mem_bytes(64 << 20);
+  return l;
+}
+
+TEST(ContainerLifecycle, EveryLegalEventMovesAlongTheDiagram) {
+  for (const auto& [from, event] : kLegal) {
+    ContainerLifecycle life = reach(from.first);
+    ASSERT_TRUE(life.on(from.second)) << containerStateName(from.first) << " + "
+                                      << containerEventName(from.second);
+    EXPECT_EQ(life.state(), event) << containerStateName(from.first) << " + "
+                                   << containerEventName(from.second);
+  }
+}
+
+TEST(ContainerLifecycle, EveryOtherEventIsRefusedAndChangesNothing) {
+  size_t refused = 0;
+  for (S state : kStates) {
+    for (E event : kEvents) {
+      if (kLegal.count({state, event})) continue;
+      ContainerLifecycle life = reach(state);
+      Status st = life.on(event);
+      ASSERT_FALSE(st) << containerStateName(state) << " + " << containerEventName(event);
+      EXPECT_NE(st.error().message.find(containerStateName(state)), std::string::npos);
+      EXPECT_NE(st.error().message.find(containerEventName(event)), std::string::npos);
+      EXPECT_EQ(life.state(), state);
+      ++refused;
+    }
+  }
+  EXPECT_EQ(refused, kStates.size() * kEvents.size() - kLegal.size());
+}
+
+TEST(ContainerLifecycle, ProcessAndTaskPredicatesFollowTheState) {
+  const std::map<S, std::pair<bool, bool>> expected = {  // hasProcess, acceptsTasks
+      {S::kPreparing, {false, true}},   {S::kIsolating, {true, true}},
+      {S::kRegistering, {true, true}},  {S::kRecovering, {true, true}},
+      {S::kRunning, {true, true}},      {S::kShuttingDown, {true, false}},
+      {S::kExited, {false, false}},     {S::kDestroying, {false, false}},
+      {S::kGone, {false, false}},
+  };
+  for (const auto& [state, flags] : expected) {
+    ContainerLifecycle life = reach(state);
+    EXPECT_EQ(life.hasProcess(), flags.first) << containerStateName(state);
+    EXPECT_EQ(life.acceptsTasks(), flags.second) << containerStateName(state);
+  }
+}
+
+TEST(ContainerLifecycle, KillSignalsARunningProcessAndFinalizesOneThatIsNot) {
+  ContainerLifecycle running = reach(S::kRunning);
+  EXPECT_EQ(running.requestKill("first"), KillAction::kSignal);
+  EXPECT_EQ(running.requestKill("second"), KillAction::kSignal);
+  ContainerLifecycle preparing = reach(S::kPreparing);
+  EXPECT_EQ(preparing.requestKill("could not start"), KillAction::kFinalize);
+  ContainerLifecycle exited = reach(S::kExited);
+  EXPECT_EQ(exited.requestKill("late"), KillAction::kFinalize);
+  ContainerLifecycle destroying = reach(S::kDestroying);
+  EXPECT_EQ(destroying.requestKill("too late"), KillAction::kNone);
+  EXPECT_EQ(reach(S::kGone).requestKill("gone"), KillAction::kNone);
+
+  // The first reason is the one the update gives.
+  ASSERT_TRUE(running.on(E::kExited, killedBy(SIGKILL)));
+  wire::TaskStatus s = terminal(running);
+  EXPECT_EQ(s.reason(), wire::REASON_EXECUTOR_SIGNALED);
+  EXPECT_EQ(s.signal(), SIGKILL);
+  EXPECT_EQ(s.message(), "executor killed by signal 9 (first)");
+}
+
+TEST(ContainerLifecycle, NoTerminalReasonBeforeFinalized) {
+  ContainerLifecycle life = reach(S::kExited);
+  wire::TaskStatus s;
+  EXPECT_FALSE(life.fillTerminal(false, wire::REASON_NONE, &s));
+}
+
+TEST(ContainerLifecycle, ExecutorExitCodeAndSignalEndItsTasks) {
+  ContainerLifecycle code = endedRunning(exitedWith(3));
+  wire::TaskStatus s = terminal(code);
+  EXPECT_EQ(s.state(), wire::TASK_FAILED);
+  EXPECT_EQ(s.reason(), wire::REASON_EXECUTOR_EXITED);
+  EXPECT_EQ(s.exit_code(), 3);
+  EXPECT_EQ(s.message(), "executor exited with status 3");
+
+  ContainerLifecycle signaled = endedRunning(killedBy(SIGSEGV));
+  s = terminal(signaled);
+  EXPECT_EQ(s.reason(), wire::REASON_EXECUTOR_SIGNALED);
+  EXPECT_EQ(s.signal(), SIGSEGV);
+
+  ContainerLifecycle early = reach(S::kRegistering);
+  ASSERT_TRUE(early.on(E::kExited, exitedWith(1)));
+  EXPECT_EQ(terminal(early).message(), "executor exited with status 1 before registering");
+}
+
+TEST(ContainerLifecycle, OomBeatsAKillInProgress) {
+  ContainerLifecycle life = reach(S::kRunning);
+  EXPECT_EQ(life.requestKill("task t1 outlived its kill grace period"), KillAction::kSignal);
+  EXPECT_TRUE(life.recordLimitation(limit(wire::REASON_MEMORY_LIMIT, "memory limit 64 MiB exceeded")));
+  ASSERT_TRUE(life.on(E::kExited, killedBy(SIGKILL)));
+  wire::TaskStatus s = terminal(life, true, wire::REASON_KILLED_BY_FRAMEWORK);
+  EXPECT_EQ(s.state(), wire::TASK_FAILED);
+  EXPECT_EQ(s.reason(), wire::REASON_MEMORY_LIMIT);
+  EXPECT_EQ(s.message(), "memory limit 64 MiB exceeded");
+  EXPECT_EQ(s.usage().mem_bytes(), 64u << 20);
+}
+
+TEST(ContainerLifecycle, ALimitBeatsAnAgentFailureWhicheverCameFirst) {
+  ContainerLifecycle life = reach(S::kRunning);
+  EXPECT_TRUE(life.recordFailure(wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED, "isolation failed"));
+  EXPECT_TRUE(life.recordLimitation(limit(wire::REASON_PIDS_LIMIT, "pids limit")));
+  ASSERT_TRUE(life.on(E::kExited, killedBy(SIGKILL)));
+  EXPECT_EQ(terminal(life).reason(), wire::REASON_PIDS_LIMIT);
+}
+
+TEST(ContainerLifecycle, TheFirstLimitIsTheOneReported) {
+  ContainerLifecycle life = reach(S::kRunning);
+  EXPECT_TRUE(life.recordLimitation(limit(wire::REASON_DISK_LIMIT, "disk 10 MiB exceeded")));
+  EXPECT_TRUE(life.recordLimitation(limit(wire::REASON_MEMORY_LIMIT, "memory")));
+  ASSERT_TRUE(life.on(E::kExited, killedBy(SIGKILL)));
+  wire::TaskStatus s = terminal(life, true, wire::REASON_REVOKED);
+  EXPECT_EQ(s.reason(), wire::REASON_DISK_LIMIT);
+  EXPECT_EQ(s.message(), "disk 10 MiB exceeded");
+}
+
+TEST(ContainerLifecycle, AnAgentFailureBeatsKillsAndTheExit) {
+  ContainerLifecycle life = reach(S::kRegistering);
+  EXPECT_TRUE(life.recordFailure(wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED,
+                                 "executor did not register within 30 s"));
+  EXPECT_TRUE(life.recordFailure(wire::TASK_LOST, wire::REASON_AGENT_RESTARTED, "second"));
+  EXPECT_EQ(life.requestKill("executor did not register"), KillAction::kSignal);
+  ASSERT_TRUE(life.on(E::kExited, killedBy(SIGKILL)));
+  wire::TaskStatus s = terminal(life, true, wire::REASON_REVOKED);
+  EXPECT_EQ(s.state(), wire::TASK_FAILED);
+  EXPECT_EQ(s.reason(), wire::REASON_EXECUTOR_EXITED);
+  EXPECT_EQ(s.message(), "executor did not register within 30 s");
+  EXPECT_EQ(life.failureMessage(), "executor did not register within 30 s");
+}
+
+TEST(ContainerLifecycle, AKilledTaskGetsItsKillReasonOthersTheFrameworkRemoval) {
+  ContainerLifecycle life = reach(S::kRunning);
+  EXPECT_TRUE(life.recordFrameworkRemoved());
+  EXPECT_EQ(life.requestKill("framework f was removed"), KillAction::kSignal);
+  ASSERT_TRUE(life.on(E::kExited, killedBy(SIGKILL)));
+  ASSERT_TRUE(life.on(E::kFinalized));
+  wire::TaskStatus revoked, maxDuration, other;
+  ASSERT_TRUE(life.fillTerminal(true, wire::REASON_REVOKED, &revoked));
+  ASSERT_TRUE(life.fillTerminal(true, wire::REASON_MAX_DURATION, &maxDuration));
+  ASSERT_TRUE(life.fillTerminal(false, wire::REASON_NONE, &other));
+  EXPECT_EQ(revoked.state(), wire::TASK_KILLED);
+  EXPECT_EQ(revoked.reason(), wire::REASON_REVOKED);
+  EXPECT_EQ(revoked.message(), "task killed with its executor: framework f was removed");
+  EXPECT_EQ(maxDuration.reason(), wire::REASON_MAX_DURATION);
+  EXPECT_EQ(other.state(), wire::TASK_KILLED);
+  EXPECT_EQ(other.reason(), wire::REASON_FRAMEWORK_REMOVED);
+}
+
+TEST(ContainerLifecycle, AKillWithoutAnAgentReasonSaysHowTheExecutorEnded) {
+  ContainerLifecycle life = endedRunning(exitedWith(0));
+  wire::TaskStatus s = terminal(life, true, wire::REASON_KILLED_BY_FRAMEWORK);
+  EXPECT_EQ(s.state(), wire::TASK_KILLED);
+  EXPECT_EQ(s.reason(), wire::REASON_KILLED_BY_FRAMEWORK);
+  EXPECT_EQ(s.message(), "task killed with its executor: executor exited with status 0");
+}
+
+TEST(ContainerLifecycle, TheReasonIsDecidedOnceAtFinalized) {
+  ContainerLifecycle life = endedRunning(exitedWith(2));
+  ASSERT_TRUE(life.on(E::kFinalized));
+  EXPECT_FALSE(life.recordLimitation(limit(wire::REASON_MEMORY_LIMIT, "late OOM")));
+  EXPECT_FALSE(life.recordFailure(wire::TASK_LOST, wire::REASON_AGENT_RESTARTED, "late"));
+  EXPECT_FALSE(life.recordFrameworkRemoved());
+  EXPECT_EQ(life.requestKill("late"), KillAction::kNone);
+  wire::TaskStatus s = terminal(life);
+  EXPECT_EQ(s.reason(), wire::REASON_EXECUTOR_EXITED);
+  EXPECT_EQ(s.exit_code(), 2);
+  EXPECT_EQ(s.message(), "executor exited with status 2");
+}
+
+TEST(ContainerLifecycle, AFailureBeforeAnyProcessFinalizesFromPreparing) {
+  ContainerLifecycle life;
+  EXPECT_TRUE(life.recordFailure(wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED, "cgroups/mem: EACCES"));
+  EXPECT_EQ(life.requestKill("isolation failed"), KillAction::kFinalize);
+  wire::TaskStatus s = terminal(life);
+  EXPECT_EQ(s.reason(), wire::REASON_ISOLATION_FAILED);
+  EXPECT_EQ(s.message(), "cgroups/mem: EACCES");
+}
+
+TEST(ContainerLifecycle, AnAdoptedExecutorThatEndsHasAnUnknownStatus) {
+  ContainerLifecycle life = reach(S::kRecovering);
+  ASSERT_TRUE(life.on(E::kExited, ExitInfo{}));
+  wire::TaskStatus s = terminal(life);
+  EXPECT_EQ(s.reason(), wire::REASON_EXECUTOR_EXITED);
+  EXPECT_FALSE(s.has_exit_code());
+  EXPECT_EQ(s.message(), "executor exited (status unknown: it was adopted after an agent restart)");
+
+  ContainerLifecycle lost = reach(S::kRecovering);
+  EXPECT_TRUE(lost.recordFailure(wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
+                                 "executor did not reconnect after the agent restarted"));
+  ASSERT_TRUE(lost.on(E::kExited, ExitInfo{}));
+  EXPECT_EQ(terminal(lost).state(), wire::TASK_LOST);
+}
+
+}  // namespace
+}  // namespace allot
