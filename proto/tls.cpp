@@ -63,6 +63,13 @@ Result<std::shared_ptr<ssl::context>> makeTlsContext(const TlsFiles& files, TlsS
   SSL_CTX_set_mode(native, SSL_MODE_RELEASE_BUFFERS);
   if (side == TlsSide::kServer) {
     SSL_CTX_set_session_id_context(native, kSessionIdContext, sizeof kSessionIdContext - 1);
+    // No TLS 1.3 session tickets. OpenSSL sends two after every handshake by
+    // default; each one serializes the session with the client's certificate
+    // and encrypts it, and the client parses both. No allot client resumes
+    // (a reconnecting agent usually meets a new leader, whose ticket keys
+    // differ), so that work is pure cost: docs/benchmarks.md "TLS handshakes".
+    SSL_CTX_set_num_tickets(native, 0);
+    SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
   }
   return ctx;
 }

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+
 #include "proto/connection.h"
 #include "proto/tls.h"
 #include "tests/common/test_util.h"
@@ -214,6 +217,39 @@ TEST_F(TlsTest, MissingOrMismatchedFilesAreNamed) {
   ASSERT_FALSE(mismatched.ok());
   EXPECT_NE(mismatched.error().message.find("master.key"), std::string::npos)
       << mismatched.error().message;
+}
+
+// TLS 1.3 servers send session tickets after the handshake unless told not
+// to; allot clients never resume, so the master sends none (it saves the
+// master a session serialization and encryption per ticket, and the client
+// parsing them). Driven over a BIO pair so the client's session is visible.
+TEST_F(TlsTest, ServerSendsNoSessionTickets) {
+  auto serverCtx = context("master", TlsSide::kServer);
+  auto clientCtx = context("agent", TlsSide::kClient);
+  ASSERT_TRUE(serverCtx && clientCtx);
+  SSL* server = SSL_new(serverCtx->native_handle());
+  SSL* client = SSL_new(clientCtx->native_handle());
+  BIO* serverBio = nullptr;
+  BIO* clientBio = nullptr;
+  ASSERT_EQ(BIO_new_bio_pair(&serverBio, 0, &clientBio, 0), 1);
+  SSL_set_bio(server, serverBio, serverBio);
+  SSL_set_bio(client, clientBio, clientBio);
+  SSL_set_accept_state(server);
+  SSL_set_connect_state(client);
+  bool serverDone = false, clientDone = false;
+  for (int round = 0; round < 10 && !(serverDone && clientDone); ++round) {
+    if (!clientDone) clientDone = SSL_do_handshake(client) == 1;
+    if (!serverDone) serverDone = SSL_do_handshake(server) == 1;
+  }
+  ASSERT_TRUE(serverDone && clientDone);
+  // Application data after the handshake: any ticket would be read first.
+  ASSERT_EQ(SSL_write(server, "x", 1), 1);
+  char byte = 0;
+  ASSERT_EQ(SSL_read(client, &byte, 1), 1);
+  EXPECT_EQ(byte, 'x');
+  EXPECT_EQ(SSL_SESSION_is_resumable(SSL_get0_session(client)), 0);
+  SSL_free(client);
+  SSL_free(server);
 }
 
 TEST(PeerIdentity, UnixSocketPeerCredentialsAreRead) {
