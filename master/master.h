@@ -90,6 +90,9 @@ constexpr size_t kMaxRemovedFrameworksRemembered = 100000;
 // Terminal tasks an agent may still send (resent) updates for and a
 // framework may still acknowledge, per agent.
 constexpr size_t kMaxEndedTasksPerAgent = 10000;
+// Allocation intervals for which a revoked task's resources are withheld
+// from the framework they were revoked from (on that agent).
+constexpr int kRevokedHoldRounds = 3;
 
 class Master {
  public:

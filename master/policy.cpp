@@ -26,8 +26,10 @@ Result<std::vector<Entry>> splitEntries(std::string_view text, std::string_view 
     if (colon == std::string_view::npos || colon + 1 == item.size()) {
       return Error{std::string(flag) + ": '" + std::string(item) + "' is not ROLE:VALUE"};
     }
-    if (colon > kMaxRoleNameBytes) {
-      return Error{std::string(flag) + ": role names are at most 128 bytes"};
+    if (colon > limits::kRoleBytesMax) {
+      // The same limit as a role arriving in FrameworkInfo (proto/validate.cpp).
+      return Error{std::string(flag) + ": role names are at most " +
+                   std::to_string(limits::kRoleBytesMax) + " bytes"};
     }
     entries.push_back(Entry{std::string(item.substr(0, colon)), std::string(item.substr(colon + 1))});
     i = end;

@@ -14,11 +14,10 @@
 #include "base/result.h"
 #include "master/allocator/allocator.h"
 #include "proto/allot.pb.h"
+#include "proto/input_limits.h"
 #include "proto/resources.h"
 
 namespace allot {
-
-constexpr size_t kMaxRoleNameBytes = 128;
 
 struct RevocationOptions {
   bool enabled = false;                              // --revocation

@@ -417,6 +417,45 @@ TEST_F(MasterPolicyTest, StarvedFrameworkGetsItsGuaranteeBackThroughRevocation) 
   EXPECT_EQ(Resources::fromWire(toB[0].resources())->scalarMillis("cpus"), 2000);
 }
 
+// A victim that relaunches at once must not win back what was revoked from
+// it: the freed resources are withheld from it on that agent for
+// kRevokedHoldRounds allocation intervals (here 1 s each), then offered to
+// it again if nobody took them.
+TEST_F(MasterPolicyTest, RevokedResourcesAreWithheldFromTheVictimForAFewRounds) {
+  PolicyOptions policy;
+  policy.guarantees["b"] = res("cpus:2;mem:200");
+  policy.revocation.enabled = true;
+  policy.revocation.starvation = 1s;
+  start(policy);
+  std::string a = registerFramework(kA, "a");
+  auto offers = offersTo(kA);
+  ASSERT_EQ(offers.size(), 1u);
+  launch(kA, offers[0], 4, "cpus:1;mem:100");
+  ASSERT_EQ(outbox_.take(kAgent, wire::Envelope::kRunTask).size(), 4u);
+  registerFramework(kB, "b");
+  tickFor(3s);
+  auto kills = outbox_.take(kAgent, wire::Envelope::kKillTask);
+  ASSERT_EQ(kills.size(), 2u);
+  // B leaves before the kills land: nobody else wants the freed resources.
+  master_->peerClosed(kB);
+  for (const auto& k : kills) {
+    wire::Envelope e;
+    auto* s = e.mutable_status_update()->mutable_status();
+    s->set_framework_id(a);
+    s->set_task_id(k.kill_task().task_id());
+    s->set_state(wire::TASK_KILLED);
+    s->set_reason(wire::REASON_REVOKED);
+    master_->peerMessage(kAgent, e);
+  }
+  outbox_.take(kA, wire::Envelope::kStatusUpdate);
+  tickFor(2500ms);
+  EXPECT_TRUE(offersTo(kA).empty()) << "the victim was offered what was just revoked from it";
+  tickFor(1500ms);
+  auto back = offersTo(kA);
+  ASSERT_EQ(back.size(), 1u) << "the hold never ended";
+  EXPECT_EQ(Resources::fromWire(back[0].resources())->scalarMillis("cpus"), 2000);
+}
+
 TEST_F(MasterPolicyTest, NothingIsRevokedUnlessEnabled) {
   PolicyOptions policy;
   policy.guarantees["b"] = res("cpus:2;mem:200");
