@@ -14,7 +14,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <unordered_set>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,24 +36,45 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-constexpr PeerId kAgent = 1;
-constexpr PeerId kFramework = 2;
 constexpr size_t kStepsMax = 64;
 
+// What the master sends, as far as the harness needs it: live ids for the
+// placeholders, the base peers' ids and secrets, and the links it closed
+// (reported back through peerClosed after the step, as the server does).
 class CapturingOutbox final : public Outbox {
  public:
   void send(PeerId peer, const wire::Envelope& e) override {
     if (e.has_resource_offers()) {
       for (const auto& o : e.resource_offers().offers()) offers.push_back(o.offer_id());
     }
-    if (e.has_framework_registered()) frameworkId = e.framework_registered().framework_id();
-    if (e.has_agent_registered()) agentId = e.agent_registered().agent_id();
+    bool base = peer == pending || peer == frameworkPeer || peer == agentPeer;
+    if (e.has_framework_registered() && base) {
+      frameworkId = e.framework_registered().framework_id();
+      frameworkSecret = e.framework_registered().framework_secret();
+      answered = peer;
+    }
+    if (e.has_agent_registered() && base) {
+      agentId = e.agent_registered().agent_id();
+      agentSecret = e.agent_registered().agent_secret();
+      answered = peer;
+    }
     if (e.has_run_task()) tasks.push_back(e.run_task().task().task_id());
-    (void)peer;
   }
-  void close(PeerId, const std::string&) override {}
+  void close(PeerId peer, const std::string&) override { closed.push_back(peer); }
+
+  // Keeps the newest `n` offer and task ids.
+  void trim(size_t n) {
+    for (auto* v : {&offers, &tasks}) {
+      if (v->size() > n) v->erase(v->begin(), v->end() - static_cast<long>(n));
+    }
+  }
+
   std::vector<std::string> offers, tasks;
-  std::string frameworkId, agentId;
+  std::string frameworkId, agentId, frameworkSecret, agentSecret;
+  PeerId agentPeer = 0, frameworkPeer = 0;  // 0: closed, re-attached after the input
+  PeerId pending = 0;                       // a base peer registering
+  PeerId answered = 0;                      // the last base peer a registration answered
+  std::vector<PeerId> closed;
 };
 
 // ---------------------------------------------------------------- script format
@@ -249,6 +273,31 @@ void mutateMessage(Message* m, std::mt19937_64& rng, int depth) {
 }
 
 // ---------------------------------------------------------------- harness
+//
+// One master per fuzz process, reused across inputs (building one per input
+// held the target near 200 executions/s). Every input's effects are bounded:
+// at most kStepsMax steps, each clock step under 256 s, the peers an input
+// opens are closed when it ends, and the master is rebuilt every
+// resetEvery inputs (ALLOT_FUZZ_RESET_EVERY, default kResetEveryDefault) or
+// as soon as its state passes one of the bounds below. A finding that does
+// not reproduce on its own input is re-run with ALLOT_FUZZ_RESET_EVERY=1
+// (a fresh master per input, as before).
+
+constexpr size_t kResetEveryDefault = 500;
+constexpr size_t kFrameworksMax = 64;
+constexpr size_t kAgentsMax = 64;
+constexpr size_t kTasksMax = 4096;
+constexpr size_t kOffersMax = 4096;
+constexpr size_t kRememberedIdsMax = 256;
+
+size_t resetEvery() {
+  static const size_t every = [] {
+    const char* v = std::getenv("ALLOT_FUZZ_RESET_EVERY");
+    long n = v ? std::strtol(v, nullptr, 10) : 0;
+    return n > 0 ? static_cast<size_t>(n) : kResetEveryDefault;
+  }();
+  return every;
+}
 
 void substitute(std::string* s, const CapturingOutbox& out, std::mt19937_64& rng) {
   if (*s == "$offer" && !out.offers.empty()) *s = out.offers[rng() % out.offers.size()];
@@ -287,58 +336,149 @@ void substituteAll(Message* m, const CapturingOutbox& out, std::mt19937_64& rng,
   }
 }
 
-void run(const std::vector<Step>& steps) {
-  FakeClock clock;
-  CapturingOutbox out;
-  MasterOptions options;
-  options.masterId = "fuzz";
-  options.minOffer = *Resources::parse("cpus:0.01;mem:32");
-  auto master = std::move(*Master::create(options, clock, out));
-  wire::Hello agentHello, schedulerHello;
-  agentHello.set_role(wire::ROLE_AGENT);
-  schedulerHello.set_role(wire::ROLE_SCHEDULER);
-  master->peerConnected(kAgent, agentHello);
-  for (const Step& s : seeds()) {
-    if (s.selector == 3) {
-      wire::Envelope reg = s.envelope;
-      reg.mutable_register_agent()->mutable_info()->clear_id();
-      reg.mutable_register_agent()->clear_executors();
-      reg.mutable_register_agent()->clear_frameworks();
-      master->peerMessage(kAgent, reg);
+class Harness {
+ public:
+  void runInput(const std::vector<Step>& steps) {
+    if (!master_ || inputs_ >= resetEvery() || outOfBounds()) reset();
+    ++inputs_;
+    std::mt19937_64 rng(steps.size());
+    std::vector<PeerId> opened;
+    for (const Step& step : steps) {
+      wire::Envelope e = step.envelope;
+      substituteAll(&e, out_, rng);
+      switch (step.selector % 8) {
+        case 0: send(out_.agentPeer, e); break;
+        case 1: send(out_.frameworkPeer, e); break;
+        case 2: opened.push_back(connect(wire::ROLE_SCHEDULER)); send(opened.back(), e); break;
+        case 3: opened.push_back(connect(wire::ROLE_AGENT)); send(opened.back(), e); break;
+        case 4: clock_->advance(std::chrono::seconds(step.selector)); master_->tick(); break;
+        case 5: closePeer(step.selector & 0x10 ? out_.agentPeer : out_.frameworkPeer, &opened); break;
+        default: send(opened.empty() ? out_.frameworkPeer : opened.back(), e); break;
+      }
+      // Links the master closed go, as the server reports them.
+      while (!out_.closed.empty()) {
+        PeerId p = out_.closed.back();
+        out_.closed.pop_back();
+        closePeer(p, &opened);
+      }
+      if (master_->allocationPending()) master_->allocate();
     }
+    while (!opened.empty()) closePeer(opened.back(), &opened);
+    clock_->advance(std::chrono::seconds(1));
+    master_->tick();
+    if (!reattach()) master_.reset();  // rebuilt before the next input
+    out_.trim(kRememberedIdsMax);
   }
-  master->peerConnected(kFramework, schedulerHello);
-  wire::Envelope reg;
-  reg.mutable_register_framework()->set_needs_offers(true);
-  master->peerMessage(kFramework, reg);
-  master->allocate();
-  std::mt19937_64 rng(steps.size());
-  PeerId nextPeer = 10;
-  for (const Step& step : steps) {
-    wire::Envelope e = step.envelope;
-    substituteAll(&e, out, rng);
-    switch (step.selector % 8) {
-      case 0: master->peerMessage(kAgent, e); break;
-      case 1: master->peerMessage(kFramework, e); break;
-      case 2: master->peerConnected(nextPeer, schedulerHello); master->peerMessage(nextPeer++, e); break;
-      case 3: master->peerConnected(nextPeer, agentHello); master->peerMessage(nextPeer++, e); break;
-      case 4: clock.advance(std::chrono::seconds(step.selector)); master->tick(); break;
-      case 5: master->peerClosed(step.selector & 0x10 ? kAgent : kFramework); break;
-      default: master->peerMessage(nextPeer - 1, e); break;
+
+ private:
+  PeerId connect(wire::Role role) {
+    wire::Hello hello;
+    hello.set_role(role);
+    master_->peerConnected(nextPeer_, hello);
+    live_.insert(nextPeer_);
+    return nextPeer_++;
+  }
+
+  // A step on a link that is gone is dropped, as the server would.
+  void send(PeerId peer, const wire::Envelope& e) {
+    if (peer != 0 && live_.count(peer)) master_->peerMessage(peer, e);
+  }
+
+  void closePeer(PeerId peer, std::vector<PeerId>* opened) {
+    if (peer == 0 || live_.erase(peer) == 0) return;
+    master_->peerClosed(peer);
+    if (peer == out_.agentPeer) out_.agentPeer = 0;
+    if (peer == out_.frameworkPeer) out_.frameworkPeer = 0;
+    opened->erase(std::remove(opened->begin(), opened->end(), peer), opened->end());
+  }
+
+  bool outOfBounds() const {
+    return master_->frameworkCount() > kFrameworksMax || master_->agentCount() > kAgentsMax ||
+           master_->taskCount() > kTasksMax || master_->offerCount() > kOffersMax;
+  }
+
+  // The next input starts with the base agent and framework linked again:
+  // they re-register on new links with their ids and secrets (a failover,
+  // exercised on the way); if the master refuses, it is rebuilt.
+  bool reattach() {
+    if (out_.agentPeer == 0) {
+      PeerId p = connect(wire::ROLE_AGENT);
+      wire::Envelope reg = agentRegistration();
+      reg.mutable_register_agent()->mutable_info()->set_id(out_.agentId);
+      reg.mutable_register_agent()->set_agent_secret(out_.agentSecret);
+      out_.pending = p;
+      master_->peerMessage(p, reg);
+      if (out_.answered != p) return false;
+      out_.agentPeer = p;
     }
-    if (master->allocationPending()) master->allocate();
+    if (out_.frameworkPeer == 0) {
+      PeerId p = connect(wire::ROLE_SCHEDULER);
+      wire::Envelope reg;
+      reg.mutable_register_framework()->mutable_info()->set_id(out_.frameworkId);
+      reg.mutable_register_framework()->set_framework_secret(out_.frameworkSecret);
+      reg.mutable_register_framework()->set_needs_offers(true);
+      out_.pending = p;
+      master_->peerMessage(p, reg);
+      if (out_.answered != p) return false;
+      out_.frameworkPeer = p;
+    }
+    if (master_->allocationPending()) master_->allocate();
+    return true;
   }
-  clock.advance(std::chrono::hours(24 * 366));
-  master->tick();
-  (void)master->taskCount();
-}
+
+  static wire::Envelope agentRegistration() {
+    wire::Envelope reg;
+    auto* r = reg.mutable_register_agent();
+    r->mutable_info()->set_hostname("node");
+    Resources::parse("cpus:8;mem:8192;ports:[31000-32000]")->toWire(r->mutable_info()->mutable_resources());
+    return reg;
+  }
+
+  void reset() {
+    if (master_) {
+      // Everything that expires (offers, failover timeouts, registration
+      // deadlines, ended tasks) does, before the master goes.
+      clock_->advance(std::chrono::hours(24 * 366));
+      master_->tick();
+      (void)master_->taskCount();
+    }
+    master_.reset();
+    clock_ = std::make_unique<FakeClock>();
+    out_ = CapturingOutbox{};
+    live_.clear();
+    MasterOptions options;
+    options.masterId = "fuzz";
+    options.minOffer = *Resources::parse("cpus:0.01;mem:32");
+    master_ = std::move(*Master::create(options, *clock_, out_));
+    inputs_ = 0;
+    PeerId agent = connect(wire::ROLE_AGENT);
+    out_.pending = agent;
+    master_->peerMessage(agent, agentRegistration());
+    out_.agentPeer = agent;
+    PeerId framework = connect(wire::ROLE_SCHEDULER);
+    wire::Envelope reg;
+    reg.mutable_register_framework()->set_needs_offers(true);
+    out_.pending = framework;
+    master_->peerMessage(framework, reg);
+    out_.frameworkPeer = framework;
+    master_->allocate();
+  }
+
+  std::unique_ptr<FakeClock> clock_;
+  CapturingOutbox out_;
+  std::unique_ptr<Master> master_;
+  std::unordered_set<PeerId> live_;  // connected, not yet closed
+  PeerId nextPeer_ = 1;
+  size_t inputs_ = 0;
+};
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Harness* harness = new Harness;  // lives for the process
   std::vector<Step> steps = parseScript(data, size);
   if (steps.empty()) steps = seeds();
-  run(steps);
+  harness->runInput(steps);
   return 0;
 }
 
@@ -349,7 +489,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   std::mt19937_64 rng(seed);
   if (rng() % 16 == 0) return LLVMFuzzerMutate(data, size, maxSize);
   std::vector<Step> steps = parseScript(data, size);
-  std::vector<Step> pool = seeds();
+  static const std::vector<Step> pool = seeds();
   if (steps.empty() || (rng() % 4 == 0 && steps.size() < kStepsMax)) {
     Step s = pool[rng() % pool.size()];
     steps.insert(steps.begin() + static_cast<long>(steps.empty() ? 0 : rng() % (steps.size() + 1)), s);
