@@ -202,6 +202,9 @@ void Master::launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo 
   wire::Envelope e;
   *e.mutable_run_task()->mutable_framework() = fw.info;
   *e.mutable_run_task()->mutable_task() = std::move(task);
+  // The agent runs a named user that is uid 0 (root, or another name for
+  // it) only with this; the ACL granted it by naming root (docs/acls.md).
+  e.mutable_run_task()->set_allow_root(!user.empty() && fw.grant.allowRoot);
   outbox_.send(*agent.peer, e);
 }
 

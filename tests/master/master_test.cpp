@@ -722,6 +722,61 @@ TEST_F(MasterTest, WithoutAclsTasksMayNotRunAsRoot) {
   EXPECT_EQ(master_->taskCount(), 1u);
 }
 
+TEST_F(MasterTest, RunTaskAllowsRootOnlyWhenTheAclNamesRoot) {
+  MasterOptions options;
+  options.masterId = "m";
+  options.minOffer = *Resources::parse("cpus:0.01;mem:32");
+  options.acls = *Acls::parse("register_framework ops users=*,root\n"
+                              "register_framework dev users=*\n"
+                              "register_agent *\n", "acls");
+  master_ = std::move(*Master::create(options, clock_, outbox_));
+  hello(kAgentPeer, wire::ROLE_AGENT);
+  wire::Envelope agent;
+  Resources::parse("cpus:4;mem:4096")->toWire(agent.mutable_register_agent()->mutable_info()->mutable_resources());
+  master_->peerMessage(kAgentPeer, agent);
+  ASSERT_EQ(outbox_.take(kAgentPeer, wire::Envelope::kAgentRegistered).size(), 1u);
+  auto launchAs = [&](PeerId peer, const std::string& principal, const std::string& user) {
+    hello(peer, wire::ROLE_SCHEDULER, tlsPeer(principal));
+    wire::Envelope reg;
+    reg.mutable_register_framework()->set_needs_offers(true);
+    master_->peerMessage(peer, reg);
+    EXPECT_EQ(outbox_.take(peer, wire::Envelope::kFrameworkRegistered).size(), 1u);
+    master_->allocate();
+    auto offers = offersTo(peer);
+    EXPECT_EQ(offers.size(), 1u);
+    if (offers.empty()) return std::vector<wire::Envelope>{};
+    wire::TaskInfo t = task("t-" + principal + "-" + user, "cpus:1;mem:10");
+    t.mutable_command()->set_user(user);
+    accept(peer, offers[0].offer_id(), {t}, 0);
+    wire::Envelope quiet;  // the next framework gets the next offer
+    quiet.mutable_set_needs_offers()->set_needs_offers(false);
+    master_->peerMessage(peer, quiet);
+    return outbox_.take(kAgentPeer, wire::Envelope::kRunTask);
+  };
+  auto runs = launchAs(70, "ops", "root");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].run_task().task().command().user(), "root");
+  EXPECT_TRUE(runs[0].run_task().allow_root());
+  // The same framework's tasks as another user or as the agent's default
+  // user do not carry the permission.
+  runs = launchAs(71, "ops", "alice");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(runs[0].run_task().allow_root()) << "ops may run as root: a name that is uid 0 on the agent runs";
+  runs = launchAs(72, "ops", "");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_FALSE(runs[0].run_task().allow_root());
+  // dev's ACL does not name root: refused at the master, and its other
+  // tasks never carry allow_root (an alias of uid 0 is refused by the agent).
+  EXPECT_TRUE(launchAs(73, "dev", "root").empty());
+  auto updates = updatesTo(73);
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].state(), wire::TASK_ERROR);
+  EXPECT_EQ(updates[0].reason(), wire::REASON_NOT_AUTHORIZED);
+  runs = launchAs(74, "dev", "toor");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_FALSE(runs[0].run_task().allow_root());
+}
+
 TEST_F(MasterTest, PeerThatNeverRegistersIsClosed) {
   hello(90, wire::ROLE_SCHEDULER);
   registerFramework(kFrameworkPeer);
