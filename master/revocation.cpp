@@ -1,6 +1,9 @@
 // The policy half of the master (issue 15): revocation for starved
 // frameworks and the per-agent long-task cap. The choices live in
 // master/allocator/revocation.*; this file gathers inputs and sends kills.
+#include <string>
+#include <unordered_map>
+
 #include "base/log.h"
 #include "master/allocator/revocation.h"
 #include "master/master.h"
@@ -14,10 +17,27 @@ void Master::revokeForStarved(TimePoint now) {
   allocator_->fairShares(&fairScratch_);
   std::vector<RevocationFramework> inputs;
   inputs.reserve(frameworks_.size());
+  // Roles with a quota minimum: floors for victims, and the deficit of a
+  // role below its minimum goes to one framework of it that wants offers.
+  std::vector<RevocationRole> roles;
+  std::unordered_map<std::string, size_t> roleIndex;
+  std::vector<bool> deficitAssigned;
   bool anyStarved = false;
   for (auto& [id, fw] : frameworks_) {
     RevocationFramework in;
     in.handle = fw.handle;
+    const std::string& role = allocator_->params(fw.handle).role;
+    auto [slot, added] = roleIndex.try_emplace(role, roles.size());
+    if (added) {
+      Resources minimum = allocator_->roleConfig(role).quota;
+      if (minimum.empty()) {
+        slot->second = RevocationFramework::kNoRole;
+      } else {
+        roles.push_back(RevocationRole{std::move(minimum), allocator_->roleAllocation(role)});
+        deficitAssigned.push_back(false);
+      }
+    }
+    in.role = slot->second;
     in.allocation = allocator_->allocation(fw.handle);
     in.guarantee = allocator_->params(fw.handle).guaranteed;
     in.fairShare = fw.handle < fairScratch_.size() ? fairScratch_[fw.handle] : 0;
@@ -27,6 +47,11 @@ void Master::revokeForStarved(TimePoint now) {
     // Outstanding offers count in its allocation already; an offer it cannot
     // use (memory without cpus) must not hide its starvation.
     bool wants = fw.peer && fw.needsOffers;
+    if (wants && in.role != RevocationFramework::kNoRole && !deficitAssigned[in.role]) {
+      const RevocationRole& r = roles[in.role];
+      in.roleDeficit = r.minimum - r.allocation;
+      deficitAssigned[in.role] = anyScalar(in.roleDeficit);
+    }
     if (wants && needsRevocation(in, total, opt.hysteresis)) {
       if (!fw.starvedSince) fw.starvedSince = now;
       in.starved = now - *fw.starvedSince >= opt.starvation;
@@ -57,7 +82,7 @@ void Master::revokeForStarved(TimePoint now) {
       refs.push_back(Ref{&fw, &task});
     }
   }
-  for (size_t i : planRevocations(inputs, tasks, total, inFlight, opt.hysteresis)) {
+  for (size_t i : planRevocations(inputs, tasks, total, inFlight, opt.hysteresis, std::move(roles))) {
     FrameworkRecord& fw = *refs[i].fw;
     TaskRecord& task = *refs[i].task;
     task.revoking = true;

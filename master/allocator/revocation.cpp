@@ -18,6 +18,7 @@ struct Victim {
   Resources guarantee;
   double fairShare = 0;
   int32_t priority = 0;
+  size_t role = RevocationFramework::kNoRole;
 };
 
 }  // namespace
@@ -31,25 +32,33 @@ double rawShare(const Resources& r, const Resources& total) {
   return share;
 }
 
+bool anyScalar(const Resources& r) {
+  for (const auto& s : r.scalars()) {
+    if (s.millis > 0) return true;
+  }
+  return false;
+}
+
 bool needsRevocation(const RevocationFramework& fw, const Resources& total, double hysteresis) {
   (void)total;
-  return belowGuarantee(fw.allocation, fw.guarantee) ||
+  return belowGuarantee(fw.allocation, fw.guarantee) || anyScalar(fw.roleDeficit) ||
          fw.orderingShare < fw.fairShare * (1 - hysteresis);
 }
 
 std::vector<size_t> planRevocations(const std::vector<RevocationFramework>& frameworks,
                                     const std::vector<RevocableTask>& tasks,
                                     const Resources& total, const Resources& inFlight,
-                                    double hysteresis) {
+                                    double hysteresis, std::vector<RevocationRole> roles) {
   Resources guaranteeNeed;
   double shareNeed = 0;
   std::unordered_map<FrameworkHandle, Victim> victims;
   for (const RevocationFramework& fw : frameworks) {
     if (fw.starved && needsRevocation(fw, total, hysteresis)) {
       guaranteeNeed += fw.guarantee - fw.allocation;
+      guaranteeNeed += fw.roleDeficit;
       if (fw.orderingShare < fw.fairShare * (1 - hysteresis)) shareNeed += fw.fairShare - fw.orderingShare;
     } else if (!fw.starved) {
-      victims[fw.handle] = Victim{fw.allocation, fw.guarantee, fw.fairShare, fw.priority};
+      victims[fw.handle] = Victim{fw.allocation, fw.guarantee, fw.fairShare, fw.priority, fw.role};
     }
   }
   Resources freed = inFlight;
@@ -77,10 +86,13 @@ std::vector<size_t> planRevocations(const std::vector<RevocationFramework>& fram
     Victim& v = victims[tasks[i].framework];
     Resources after = v.allocation - tasks[i].resources;
     if (belowGuarantee(after, v.guarantee)) continue;
+    RevocationRole* role = v.role < roles.size() ? &roles[v.role] : nullptr;
+    if (role && belowGuarantee(role->allocation - tasks[i].resources, role->minimum)) continue;
     // Once every guarantee is served, fairness alone never pushes a victim
     // below its own fair share.
     if (guaranteeMet() && rawShare(after, total) < v.fairShare) continue;
     v.allocation = std::move(after);
+    if (role) role->allocation -= tasks[i].resources;
     freed += tasks[i].resources;
     chosen.push_back(i);
   }

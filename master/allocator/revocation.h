@@ -6,8 +6,10 @@
 // Rules (docs/decisions.md says why):
 // - A framework is a beneficiary when it wants offers and is below its
 //   guarantee or below fair * (1 - hysteresis), its outstanding offers
-//   counted in its allocation.
-// - A victim never goes below its guarantee (per scalar), and, when the
+//   counted in its allocation, or when its role is below its quota minimum
+//   (the master hands a role's deficit to one starved framework of it).
+// - A victim never goes below its guarantee (per scalar), its role never
+//   below its quota minimum, and, when the
 //   revocation serves a fair-share need rather than a guarantee, never below
 //   its fair share. So a victim is never starved by a revocation, and
 //   revocation cannot oscillate between two frameworks.
@@ -35,6 +37,17 @@ struct RevocationFramework {
   double orderingShare = 0; // unweighted dominant share incl. refused resources
   int32_t priority = 0;
   bool starved = false;     // wants offers, none outstanding, long enough
+  size_t role = kNoRole;    // index into the roles given to planRevocations
+  Resources roleDeficit;    // its role's quota minimum not yet held (one
+                            // framework per role carries it)
+  static constexpr size_t kNoRole = static_cast<size_t>(-1);
+};
+
+// A role with a quota minimum: a victim's task is not revoked if that would
+// put the victim's role below the minimum.
+struct RevocationRole {
+  Resources minimum;
+  Resources allocation;
 };
 
 struct RevocableTask {
@@ -48,7 +61,10 @@ struct RevocableTask {
 std::vector<size_t> planRevocations(const std::vector<RevocationFramework>& frameworks,
                                     const std::vector<RevocableTask>& tasks,
                                     const Resources& total, const Resources& inFlight,
-                                    double hysteresis);
+                                    double hysteresis, std::vector<RevocationRole> roles = {});
+
+// Whether `r` holds a positive amount of any scalar.
+bool anyScalar(const Resources& r);
 
 // Unweighted dominant share of `r` in a cluster of `total`.
 double rawShare(const Resources& r, const Resources& total);

@@ -256,6 +256,39 @@ TEST(RevocationPlan, LowerPriorityFrameworksLoseTasksFirst) {
   EXPECT_EQ(chosen[0], 1u);
 }
 
+TEST(RevocationPlan, ARoleBelowItsQuotaMinimumIsServedAndAVictimsRoleKeepsItsMinimum) {
+  Resources total = res("cpus:8;mem:80");
+  // A (role 0, minimum 3 cpus) holds 6, C (no quota) holds 2, B (role 1,
+  // minimum 2 cpus, nothing held) carries its role's deficit; fair shares
+  // are small so only the quota minimum asks for anything.
+  auto a = fwIn(0, "cpus:6;mem:60", "", 0.1);
+  a.role = 0;
+  auto c = fwIn(1, "cpus:2;mem:20", "", 0.1);
+  auto b = fwIn(2, "", "", 0.0, true);
+  b.role = 1;
+  b.roleDeficit = res("cpus:2;mem:20");
+  std::vector<RevocationRole> roles = {{res("cpus:3"), res("cpus:6;mem:60")},
+                                       {res("cpus:2;mem:20"), Resources()}};
+  std::vector<RevocableTask> tasks;
+  for (int i = 0; i < 6; ++i) tasks.push_back(taskOf(0, "cpus:1;mem:10", 10 + i));  // newest
+  for (int i = 0; i < 2; ++i) tasks.push_back(taskOf(1, "cpus:1;mem:10", i));
+  auto chosen = planRevocations({a, c, b}, tasks, total, Resources(), 0.1, roles);
+  ASSERT_EQ(chosen.size(), 2u);
+  for (size_t i : chosen) EXPECT_EQ(tasks[i].framework, 0u);
+  // A's role at its minimum: B's deficit is taken from C, never from A.
+  roles[0].allocation = res("cpus:3;mem:30");
+  a.allocation = res("cpus:3;mem:30");
+  tasks.erase(tasks.begin() + 3, tasks.begin() + 6);
+  chosen = planRevocations({a, c, b}, tasks, total, Resources(), 0.1, roles);
+  ASSERT_EQ(chosen.size(), 2u);
+  for (size_t i : chosen) EXPECT_EQ(tasks[i].framework, 1u) << "task " << i;
+  // A starved framework of a role below its minimum needs revocation even
+  // at its fair share.
+  EXPECT_TRUE(needsRevocation(b, total, 0.1));
+  b.roleDeficit = res("cpus:0");
+  EXPECT_FALSE(needsRevocation(b, total, 0.1));
+}
+
 // ---------------------------------------------------------------- flags
 
 TEST(PolicyFlags, ParseAndReject) {
@@ -454,6 +487,27 @@ TEST_F(MasterPolicyTest, RevokedResourcesAreWithheldFromTheVictimForAFewRounds) 
   auto back = offersTo(kA);
   ASSERT_EQ(back.size(), 1u) << "the hold never ended";
   EXPECT_EQ(Resources::fromWire(back[0].resources())->scalarMillis("cpus"), 2000);
+}
+
+// --quota b:cpus:3;mem:300 with no guarantee: B's role is below its
+// minimum, so tasks of A are revoked for it, as for a guarantee: three,
+// where fairness alone (fair share 0.5) would take two.
+TEST_F(MasterPolicyTest, AQuotaMinimumTriggersRevocation) {
+  PolicyOptions policy;
+  policy.roles["b"].quota = res("cpus:3;mem:300");
+  policy.revocation.enabled = true;
+  policy.revocation.starvation = 1s;
+  start(policy);
+  std::string a = registerFramework(kA, "a");
+  auto offers = offersTo(kA);
+  ASSERT_EQ(offers.size(), 1u);
+  launch(kA, offers[0], 4, "cpus:1;mem:100");
+  ASSERT_EQ(outbox_.take(kAgent, wire::Envelope::kRunTask).size(), 4u);
+  registerFramework(kB, "b");
+  tickFor(3s);
+  auto kills = outbox_.take(kAgent, wire::Envelope::kKillTask);
+  ASSERT_EQ(kills.size(), 3u);
+  for (const auto& k : kills) EXPECT_EQ(k.kill_task().framework_id(), a);
 }
 
 TEST_F(MasterPolicyTest, NothingIsRevokedUnlessEnabled) {
