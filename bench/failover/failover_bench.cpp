@@ -1,19 +1,26 @@
 // failover_bench: the paper's experiment 6.6 (master failover). Starts N
-// allot-master processes contending in ZooKeeper, emulates A agents and F
-// frameworks (real protocol peers, one TCP connection each) that find the
-// leader through the ZooKeeper detector (ha/zk_detector.h), runs one
-// long-lived task per framework, then kills the leader K times (SIGKILL or
-// SIGTERM) and reports, per kill, milliseconds from the signal until:
-//   elected     the detector reports a new leader
+// allot-master processes contending in ZooKeeper and W worker processes
+// (bench/failover/emulated_peers.h) that emulate A agents and F frameworks,
+// each a real protocol peer on the production ReconnectingLink (jittered
+// exponential backoff, leader-change spread, fencing) with one ZooKeeper
+// detector per worker. Each framework but the probe runs one long-lived
+// task and one task per round. Then it kills the leader K times (SIGKILL or
+// SIGTERM); at each kill the agents end that round's tasks, so their
+// terminal updates cross the failover. Per kill, milliseconds from the
+// signal until:
+//   elected     this process's ZooKeeper detector reports a new leader
 //   accepting   the new leader answers its first registration
 //   agents      every agent has re-registered
 //   frameworks  every framework has re-registered
-//   offers      the first offer reaches a framework
-// and the tasks reported LOST (must be 0). One CSV line per kill on stdout.
+//   offers      the probe framework's first offer from the new leader
+// and the tasks reported LOST and the round's terminal updates that did not
+// reach their framework (both must be 0: the round waits for the updates up
+// to --round-timeout). One CSV line per kill on stdout.
 //
-// Agents and frameworks re-connect to a new leader after a uniform random
-// wait in [0, --spread] (the ReconnectingLink's leaderChangeSpread), and
-// re-register with their ids, secrets, executors and tasks.
+// Workers: one per --peers-per-worker peers, so no process needs more than
+// a few thousand of its RLIMIT_NOFILE (20,000 here) and both cores serve
+// the emulation. Their events carry CLOCK_MONOTONIC times.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -24,18 +31,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <random>
-#include <unordered_map>
-#include <unordered_set>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "base/asio.h"
 #include "base/clock.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "bench/failover/emulated_peers.h"
 #include "ha/detector_factory.h"
-#include "proto/connection.h"
-#include "proto/resources.h"
 
 namespace {
 
@@ -51,18 +56,11 @@ struct Settings {
   int64_t kills = 5;
   std::string signal = "kill";
   double sessionTimeoutS = 1;
-  double spreadS = 1;
-  int64_t sourceAddresses = 8;
+  int64_t peersPerWorker = 2500;
   double roundTimeoutS = 60;
-};
-
-struct Peer {
-  std::shared_ptr<Connection> conn;
-  std::string id;
-  std::string secret;
-  bool registered = false;
-  uint64_t generation = 0;
-  std::unique_ptr<asio::steady_timer> timer;
+  double statusRetryS = 10;
+  int64_t workerIndex = -1;  // >= 0: run as that worker
+  int64_t workers = 0;
 };
 
 struct MasterProc {
@@ -70,21 +68,32 @@ struct MasterProc {
   uint16_t port = 0;
 };
 
-double msSince(TimePoint t0) { return std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count(); }
+// What one worker process has reported.
+struct WorkerProc {
+  pid_t pid = -1;
+  std::unique_ptr<asio::posix::stream_descriptor> out;  // its events
+  int in = -1;                                          // its commands
+  std::unique_ptr<asio::streambuf> buffer;
+  bool hasFrameworks = false;
+  bool agentsFull = false, frameworksFull = false;
+  bool agentsDropped = false, frameworksDropped = false;  // since the round began
+  int64_t agentsFullNs = 0, frameworksFullNs = 0;
+  int64_t running = 0;
+  bool exited = false;
+};
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
+}
 
 class Bench {
  public:
-  Bench(asio::io_context& io, Settings s) : io_(io), s_(std::move(s)) {
-    agents_.resize(s_.agents);
-    frameworks_.resize(s_.frameworks);
-    taskResources_ = *Resources::parse("cpus:0.1;mem:16");
-  }
+  Bench(asio::io_context& io, Settings s) : io_(io), s_(std::move(s)) {}
 
   int run() {
     std::filesystem::create_directories(s_.workDir);
     for (int i = 0; i < s_.masters; ++i) {
       masters_.push_back(spawnMaster(i));
-      waitFor([&] { return masters_.back().port != 0; }, 10);
       if (masters_.back().port == 0) return fail("master " + std::to_string(i) + " did not start");
       // Masters join in order: the first leads.
       runFor(std::chrono::milliseconds(300));
@@ -93,29 +102,49 @@ class Bench {
     if (!detector) return fail(detector.error().describe());
     detector_ = std::move(*detector);
     detector_->start([this](const std::optional<Leader>& l) { onLeader(l); });
-    if (!waitFor([&] { return registeredAgents() == agents_.size() &&
-                              registeredFrameworks() == frameworks_.size() &&
-                              running_ + 1 >= frameworks_.size(); }, 120))
-      return fail("set-up did not finish: agents=" + std::to_string(registeredAgents()) +
-                  " frameworks=" + std::to_string(registeredFrameworks()) +
-                  " running=" + std::to_string(running_) + " offers=" + std::to_string(offersSeen_) +
-                  " launched=" + std::to_string(launched_.size()) + " runTasks=" + std::to_string(runTasks_));
+    int64_t workers = std::max<int64_t>(1, (s_.agents + s_.frameworks + s_.peersPerWorker - 1) / s_.peersPerWorker);
+    workers = std::min(workers, s_.agents);
+    for (int64_t i = 0; i < workers; ++i) {
+      if (auto st = spawnWorker(i, workers); !st) return fail(st.error().describe());
+    }
+    int64_t tasks = (s_.frameworks - 1) * (s_.kills + 1);
+    if (!waitFor([&] { return allFull() && running() >= tasks; }, 180))
+      return fail("set-up did not finish: running " + std::to_string(running()) + " of " +
+                  std::to_string(tasks) + " tasks; " + describeWorkers());
     std::printf("agents,frameworks,signal,kill,elected_ms,accepting_ms,agents_ms,frameworks_ms,"
-                "offers_ms,tasks_lost,load1\n");
+                "offers_ms,tasks_lost,updates_lost,load1\n");
+    std::fflush(stdout);
     for (int k = 1; k <= s_.kills; ++k) {
       if (int rc = killRound(k); rc != 0) return rc;
     }
-    for (auto& m : masters_) stopMaster(m, SIGTERM);
+    stopAll(SIGTERM);
+    if (lost_ > 0) {
+      std::cerr << "failover_bench: " << lost_ << " tasks reported LOST\n";
+      return 1;
+    }
     return 0;
   }
 
  private:
   int fail(const std::string& why) {
     std::cerr << "failover_bench: " << why << "\n";
-    for (auto& m : masters_) stopMaster(m, SIGKILL);
+    stopAll(SIGKILL);
     return 1;
   }
 
+  void stopAll(int sig) {
+    for (auto& w : workers_) {
+      if (w.in >= 0) ::close(w.in);  // a worker stops when its stdin closes
+      w.in = -1;
+    }
+    for (auto& m : masters_) stopMaster(m, sig);
+    for (auto& w : workers_) {
+      if (w.pid > 0) waitpid(w.pid, nullptr, 0);
+      w.pid = -1;
+    }
+  }
+
+  // ---------------------------------------------------------------- processes
   MasterProc spawnMaster(int index) {
     std::string portFile = s_.workDir + "/master" + std::to_string(index) + ".port";
     std::filesystem::remove(portFile);
@@ -124,18 +153,7 @@ class Bench {
                                      portFile, "--zk", s_.zk, "--zk-session-timeout",
                                      std::to_string(s_.sessionTimeoutS), "--agent-timeout", "600",
                                      "--failover-timeout", "600", "--stats-interval", "0"};
-    std::string log = s_.workDir + "/master" + std::to_string(index) + ".log";
-    m.pid = fork();
-    if (m.pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);  // no master outlives the bench
-      FILE* out = std::fopen(log.c_str(), "a");
-      if (out) dup2(fileno(out), 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    m.pid = spawn(args, -1, -1, s_.workDir + "/master" + std::to_string(index) + ".log");
     for (int i = 0; i < 1000 && m.port == 0; ++i) {
       std::ifstream(portFile) >> m.port;
       if (m.port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -143,14 +161,140 @@ class Bench {
     return m;
   }
 
+  // fork + exec with stdin/stdout from the given fds (-1: /dev/null) and
+  // stderr appended to `log`; the child dies with this process.
+  static pid_t spawn(std::vector<std::string> args, int in, int out, const std::string& log) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int null = open("/dev/null", O_RDWR);
+    dup2(in >= 0 ? in : null, 0);
+    dup2(out >= 0 ? out : null, 1);
+    int err = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (err >= 0) dup2(err, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+
   void stopMaster(MasterProc& m, int sig) {
     if (m.pid <= 0) return;
     kill(m.pid, sig);
-    int status = 0;
-    waitpid(m.pid, &status, 0);
+    waitpid(m.pid, nullptr, 0);
     m.pid = -1;
   }
 
+  Status spawnWorker(int64_t index, int64_t workers) {
+    int toWorker[2], fromWorker[2];
+    if (pipe2(toWorker, O_CLOEXEC) != 0 || pipe2(fromWorker, O_CLOEXEC) != 0)
+      return Error::fromErrno("pipe for worker " + std::to_string(index));
+    std::vector<std::string> args = {
+        "/proc/self/exe", "--zk", s_.zk, "--worker-index", std::to_string(index),
+        "--workers", std::to_string(workers), "--agents", std::to_string(s_.agents),
+        "--frameworks", std::to_string(s_.frameworks), "--kills", std::to_string(s_.kills),
+        "--status-retry", std::to_string(s_.statusRetryS)};
+    WorkerProc w;
+    w.pid = spawn(args, toWorker[0], fromWorker[1], s_.workDir + "/worker" + std::to_string(index) + ".log");
+    ::close(toWorker[0]);
+    ::close(fromWorker[1]);
+    w.in = toWorker[1];
+    w.out = std::make_unique<asio::posix::stream_descriptor>(io_, fromWorker[0]);
+    w.buffer = std::make_unique<asio::streambuf>();
+    w.hasFrameworks = index < s_.frameworks;
+    workers_.push_back(std::move(w));
+    readWorker(workers_.size() - 1);
+    return okStatus();
+  }
+
+  void readWorker(size_t i) {
+    WorkerProc& w = workers_[i];
+    asio::async_read_until(*w.out, *w.buffer, '\n', [this, i](const boost::system::error_code& ec, size_t) {
+      WorkerProc& w = workers_[i];
+      if (ec) {
+        w.exited = true;
+        return;
+      }
+      std::istream in(w.buffer.get());
+      std::string line;
+      std::getline(in, line);
+      onEvent(w, line);
+      readWorker(i);
+    });
+  }
+
+  // ---------------------------------------------------------------- events
+  void onEvent(WorkerProc& w, const std::string& line) {
+    std::istringstream in(line);
+    char kind = 0;
+    int64_t t = 0;
+    std::string value;
+    in >> kind >> t >> value;
+    double ms = round_.active ? (t - round_.t0Ns) / 1e6 : -1;
+    bool fromNewLeader = round_.active && value != std::to_string(round_.oldPort) && ms >= 0;
+    switch (kind) {
+      case 'A':
+        w.agentsFull = value == "1";
+        if (w.agentsFull) w.agentsFullNs = t;
+        else if (round_.active) w.agentsDropped = true;
+        break;
+      case 'F':
+        w.frameworksFull = value == "1";
+        if (w.frameworksFull) w.frameworksFullNs = t;
+        else if (round_.active) w.frameworksDropped = true;
+        break;
+      case 'R':
+        if (fromNewLeader && (round_.accepting < 0 || ms < round_.accepting))
+          round_.accepting = ms;
+        break;
+      case 'O':
+        if (fromNewLeader && (round_.offers < 0 || ms < round_.offers)) round_.offers = ms;
+        break;
+      case 'U': w.running = std::stoll(value); break;
+      case 'T': ++finished_[std::stoll(value)]; break;
+      case 'L': ++lost_; break;
+      default: LOG_WARNING("worker event not understood: " << line);
+    }
+  }
+
+  bool allFull() const {
+    for (const auto& w : workers_) {
+      if (!w.agentsFull || (w.hasFrameworks && !w.frameworksFull)) return false;
+    }
+    return !workers_.empty();
+  }
+  int64_t running() const {
+    int64_t n = 0;
+    for (const auto& w : workers_) n += w.running;
+    return n;
+  }
+  std::string describeWorkers() const {
+    std::string text;
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      const auto& w = workers_[i];
+      text += "worker " + std::to_string(i) + (w.exited ? " exited" : "") +
+              ": agents " + (w.agentsFull ? "all" : "not all") + " registered, frameworks " +
+              (w.frameworksFull || !w.hasFrameworks ? "all" : "not all") + " registered; ";
+    }
+    return text + "logs in " + s_.workDir;
+  }
+
+  // Every worker went down and came back since the kill: the latest of
+  // their "all registered" times.
+  double recoveredMs(bool agents) const {
+    int64_t latest = 0;
+    for (const auto& w : workers_) {
+      if (!agents && !w.hasFrameworks) continue;
+      bool dropped = agents ? w.agentsDropped : w.frameworksDropped;
+      bool full = agents ? w.agentsFull : w.frameworksFull;
+      if (!dropped || !full) return -1;
+      latest = std::max(latest, agents ? w.agentsFullNs : w.frameworksFullNs);
+    }
+    return (latest - round_.t0Ns) / 1e6;
+  }
+
+  // ---------------------------------------------------------------- rounds
   int killRound(int k) {
     size_t leaderIndex = masters_.size();
     for (size_t i = 0; i < masters_.size(); ++i) {
@@ -158,214 +302,50 @@ class Bench {
     }
     if (leaderIndex == masters_.size()) return fail("no known leader among the masters");
     round_ = Round{};
+    round_.k = k;
+    for (auto& w : workers_) w.agentsDropped = w.frameworksDropped = false;
+    // The agents end round k's tasks now: their updates race the kill.
+    std::string command = "finish " + std::to_string(k) + "\n";
+    for (auto& w : workers_) {
+      if (::write(w.in, command.data(), command.size()) != static_cast<ssize_t>(command.size()))
+        return fail("cannot write to a worker: " + describeWorkers());
+    }
+    runFor(std::chrono::milliseconds(10));
     round_.active = true;
     round_.oldPort = masters_[leaderIndex].port;
-    round_.t0 = SteadyClock::now();
-    int sig = s_.signal == "term" ? SIGTERM : SIGKILL;
-    kill(masters_[leaderIndex].pid, sig);
-    bool done = waitFor([&] { return round_.offers >= 0 && round_.agents >= 0 && round_.frameworks >= 0; },
-                        s_.roundTimeoutS);
+    round_.t0Ns = nowNs();
+    kill(masters_[leaderIndex].pid, s_.signal == "term" ? SIGTERM : SIGKILL);
+    int64_t expected = s_.frameworks - 1;
+    bool done = waitFor([&] {
+      round_.agents = recoveredMs(true);
+      round_.frameworks = recoveredMs(false);
+      return round_.offers >= 0 && round_.agents >= 0 && round_.frameworks >= 0 &&
+             round_.accepting >= 0 && finished_[k] >= expected;
+    }, s_.roundTimeoutS);
     round_.active = false;
     double load = 0;
     std::ifstream("/proc/loadavg") >> load;
-    std::printf("%zu,%zu,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%zu,%.2f\n", agents_.size(), frameworks_.size(),
-                s_.signal.c_str(), k, round_.elected, round_.accepting, round_.agents, round_.frameworks,
-                round_.offers, lost_, load);
+    std::printf("%lld,%lld,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%lld,%lld,%.2f\n",
+                static_cast<long long>(s_.agents), static_cast<long long>(s_.frameworks),
+                s_.signal.c_str(), k, round_.elected, round_.accepting, round_.agents,
+                round_.frameworks, round_.offers, static_cast<long long>(lost_),
+                static_cast<long long>(std::max<int64_t>(0, expected - finished_[k])), load);
     std::fflush(stdout);
-    if (!done) return fail("round " + std::to_string(k) + " did not recover within --round-timeout");
+    if (!done) return fail("round " + std::to_string(k) + " did not recover within --round-timeout: " + describeWorkers());
     stopMaster(masters_[leaderIndex], SIGKILL);
     masters_[leaderIndex] = spawnMaster(static_cast<int>(leaderIndex));
     runFor(std::chrono::milliseconds(500));  // it joins as a standby
     return 0;
   }
 
-  // ---------------------------------------------------------------- leader
   void onLeader(const std::optional<Leader>& leader) {
     bool changed = leader && (!leader_ || leader->endpoint != leader_->endpoint);
     leader_ = leader;
-    if (!changed) return;
-    if (round_.active && round_.elected < 0 && leader->endpoint.port != round_.oldPort)
-      round_.elected = msSince(round_.t0);
-    std::uniform_real_distribution<double> spread(0, s_.spreadS);
-    for (size_t i = 0; i < agents_.size(); ++i) reconnectLater(agents_[i], i, true, spread(random_));
-    for (size_t i = 0; i < frameworks_.size(); ++i) reconnectLater(frameworks_[i], i, false, spread(random_));
-  }
-
-  void reconnectLater(Peer& p, size_t index, bool agent, double seconds) {
-    uint64_t generation = ++p.generation;
-    if (p.conn) p.conn->close("leader changed");
-    p.conn.reset();
-    p.registered = false;
-    if (!p.timer) p.timer = std::make_unique<asio::steady_timer>(io_);
-    p.timer->expires_after(secondsToDuration(seconds));
-    p.timer->async_wait([this, &p, index, agent, generation](const boost::system::error_code& ec) {
-      if (!ec && generation == p.generation) connect(p, index, agent);
-    });
-  }
-
-  void connect(Peer& p, size_t index, bool agent) {
-    if (!leader_) return;
-    uint64_t generation = p.generation;
-    auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
-    boost::system::error_code ec;
-    socket->open(asio::ip::tcp::v4(), ec);
-    auto source = asio::ip::make_address_v4(0x7f000002u + index % s_.sourceAddresses);
-    if (!ec) socket->bind({source, 0}, ec);
-    asio::ip::tcp::endpoint to(asio::ip::make_address(leader_->endpoint.host, ec), leader_->endpoint.port);
-    socket->async_connect(to, [this, &p, index, agent, socket, generation](const boost::system::error_code& ec) {
-      if (generation != p.generation) return;
-      if (ec) return reconnectLater(p, index, agent, std::uniform_real_distribution<double>(0.05, 0.5)(random_));
-      Connection::Options o;
-      o.localRole = agent ? wire::ROLE_AGENT : wire::ROLE_SCHEDULER;
-      o.localName = (agent ? "bench-agent-" : "bench-framework-") + std::to_string(index);
-      p.conn = Connection::create(std::move(*socket), o);
-      Connection::Handlers h;
-      h.onHello = [this, &p, index, agent](const wire::Hello&) { agent ? registerAgent(p, index) : registerFramework(p, index); };
-      h.onMessage = [this, &p, index, agent](wire::Envelope& e) { agent ? agentMessage(p, e) : frameworkMessage(p, e); };
-      h.onClose = [this, &p, index, agent, generation](const std::string&) {
-        if (generation != p.generation) return;
-        reconnectLater(p, index, agent, std::uniform_real_distribution<double>(0.05, 0.5)(random_));
-      };
-      p.conn->start(std::move(h));
-    });
-  }
-
-  void noteAccepting() {
-    if (round_.active && round_.accepting < 0 && round_.elected >= 0) round_.accepting = msSince(round_.t0);
-  }
-
-  // ---------------------------------------------------------------- agents
-  void registerAgent(Peer& p, size_t index) {
-    wire::Envelope e;
-    auto* r = e.mutable_register_agent();
-    r->mutable_info()->set_id(p.id);
-    r->mutable_info()->set_hostname("bench-" + std::to_string(index));
-    Resources::parse("cpus:2;mem:2048")->toWire(r->mutable_info()->mutable_resources());
-    r->set_agent_secret(p.secret);
-    auto it = tasksByAgent_.find(p.id);
-    if (!p.id.empty() && it != tasksByAgent_.end()) {
-      for (const auto& run : it->second) {
-        *r->add_frameworks() = run.framework();
-        auto* ex = r->add_executors();
-        ex->mutable_info()->set_framework_id(run.framework().id());
-        ex->mutable_info()->set_executor_id(run.task().task_id());
-        *ex->add_tasks() = run.task();
-        auto* latest = ex->add_latest();
-        latest->set_task_id(run.task().task_id());
-        latest->set_framework_id(run.framework().id());
-        latest->set_state(wire::TASK_RUNNING);
-      }
-    }
-    (void)p.conn->send(e);
-  }
-
-  void agentMessage(Peer& p, const wire::Envelope& e) {
-    if (e.has_agent_registered()) {
-      noteAccepting();
-      p.id = e.agent_registered().agent_id();
-      if (!e.agent_registered().agent_secret().empty()) p.secret = e.agent_registered().agent_secret();
-      p.registered = true;
-      if (round_.active && round_.agents < 0 && registeredAgents() == agents_.size())
-        round_.agents = msSince(round_.t0);
-    } else if (e.has_run_task()) {
-      ++runTasks_;
-      tasksByAgent_[p.id].push_back(e.run_task());
-      wire::Envelope s;
-      auto* st = s.mutable_status_update()->mutable_status();
-      st->set_task_id(e.run_task().task().task_id());
-      st->set_framework_id(e.run_task().framework().id());
-      st->set_agent_id(p.id);
-      st->set_state(wire::TASK_RUNNING);
-      st->set_update_id(e.run_task().task().task_id() + "/running");
-      (void)p.conn->send(s);
-    }
-  }
-
-  // ---------------------------------------------------------------- frameworks
-  void registerFramework(Peer& p, size_t index) {
-    wire::Envelope e;
-    auto* r = e.mutable_register_framework();
-    r->mutable_info()->set_id(p.id);
-    r->mutable_info()->set_name("bench-" + std::to_string(index));
-    r->mutable_info()->set_failover_timeout_s(600);
-    // Framework 0 is the probe that measures "offers flow again": it always
-    // wants offers and declines them. The others want offers only until
-    // their task runs, as a real framework suppresses them: 200 frameworks
-    // declining every agent would cost a new leader 200 x agents offers.
-    r->set_needs_offers(index == 0 || !launched_.count(p.id));
-    r->set_framework_secret(p.secret);
-    (void)p.conn->send(e);
-  }
-
-  void frameworkMessage(Peer& p, const wire::Envelope& e) {
-    if (e.has_framework_registered()) {
-      noteAccepting();
-      p.id = e.framework_registered().framework_id();
-      if (!e.framework_registered().framework_secret().empty()) p.secret = e.framework_registered().framework_secret();
-      p.registered = true;
-      if (round_.active && round_.frameworks < 0 && registeredFrameworks() == frameworks_.size())
-        round_.frameworks = msSince(round_.t0);
-    } else if (e.has_resource_offers()) {
-      if (round_.active && round_.offers < 0 && round_.elected >= 0) round_.offers = msSince(round_.t0);
-      for (const auto& offer : e.resource_offers().offers()) {
-        ++offersSeen_;
-        answerOffer(p, offer);
-      }
-    } else if (e.has_status_update()) {
-      const auto& s = e.status_update().status();
-      if (s.state() == wire::TASK_RUNNING && s.reason() != wire::REASON_RECONCILIATION) ++running_;
-      if (s.state() == wire::TASK_LOST) ++lost_;
-      if (s.state() == wire::TASK_ERROR || s.state() == wire::TASK_LOST || s.state() == wire::TASK_FAILED)
-        LOG_WARNING("task " << s.task_id() << ": " << wire::TaskState_Name(s.state()) << ": " << s.message());
-      if (!s.update_id().empty()) {
-        wire::Envelope ack;
-        ack.mutable_acknowledge()->set_task_id(s.task_id());
-        ack.mutable_acknowledge()->set_agent_id(s.agent_id());
-        ack.mutable_acknowledge()->set_update_id(s.update_id());
-        (void)p.conn->send(ack);
-      }
-    }
-  }
-
-  void answerOffer(Peer& p, const wire::Offer& offer) {
-    wire::Envelope e;
-    if (&p == &frameworks_[0]) {
-      e.mutable_decline_offers()->add_offer_ids(offer.offer_id());
-      e.mutable_decline_offers()->mutable_filters()->set_refuse_seconds(3600);
-      (void)p.conn->send(e);
-      return;
-    }
-    auto offered = Resources::fromWire(offer.resources());
-    bool fits = offered && offered->contains(taskResources_);
-    if (!launched_.count(p.id) && !fits) {  // wait for an agent with room
-      e.mutable_decline_offers()->add_offer_ids(offer.offer_id());
-      e.mutable_decline_offers()->mutable_filters()->set_refuse_seconds(1);
-    } else if (!launched_.count(p.id)) {
-      launched_.insert(p.id);
-      auto* a = e.mutable_accept_offers();
-      a->add_offer_ids(offer.offer_id());
-      auto* t = a->add_tasks();
-      t->set_task_id(p.id + "-task");
-      t->set_agent_id(offer.agent_id());
-      t->mutable_command()->set_shell("sleep 1d");
-      t->set_long_lived(true);
-      taskResources_.toWire(t->mutable_resources());
-      a->mutable_filters()->set_refuse_seconds(3600);
-      (void)p.conn->send(e);
-      wire::Envelope quiet;
-      quiet.mutable_set_needs_offers()->set_needs_offers(false);
-      e = quiet;
-    } else {
-      e.mutable_decline_offers()->add_offer_ids(offer.offer_id());
-      e.mutable_decline_offers()->mutable_filters()->set_refuse_seconds(3600);
-    }
-    (void)p.conn->send(e);
+    if (changed && round_.active && round_.elected < 0 && leader->endpoint.port != round_.oldPort)
+      round_.elected = (nowNs() - round_.t0Ns) / 1e6;
   }
 
   // ---------------------------------------------------------------- loop
-  size_t registeredAgents() const { return std::count_if(agents_.begin(), agents_.end(), [](const Peer& p) { return p.registered; }); }
-  size_t registeredFrameworks() const { return std::count_if(frameworks_.begin(), frameworks_.end(), [](const Peer& p) { return p.registered; }); }
-
   bool waitFor(const std::function<bool()>& done, double seconds) {
     auto deadline = SteadyClock::now() + secondsToDuration(seconds);
     while (!done() && SteadyClock::now() < deadline) {
@@ -378,27 +358,21 @@ class Bench {
 
   struct Round {
     bool active = false;
+    int k = 0;
     uint16_t oldPort = 0;
-    TimePoint t0;
+    int64_t t0Ns = 0;
     double elected = -1, accepting = -1, agents = -1, frameworks = -1, offers = -1;
   };
 
   asio::io_context& io_;
   Settings s_;
   std::vector<MasterProc> masters_;
+  std::vector<WorkerProc> workers_;
   std::unique_ptr<LeaderDetector> detector_;
   std::optional<Leader> leader_;
-  std::vector<Peer> agents_;
-  std::vector<Peer> frameworks_;
-  std::unordered_map<std::string, std::vector<wire::RunTask>> tasksByAgent_;
-  std::unordered_set<std::string> launched_;
-  Resources taskResources_;
-  size_t running_ = 0;
-  size_t offersSeen_ = 0;
-  size_t runTasks_ = 0;
-  size_t lost_ = 0;
+  int64_t lost_ = 0;
+  std::map<int64_t, int64_t> finished_;  // round -> terminal updates its frameworks received
   Round round_;
-  std::mt19937_64 random_{std::random_device{}()};
 };
 
 }  // namespace
@@ -409,28 +383,37 @@ int main(int argc, char** argv) {
   Flags flags("failover_bench", "Paper experiment 6.6: master failover through ZooKeeper.");
   flags.addString("zk", &s.zk, "zk://host:port/path of the masters' group");
   flags.addString("master-binary", &s.masterBinary, "path of allot-master");
-  flags.addString("work-dir", &s.workDir, "directory for the masters' logs and port files");
+  flags.addString("work-dir", &s.workDir, "directory for the masters' and workers' logs and port files");
   flags.addInt("masters", &s.masters, "masters to run");
   flags.addInt("agents", &s.agents, "emulated agents");
-  flags.addInt("frameworks", &s.frameworks, "emulated frameworks (one long-lived task each)");
+  flags.addInt("frameworks", &s.frameworks, "emulated frameworks (framework 0 is the offer probe)");
   flags.addInt("kills", &s.kills, "leader kills");
   flags.addString("signal", &s.signal, "kill (SIGKILL) or term (SIGTERM)");
   flags.addDouble("zk-session-timeout", &s.sessionTimeoutS, "the masters' --zk-session-timeout");
-  flags.addDouble("spread", &s.spreadS, "clients reconnect to a new leader within this many seconds");
-  flags.addInt("source-addresses", &s.sourceAddresses, "loopback source addresses 127.0.0.2..");
+  flags.addInt("peers-per-worker", &s.peersPerWorker, "agents + frameworks per worker process");
   flags.addDouble("round-timeout", &s.roundTimeoutS, "give up on a round after this many seconds");
+  flags.addDouble("status-retry", &s.statusRetryS,
+                  "emulated agents resend unacknowledged updates this often (the agent's default)");
+  flags.addInt("worker-index", &s.workerIndex, "internal: run as this worker");
+  flags.addInt("workers", &s.workers, "internal: the number of workers");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
-  if (s.zk.empty() || s.masterBinary.empty() || s.masters < 2 || s.agents < 1 || s.frameworks < 1 ||
-      s.frameworks > s.agents * 20 || (s.signal != "kill" && s.signal != "term") ||
-      s.sourceAddresses < 1 || s.sourceAddresses > 200) {
-    std::cerr << "failover_bench: need --zk, --master-binary, --masters >= 2, --signal kill|term\n";
-    return 2;
-  }
+  signal(SIGPIPE, SIG_IGN);
   rlimit limit{};
   getrlimit(RLIMIT_NOFILE, &limit);
   limit.rlim_cur = limit.rlim_max;
   setrlimit(RLIMIT_NOFILE, &limit);
-  signal(SIGPIPE, SIG_IGN);
+  if (s.workerIndex >= 0) {
+    setLogLevel(LogLevel::kError);  // a warning per link per failover drowns the log
+    WorkerSettings w{s.zk, s.workerIndex, s.workers, s.agents, s.frameworks, s.kills, s.statusRetryS};
+    return runWorker(w);
+  }
+  if (s.zk.empty() || s.masterBinary.empty() || s.masters < 2 || s.agents < 1 || s.frameworks < 2 ||
+      s.kills < 1 || s.frameworks * 0.1 * (s.kills + 1) > s.agents * 2 ||
+      (s.signal != "kill" && s.signal != "term") || s.peersPerWorker < 100) {
+    std::cerr << "failover_bench: need --zk, --master-binary, --masters >= 2, --frameworks >= 2, "
+                 "--kills >= 1, --signal kill|term, --peers-per-worker >= 100 and room for every task\n";
+    return 2;
+  }
   asio::io_context io(1);
   Bench bench(io, s);
   return bench.run();

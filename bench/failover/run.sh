@@ -2,13 +2,15 @@
 # Paper experiment 6.6: master failover with ZooKeeper (docs/benchmarks.md).
 #
 #   bench/failover/run.sh [--build-dir build] [--sizes "200 1000 4000 10000"]
-#       [--frameworks 200] [--kills 5] [--zk-session-timeout 1] [--spread 1]
-#       [--out DIR]
+#       [--frameworks 200] [--kills 5] [--zk-session-timeout 1]
+#       [--signals "kill term"] [--out DIR]
 #
 # Starts one ZooKeeper server on a free loopback port (tickTime 200 ms, its
 # own data dir), then for each agent count and each signal (SIGKILL, SIGTERM)
 # runs failover_bench: three masters, the agents and frameworks, --kills
-# kills of the leader. Writes DIR/failover.csv (one line per kill),
+# kills of the leader. A size whose run fails (a round that does not
+# recover, a task or terminal update lost) is reported and the script goes
+# on, then exits 1. Writes DIR/failover.csv (one line per kill),
 # DIR/summary.txt (medians per size and signal, beside the paper's 4-8 s and
 # Mesos's 10 s session) and DIR/failover.png when gnuplot is installed.
 set -euo pipefail
@@ -18,7 +20,7 @@ sizes="200 1000 4000 10000"
 frameworks=200
 kills=5
 session=1
-spread=1
+signals="kill term"
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -27,7 +29,7 @@ while [ $# -gt 0 ]; do
     --frameworks) frameworks=$2; shift 2 ;;
     --kills) kills=$2; shift 2 ;;
     --zk-session-timeout) session=$2; shift 2 ;;
-    --spread) spread=$2; shift 2 ;;
+    --signals) signals=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "run.sh: unknown flag $1" >&2; exit 2 ;;
   esac
@@ -70,17 +72,22 @@ for _ in $(seq 1 200); do
 done
 
 csv="$out/failover.csv"
-echo "agents,frameworks,signal,kill,elected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,load1" > "$csv"
+echo "agents,frameworks,signal,kill,elected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,updates_lost,load1" > "$csv"
 run=0
+failed=0
 for agents in $sizes; do
   fw=$frameworks; [ "$fw" -gt "$agents" ] && fw=$agents
-  for sig in kill term; do
+  for sig in $signals; do
     run=$((run + 1))
     echo "[failover] $agents agents, $fw frameworks, SIG${sig^^}, $kills kills (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-    "$build/bench/failover/failover_bench" --zk "zk://127.0.0.1:$port/allot-bench-$run" \
+    if ! "$build/bench/failover/failover_bench" --zk "zk://127.0.0.1:$port/allot-bench-$run" \
       --master-binary "$build/master/allot-master" --work-dir "$out/run-$agents-$sig" \
       --agents "$agents" --frameworks "$fw" --kills "$kills" --signal "$sig" \
-      --zk-session-timeout "$session" --spread "$spread" | tail -n +2 >> "$csv"
+      --zk-session-timeout "$session" > "$out/run-$agents-$sig.csv"; then
+      echo "[failover] FAILED: $agents agents, SIG${sig^^} (logs in $out/run-$agents-$sig)" >&2
+      failed=1
+    fi
+    tail -n +2 "$out/run-$agents-$sig.csv" >> "$csv"
   done
 done
 
@@ -90,17 +97,18 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 print(f"allot failover (zk session {sys.argv[2]} s), medians over kills [min-max]; "
       "anchors: paper 4000-8000 ms full recovery, Mesos default 10 s session")
 print(f"{'agents':>7} {'signal':>6} {'elected':>16} {'accepting':>16} {'agents':>16} "
-      f"{'frameworks':>16} {'offers':>16} {'lost':>5} {'load':>5}")
+      f"{'frameworks':>16} {'offers':>16} {'lost':>5} {'upd':>4} {'load':>5}")
 groups = {}
 for r in rows: groups.setdefault((int(r['agents']), r['signal']), []).append(r)
 for (agents, sig), rs in sorted(groups.items()):
     def col(k):
         v = [float(r[k]) for r in rs if float(r[k]) >= 0]
         return f"{statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]" if v else "n/a"
-    lost = sum(int(r['tasks_lost']) for r in rs)
+    lost = max(int(r['tasks_lost']) for r in rs)  # cumulative within a run
+    updates = sum(int(r['updates_lost']) for r in rs)
     load = max(float(r['load1']) for r in rs)
     print(f"{agents:>7} {sig:>6} {col('elected_ms'):>16} {col('accepting_ms'):>16} {col('agents_ms'):>16} "
-          f"{col('frameworks_ms'):>16} {col('offers_ms'):>16} {lost:>5} {load:>5.1f}")
+          f"{col('frameworks_ms'):>16} {col('offers_ms'):>16} {lost:>5} {updates:>4} {load:>5.1f}")
 PY
 cat "$out/summary.txt"
 if command -v gnuplot > /dev/null; then
@@ -128,3 +136,4 @@ plot "$out/plot.dat" index 0 using 1:2:3:4 with yerrorlines title "allot, SIGKIL
      10 with lines dt 3 title "Mesos: 10 s ZooKeeper session alone"
 GP
 fi
+exit $failed

@@ -1,0 +1,50 @@
+// One failover_bench worker process: a slice of the emulated agents and
+// frameworks, each a real protocol peer on the production ReconnectingLink
+// (jittered exponential backoff, leader-change spread, epoch fencing; the
+// agent's defaults), all fed by one SharedDetector (one ZooKeeper session
+// per worker).
+//
+// Agents re-register with their id, secret and every task they run (as
+// RUNNING), keep each status update until the master forwards its
+// acknowledgement, and resend the unacknowledged ones after every
+// registration and every --status-retry (as agent/agent.cpp does).
+// Frameworks re-register with their id and secret, acknowledge every
+// update, and suppress offers once their tasks run; framework 0 is the
+// probe that keeps declining offers (it measures "offers flow again").
+//
+// Each framework but the probe launches one long-lived task plus one task
+// per kill round ("<framework>-r<k>"); the driver's "finish <k>" line on
+// stdin makes the agents end round k's tasks (TASK_FINISHED) right at the
+// kill, so those terminal updates are in flight across the failover.
+//
+// Events on stdout, one line each, times in CLOCK_MONOTONIC nanoseconds
+// (steady_clock: comparable across processes):
+//   A <t> <0|1>       every agent of this worker registered (1) or not (0)
+//   F <t> <0|1>       the same for its frameworks
+//   R <t> <port>      the first registration answered by the master at port
+//   O <t> <port>      the probe's first offer from the master at port
+//   U <t> <n>         tasks reported RUNNING so far (set-up)
+//   T <t> <k>         a framework received round k's TASK_FINISHED (once per task)
+//   L <t> <task>      a framework received TASK_LOST
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace allot {
+
+struct WorkerSettings {
+  std::string zk;
+  int64_t workerIndex = 0;
+  int64_t workers = 1;
+  int64_t agents = 0;       // in the whole bench; this worker takes every workers-th
+  int64_t frameworks = 0;   // the same
+  int64_t rounds = 0;       // kill rounds: one finishing task per framework each
+  double statusRetryS = 10;
+  double startSpreadS = 2;  // links start over this many seconds at set-up
+};
+
+// Runs until stdin closes (the driver exited); returns the exit code.
+int runWorker(const WorkerSettings& settings);
+
+}  // namespace allot

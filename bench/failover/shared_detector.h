@@ -1,0 +1,49 @@
+// SharedDetector: one LeaderDetector (one ZooKeeper session) fanned out to
+// many ReconnectingLinks in one emulator process.
+//
+// A real agent or scheduler runs one ZooKeeper detector of its own; an
+// emulator hosting thousands of them in one process cannot (one more fd and
+// one more session per peer, and the ZooKeeper server on the same 2 cores).
+// Each link still gets its own LeaderDetector (view()), fed the same
+// reports in the same order, so the reconnect policy that runs is the
+// production ReconnectingLink's, unchanged.
+//
+// Thread: the io_context thread. Views may outlive nothing: destroy every
+// view (its link) before the SharedDetector.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+
+#include "base/asio.h"
+#include "proto/leader.h"
+
+namespace allot {
+
+class SharedDetector {
+ public:
+  SharedDetector(asio::io_context& io, std::unique_ptr<LeaderDetector> inner);
+  ~SharedDetector();
+
+  // Starts the inner detector; call once, before or after making views.
+  void start();
+  // A detector for one link: reports the current leader (posted) when
+  // started, then every change.
+  std::unique_ptr<LeaderDetector> view();
+
+ private:
+  class View;
+  void onLeader(const std::optional<Leader>& leader);
+
+  asio::io_context& io_;
+  std::unique_ptr<LeaderDetector> inner_;
+  std::unordered_map<uint64_t, LeaderDetector::Callback> subscribers_;
+  uint64_t nextId_ = 1;
+  bool known_ = false;  // the inner detector has reported at least once
+  std::optional<Leader> current_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace allot
