@@ -70,9 +70,16 @@ class Worker {
   ~Worker() {
     for (auto& a : agents_) a->link.reset();
     for (auto& f : frameworks_) f->link.reset();
+    watch_.reset();
   }
 
   void start() {
+    // When this worker's detector learns of each leader (the links hear it
+    // in the same callback).
+    watch_ = detector_.view();
+    watch_->start([](const std::optional<Leader>& leader) {
+      if (leader) event('D', std::to_string(leader->endpoint.port));
+    });
     detector_.start();
     readCommand();
     scheduleRetry();
@@ -341,6 +348,7 @@ class Worker {
   asio::io_context& io_;
   WorkerSettings s_;
   SharedDetector detector_;
+  std::unique_ptr<LeaderDetector> watch_;
   asio::steady_timer startTimer_;
   asio::steady_timer retryTimer_;
   asio::posix::stream_descriptor input_;

@@ -9,13 +9,15 @@
 // terminal updates cross the failover. Per kill, milliseconds from the
 // signal until:
 //   elected     this process's ZooKeeper detector reports a new leader
+//   detected    the last worker's detector reports it
 //   accepting   the new leader answers its first registration
 //   agents      every agent has re-registered
 //   frameworks  every framework has re-registered
 //   offers      the probe framework's first offer from the new leader
 // and the tasks reported LOST and the round's terminal updates that did not
 // reach their framework (both must be 0: the round waits for the updates up
-// to --round-timeout). One CSV line per kill on stdout.
+// to --round-timeout), and the CPU time the new leader and the client
+// workers spent from the kill to recovery. One CSV line per kill on stdout.
 //
 // Workers: one per --peers-per-worker peers, so no process needs more than
 // a few thousand of its RLIMIT_NOFILE (20,000 here) and both cores serve
@@ -82,6 +84,20 @@ struct WorkerProc {
   bool exited = false;
 };
 
+// User + system CPU time of a process so far, in milliseconds; 0 if gone.
+double cpuMs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string skip;
+  for (int i = 3; i < 14; ++i) fields >> skip;  // state .. cmajflt
+  double utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return (utime + stime) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
 }
@@ -111,8 +127,8 @@ class Bench {
     if (!waitFor([&] { return allFull() && running() >= tasks; }, 180))
       return fail("set-up did not finish: running " + std::to_string(running()) + " of " +
                   std::to_string(tasks) + " tasks; " + describeWorkers());
-    std::printf("agents,frameworks,signal,kill,elected_ms,accepting_ms,agents_ms,frameworks_ms,"
-                "offers_ms,tasks_lost,updates_lost,load1\n");
+    std::printf("agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,"
+                "frameworks_ms,offers_ms,tasks_lost,updates_lost,leader_cpu_ms,clients_cpu_ms,load1\n");
     std::fflush(stdout);
     for (int k = 1; k <= s_.kills; ++k) {
       if (int rc = killRound(k); rc != 0) return rc;
@@ -251,6 +267,9 @@ class Bench {
       case 'O':
         if (fromNewLeader && (round_.offers < 0 || ms < round_.offers)) round_.offers = ms;
         break;
+      case 'D':
+        if (fromNewLeader && ms > round_.detected) round_.detected = ms;
+        break;
       case 'U': w.running = std::stoll(value); break;
       case 'T': ++finished_[std::stoll(value)]; break;
       case 'L': ++lost_; break;
@@ -311,6 +330,9 @@ class Bench {
         return fail("cannot write to a worker: " + describeWorkers());
     }
     runFor(std::chrono::milliseconds(10));
+    std::vector<double> mastersCpu, workersCpu;
+    for (auto& m : masters_) mastersCpu.push_back(m.pid > 0 ? cpuMs(m.pid) : 0);
+    for (auto& w : workers_) workersCpu.push_back(cpuMs(w.pid));
     round_.active = true;
     round_.oldPort = masters_[leaderIndex].port;
     round_.t0Ns = nowNs();
@@ -323,13 +345,22 @@ class Bench {
              round_.accepting >= 0 && finished_[k] >= expected;
     }, s_.roundTimeoutS);
     round_.active = false;
+    // CPU spent from the kill to recovery by the new leader and by the
+    // emulated clients: what the round cost, apart from waiting.
+    double leaderCpu = -1, clientsCpu = 0;
+    for (size_t i = 0; i < masters_.size(); ++i) {
+      if (i != leaderIndex && leader_ && masters_[i].port == leader_->endpoint.port)
+        leaderCpu = cpuMs(masters_[i].pid) - mastersCpu[i];
+    }
+    for (size_t i = 0; i < workers_.size(); ++i) clientsCpu += cpuMs(workers_[i].pid) - workersCpu[i];
     double load = 0;
     std::ifstream("/proc/loadavg") >> load;
-    std::printf("%lld,%lld,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%lld,%lld,%.2f\n",
+    std::printf("%lld,%lld,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%lld,%lld,%.0f,%.0f,%.2f\n",
                 static_cast<long long>(s_.agents), static_cast<long long>(s_.frameworks),
-                s_.signal.c_str(), k, round_.elected, round_.accepting, round_.agents,
-                round_.frameworks, round_.offers, static_cast<long long>(lost_),
-                static_cast<long long>(std::max<int64_t>(0, expected - finished_[k])), load);
+                s_.signal.c_str(), k, round_.elected, round_.detected, round_.accepting,
+                round_.agents, round_.frameworks, round_.offers, static_cast<long long>(lost_),
+                static_cast<long long>(std::max<int64_t>(0, expected - finished_[k])), leaderCpu,
+                clientsCpu, load);
     std::fflush(stdout);
     if (!done) return fail("round " + std::to_string(k) + " did not recover within --round-timeout: " + describeWorkers());
     stopMaster(masters_[leaderIndex], SIGKILL);
@@ -361,7 +392,7 @@ class Bench {
     int k = 0;
     uint16_t oldPort = 0;
     int64_t t0Ns = 0;
-    double elected = -1, accepting = -1, agents = -1, frameworks = -1, offers = -1;
+    double elected = -1, detected = -1, accepting = -1, agents = -1, frameworks = -1, offers = -1;
   };
 
   asio::io_context& io_;

@@ -72,7 +72,7 @@ for _ in $(seq 1 200); do
 done
 
 csv="$out/failover.csv"
-echo "agents,frameworks,signal,kill,elected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,updates_lost,load1" > "$csv"
+echo "agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,updates_lost,leader_cpu_ms,clients_cpu_ms,load1" > "$csv"
 run=0
 failed=0
 for agents in $sizes; do
@@ -96,8 +96,8 @@ import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 print(f"allot failover (zk session {sys.argv[2]} s), medians over kills [min-max]; "
       "anchors: paper 4000-8000 ms full recovery, Mesos default 10 s session")
-print(f"{'agents':>7} {'signal':>6} {'elected':>16} {'accepting':>16} {'agents':>16} "
-      f"{'frameworks':>16} {'offers':>16} {'lost':>5} {'upd':>4} {'load':>5}")
+print(f"{'agents':>7} {'signal':>6} {'elected':>16} {'detected':>16} {'accepting':>16} {'agents':>16} "
+      f"{'frameworks':>16} {'offers':>16} {'lost':>5} {'upd':>4} {'leaderCPU':>16} {'clientCPU':>16} {'load':>5}")
 groups = {}
 for r in rows: groups.setdefault((int(r['agents']), r['signal']), []).append(r)
 for (agents, sig), rs in sorted(groups.items()):
@@ -107,8 +107,9 @@ for (agents, sig), rs in sorted(groups.items()):
     lost = max(int(r['tasks_lost']) for r in rs)  # cumulative within a run
     updates = sum(int(r['updates_lost']) for r in rs)
     load = max(float(r['load1']) for r in rs)
-    print(f"{agents:>7} {sig:>6} {col('elected_ms'):>16} {col('accepting_ms'):>16} {col('agents_ms'):>16} "
-          f"{col('frameworks_ms'):>16} {col('offers_ms'):>16} {lost:>5} {updates:>4} {load:>5.1f}")
+    print(f"{agents:>7} {sig:>6} {col('elected_ms'):>16} {col('detected_ms'):>16} {col('accepting_ms'):>16} "
+          f"{col('agents_ms'):>16} {col('frameworks_ms'):>16} {col('offers_ms'):>16} {lost:>5} {updates:>4} "
+          f"{col('leader_cpu_ms'):>16} {col('clients_cpu_ms'):>16} {load:>5.1f}")
 PY
 cat "$out/summary.txt"
 if command -v gnuplot > /dev/null; then
