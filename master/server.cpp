@@ -21,6 +21,8 @@ Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
   if (!ec) server->acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) server->acceptor_.bind(endpoint, ec);
   if (!ec) server->acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  // acceptPending() takes what the backlog holds without blocking.
+  if (!ec) server->acceptor_.non_blocking(true, ec);
   if (ec) return Error{"cannot listen on " + where + ": " + ec.message(), ec.value()};
   server->port_ = server->acceptor_.local_endpoint().port();
   return server;
@@ -74,6 +76,7 @@ void MasterServer::acceptNext() {
     if (stopped_) return;
     if (!ec) {
       onAccepted(std::move(socket));
+      acceptPending();
       return acceptNext();
     }
     if (ec == asio::error::operation_aborted) return;
@@ -85,6 +88,19 @@ void MasterServer::acceptNext() {
       if (!e && !stopped_) acceptNext();
     });
   });
+}
+
+// Drains the backlog (up to kAcceptBatch) without going back to the loop.
+// Any error (would_block: the backlog is empty; EMFILE and friends) ends the
+// batch: the asynchronous accept that follows reports and paces the rest.
+void MasterServer::acceptPending() {
+  for (int i = 0; i < kAcceptBatch && !stopped_; ++i) {
+    boost::system::error_code ec;
+    asio::ip::tcp::socket socket(io_);
+    acceptor_.accept(socket, ec);
+    if (ec) return;
+    onAccepted(std::move(socket));
+  }
 }
 
 void MasterServer::onAccepted(asio::ip::tcp::socket socket) {

@@ -55,9 +55,15 @@ class MasterServer final : public Outbox {
 
  private:
   static constexpr auto kTickInterval = std::chrono::milliseconds(100);
+  // Connections taken from the listen backlog per accept completion. One
+  // accept per pass of the loop lets a failover's thousands of
+  // re-registering peers overflow the backlog (SYNs dropped, a second or
+  // more of retransmission each) while the loop serves those already in.
+  static constexpr int kAcceptBatch = 256;
 
   MasterServer(asio::io_context& io, ServerOptions options);
   void acceptNext();
+  void acceptPending();
   void onAccepted(asio::ip::tcp::socket socket);
   void scheduleTick();
   void afterEvent();
