@@ -67,7 +67,8 @@ java -Xmx256m -cp "$zkdir:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-lo
   org.apache.zookeeper.server.quorum.QuorumPeerMain "$zkdir/zoo.cfg" > "$zkdir/out.log" 2>&1 &
 zkpid=$!
 for _ in $(seq 1 200); do
-  if (exec 3<>/dev/tcp/127.0.0.1/$port && echo srvr >&3 && grep -q "Mode:" <&3) 2>/dev/null; then break; fi
+  # Bounded: a server that accepts before it is ready may never answer.
+  if timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && echo srvr >&3 && grep -q Mode: <&3" 2>/dev/null; then break; fi
   sleep 0.1
 done
 
