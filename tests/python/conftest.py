@@ -70,11 +70,12 @@ class Cluster:
     def cgroups_root(self) -> str:
         return "allot-pytest-" + self.work.name
 
-    def start_agent(self, resources: str = "cpus:2;mem:2048;ports:[31000-31100]") -> None:
+    def start_agent(self, resources: str = "cpus:2;mem:2048;ports:[31000-31100]",
+                    *extra: str) -> None:
         self.daemons.append(Daemon([_binary("ALLOT_AGENT"), "--master", self.master,
                                     "--work-dir", str(self.work / "agent"),
                                     "--cgroups-root", self.cgroups_root,
-                                    "--resources", resources],
+                                    "--resources", resources, *extra],
                                    self.work / "agent.log"))
 
     def stop(self) -> None:
