@@ -308,6 +308,7 @@ void ExecutorManager::launch(Container& c) {
     spec.setup.gid = static_cast<int>(c.user->gid);
     spec.setup.groups = c.user->groups;
     spec.setup.dropCapabilities = !c.user->isRoot();
+    spec.setup.confineRoot = c.user->isRoot();
   }
   spec.setup.noNewPrivs = true;
   spec.workDir = c.sandbox;

@@ -116,7 +116,9 @@ Status runAsSettings(const Settings& s, AgentConfig* c) {
   if (s.defaultUser.empty()) return Error{"--default-user must not be empty"};
   auto user = resolveUser(s.defaultUser);
   if (!user) return Error{"--default-user: " + user.error().describe()};
-  if (user->isRoot()) LOG_WARNING("--default-user " << s.defaultUser << " is root: executors run with full privileges");
+  if (user->isRoot()) LOG_WARNING("--default-user " << s.defaultUser
+                                          << " is root: executors run as root (confined: Docker's default "
+                                             "capabilities, read-only /sys and /proc/sys)");
   if (auto st = checkSearchableByOthers(c->workDir); !st) return Error{"--work-dir: " + st.error().describe()};
   c->executors.defaultUser = s.defaultUser;
   return okStatus();

@@ -5,6 +5,7 @@
 #include <linux/sched.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -32,6 +33,7 @@ namespace {
 enum class Step : int {
   kSignals = 1, kSetsid, kStdin, kStdout, kStderr, kChdir, kCgroup, kNetns,
   kSetgroups, kSetgid, kSetuid, kNoNewPrivs, kSeccomp, kExec, kCapBound, kCaps,
+  kMountNs, kCgroupNs, kReadOnly,
 };
 
 const char* stepName(Step step) {
@@ -52,6 +54,9 @@ const char* stepName(Step step) {
     case Step::kExec: return "exec";
     case Step::kCapBound: return "drop the capability bounding set";
     case Step::kCaps: return "clear the capability sets";
+    case Step::kMountNs: return "unshare a private mount namespace";
+    case Step::kCgroupNs: return "unshare a cgroup namespace";
+    case Step::kReadOnly: return "make read-only (mount_setattr)";
   }
   return "setup";
 }
@@ -59,8 +64,20 @@ const char* stepName(Step step) {
 struct ChildFailure {
   Step step;
   int errnum;
-  int index;  // which cgroup file, when step == kCgroup
+  int index;  // which cgroup file (kCgroup) or read-only path (kReadOnly)
 };
+
+// What a confined root task sees read-only (launcher.h, confineRoot). /proc
+// entries are bind-mounted onto themselves first: they are not mount points.
+// An optional one may be missing (/proc/sysrq-trigger without
+// CONFIG_MAGIC_SYSRQ).
+struct ReadOnlyPath {
+  const char* path;
+  bool bindFirst;
+  bool optional;
+};
+constexpr ReadOnlyPath kRootReadOnlyPaths[] = {
+    {"/sys", false, false}, {"/proc/sys", true, false}, {"/proc/sysrq-trigger", true, true}};
 
 // Everything the child needs, prepared before clone so the child only
 // makes async-signal-safe calls.
@@ -102,7 +119,7 @@ Prepared prepare(const LaunchSpec& spec) {
       p.nonDefaultSignals.push_back(sig);
     }
   }
-  if (spec.setup.dropCapabilities) p.capLastCap = readCapLastCap();
+  if (spec.setup.dropCapabilities || spec.setup.confineRoot) p.capLastCap = readCapLastCap();
   return p;
 }
 
@@ -145,22 +162,52 @@ int openOutput(const std::string& path) {
 
 // While still privileged (PR_CAPBSET_DROP needs CAP_SETPCAP): no later
 // execve can gain a capability back. EINVAL: a capability this kernel lacks.
-void dropBoundingSet(int capLastCap, const FailureSink& sink) {
+void dropBoundingSet(int capLastCap, uint64_t keep, const FailureSink& sink) {
   for (int cap = 0; cap <= capLastCap; ++cap) {
+    if (cap < 64 && (keep >> cap & 1)) continue;
     if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) childFail(sink, Step::kCapBound);
   }
 }
 
 // After the uid switch: effective and permitted are empty already for a
-// non-zero uid (no keep-caps), inheritable and ambient are cleared here; for
-// uid 0 this is what takes root's capabilities away.
-void clearCapabilities(const FailureSink& sink) {
+// non-zero uid (no keep-caps); for uid 0 they shrink to `keep` here (an
+// execve as root gets the bounding set, which holds no more). Inheritable
+// and ambient are cleared.
+void setCapabilities(uint64_t keep, const FailureSink& sink) {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  for (int i = 0; i < _LINUX_CAPABILITY_U32S_3; ++i) {
+    data[i].permitted = data[i].effective = static_cast<uint32_t>(keep >> (32 * i));
+  }
   if (syscall(SYS_capset, &header, data) != 0) childFail(sink, Step::kCaps);
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
     childFail(sink, Step::kCaps);
   }
+}
+
+// A root task's own view of the system (launcher.h, confineRoot): its
+// mounts stop propagating to the host (slave: the host's still reach it),
+// the kernel's and every cgroup hierarchy's files become read-only for it
+// alone, and its cgroup namespace is rooted where it now is. While still
+// holding CAP_SYS_ADMIN, i.e. before the bounding set and capsets shrink.
+void confineRootTask(const FailureSink& sink) {
+  if (unshare(CLONE_NEWNS) != 0) childFail(sink, Step::kMountNs);
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) childFail(sink, Step::kMountNs);
+  for (size_t i = 0; i < std::size(kRootReadOnlyPaths); ++i) {
+    const ReadOnlyPath& ro = kRootReadOnlyPaths[i];
+    if (ro.bindFirst && mount(ro.path, ro.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      if (ro.optional && errno == ENOENT) continue;
+      childFail(sink, Step::kReadOnly, static_cast<int>(i));
+    }
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY;
+    if (syscall(SYS_mount_setattr, AT_FDCWD, ro.path, AT_RECURSIVE, &attr, sizeof attr) != 0) {
+      childFail(sink, Step::kReadOnly, static_cast<int>(i));
+    }
+  }
+  // Kernels without cgroup namespaces (before 4.6) say EINVAL: the
+  // read-only hierarchies above are what keeps the task in place anyway.
+  if (unshare(CLONE_NEWCGROUP) != 0 && errno != EINVAL) childFail(sink, Step::kCgroupNs);
 }
 
 // Runs in the child between clone and exec: async-signal-safe calls only.
@@ -192,7 +239,10 @@ void clearCapabilities(const FailureSink& sink) {
     close(fd);
   }
   if (setup.netnsFd >= 0 && setns(setup.netnsFd, CLONE_NEWNET) != 0) childFail(sink, Step::kNetns);
-  if (setup.dropCapabilities) dropBoundingSet(p.capLastCap, sink);
+  bool confine = setup.confineRoot && !setup.dropCapabilities;
+  uint64_t keep = confine ? kRootTaskCapabilities : 0;
+  if (confine) confineRootTask(sink);
+  if (setup.dropCapabilities || confine) dropBoundingSet(p.capLastCap, keep, sink);
   if (setup.gid >= 0) {
     if (syscall(SYS_setgroups, setup.groups.size(), setup.groups.data()) != 0) childFail(sink, Step::kSetgroups);
     if (syscall(SYS_setresgid, setup.gid, setup.gid, setup.gid) != 0) childFail(sink, Step::kSetgid);
@@ -200,7 +250,7 @@ void clearCapabilities(const FailureSink& sink) {
   if (setup.uid >= 0 && syscall(SYS_setresuid, setup.uid, setup.uid, setup.uid) != 0) {
     childFail(sink, Step::kSetuid);
   }
-  if (setup.dropCapabilities) clearCapabilities(sink);
+  if (setup.dropCapabilities || confine) setCapabilities(keep, sink);
   if ((setup.noNewPrivs || !setup.seccompBpf.empty()) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     childFail(sink, Step::kNoNewPrivs);
   }
@@ -329,6 +379,7 @@ class RealLauncher final : public Launcher {
       std::string what = stepName(failure.step);
       if (failure.step == Step::kExec) what += " " + spec.argv[0];
       if (failure.step == Step::kCgroup) what += " " + spec.setup.cgroupProcsFiles[failure.index];
+      if (failure.step == Step::kReadOnly) what += std::string(" ") + kRootReadOnlyPaths[failure.index].path;
       if (failure.step == Step::kChdir) what += " " + spec.workDir;
       if (failure.step == Step::kStdout) what += " " + spec.stdoutPath;
       if (failure.step == Step::kStderr) what += " " + spec.stderrPath;
@@ -434,6 +485,16 @@ class RealLauncher final : public Launcher {
 };
 
 }  // namespace
+
+const uint64_t kRootTaskCapabilities = [] {
+  uint64_t mask = 0;
+  for (int cap : {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FSETID, CAP_FOWNER, CAP_MKNOD, CAP_NET_RAW, CAP_SETGID,
+                  CAP_SETUID, CAP_SETFCAP, CAP_SETPCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT, CAP_KILL,
+                  CAP_AUDIT_WRITE}) {
+    mask |= uint64_t{1} << cap;
+  }
+  return mask;
+}();
 
 Result<std::unique_ptr<Launcher>> Launcher::create(asio::io_context& io, UringPoller& poller) {
   return std::unique_ptr<Launcher>(new RealLauncher(io, poller));

@@ -28,9 +28,9 @@
 namespace allot {
 
 // What the child does between fork and exec, in this order (runc's):
-// signals, setsid, stdio, chdir, cgroup, netns, capability bounding set,
-// setgroups/setgid/setuid, the other capability sets, no_new_privs, seccomp,
-// exec. Filled in by the agent and by isolators' prepare(); everything here
+// signals, setsid, stdio, chdir, cgroup, netns, root confinement (mount and
+// cgroup namespaces), capability bounding set, setgroups/setgid/setuid, the
+// other capability sets, no_new_privs, seccomp, exec. Filled in by the agent and by isolators' prepare(); everything here
 // is async-signal-safe in the child (no allocation after fork; raw syscalls
 // for the credential changes, since glibc's setuid() would broadcast to the
 // agent's threads from a child sharing its memory).
@@ -56,7 +56,25 @@ struct ChildSetup {
   // Empty every capability set (bounding, inheritable, ambient; effective
   // and permitted go with the switch to a non-zero uid) before exec.
   bool dropCapabilities = false;
+  // For a child that runs as uid 0 (root allowed by the master's ACLs, or an
+  // operator's root --default-user): keep only kRootTaskCapabilities in the
+  // bounding, permitted and effective sets (inheritable and ambient empty),
+  // and start it in a private mount namespace (no propagation back to the
+  // host) where /sys with every cgroup hierarchy below it, /proc/sys and
+  // /proc/sysrq-trigger are read-only, and in a new cgroup namespace rooted
+  // at the cgroup it joined: it cannot write its pid into another cgroup,
+  // remount, load modules or trace processes outside its own privileges.
+  // Needs the launcher to run as root on Linux 5.12+ (mount_setattr).
+  // Ignored when dropCapabilities is set.
+  bool confineRoot = false;
 };
+
+// The capabilities a confined root task keeps: Docker's default set
+// (CHOWN, DAC_OVERRIDE, FSETID, FOWNER, MKNOD, NET_RAW, SETGID, SETUID,
+// SETFCAP, SETPCAP, NET_BIND_SERVICE, SYS_CHROOT, KILL, AUDIT_WRITE), as a
+// mask of CAP_* bits. Not in it, among others: SYS_ADMIN, SYS_MODULE,
+// SYS_PTRACE, NET_ADMIN, SYS_RAWIO, SYS_TIME, SYS_BOOT, DAC_READ_SEARCH, BPF.
+extern const uint64_t kRootTaskCapabilities;
 
 struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is an absolute path or found in PATH

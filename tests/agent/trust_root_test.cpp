@@ -9,6 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "tests/agent/cluster.h"
@@ -161,7 +164,9 @@ TEST_F(TrustRoot, SandboxIsPrivateToTheRunAsUser) {
 }
 
 TEST_F(TrustRoot, DefaultProfileRefusesMountModulesAndNamespacesWithEperm) {
-  // Root with every capability: only the seccomp filter stands in the way.
+  // An operator's root: confined (Docker's capabilities), and the seccomp
+  // filter answers first, with EPERM even where the kernel would say
+  // ENOSYS (no module support) or let keyctl through.
   startAgent({"--default-user", "root"});
   std::string probe =
       "python3 -c 'import ctypes; l=ctypes.CDLL(None, use_errno=True)\n"
@@ -184,17 +189,123 @@ TEST_F(TrustRoot, DefaultProfileRefusesMountModulesAndNamespacesWithEperm) {
   EXPECT_EQ(task.find("getpid -1"), std::string::npos) << task;
 }
 
-TEST_F(TrustRoot, TaskCannotMoveItselfIntoAnyOtherCgroup) {
-  cgroupsRoot_ = "allot-trust-test-" + std::to_string(getpid());
-  startAgent({"--isolation", "seccomp,cgroups/cpu,cgroups/mem", "--cgroups-root", cgroupsRoot_});
-  std::string out = run(
-      "n=0; for f in $(find /sys/fs/cgroup -maxdepth 4 -name cgroup.procs); do n=$((n+1)); "
-      "if (echo $$ > $f) 2>/dev/null; then echo ESCAPED $f; fi; done; echo tried $n");
-  ASSERT_NE(out.find("FINISHED"), std::string::npos) << out << cluster_->agentLog();
-  std::string task = taskOutput(cluster_->workDir());
+// What a task tries, to leave its limits or the machine's rules (the
+// output lines are checked by expectConfined):
+//   ESCAPED f      it wrote its pid into cgroup.procs f outside its cgroup
+//   tried n        how many cgroup.procs files it tried
+//   mount r e      mount(2) of a tmpfs: result and errno
+//   remount r e    remount of the cpu hierarchy read-write
+//   init_module r e / finit_module r e   module loading
+//   PEEK ok|denied the agent's root directory through /proc/<agent>/root
+// then its mount table and capability sets after "---", and its
+// /proc/self/cgroup after "--- cgroup".
+const char* kEscapeProbe =
+    "echo uid=$(id -u); n=0; for f in $(find /sys/fs/cgroup -maxdepth 4 -name cgroup.procs); do n=$((n+1)); "
+    "if (echo $$ > $f) 2>/dev/null; then echo ESCAPED $f; fi; done; echo tried $n; "
+    "python3 -c 'import ctypes; l=ctypes.CDLL(None, use_errno=True)\n"
+    "def t(n, *a):\n"
+    "  r=l.syscall(*a); print(n, r, ctypes.get_errno())\n"
+    "t(\"mount\", 165, b\"none\", b\"/mnt\", b\"tmpfs\", 0, 0)\n"
+    "t(\"remount\", 165, b\"none\", b\"/sys/fs/cgroup/cpu\", 0, 32, 0)\n"
+    "t(\"init_module\", 175, 0, 0, b\"\")\n"
+    "t(\"finit_module\", 313, 0, b\"\", 0)'; "
+    "agent=$(awk '/^PPid/{print $2}' /proc/$PPID/status); "
+    "if ls /proc/$agent/root/ >/dev/null 2>&1; then echo PEEK ok; else echo PEEK denied; fi; "
+    "echo ---; cat /proc/self/mountinfo; grep -E '^Cap(Prm|Eff|Bnd|Inh|Amb):' /proc/self/status; "
+    "echo '--- cgroup'; cat /proc/self/cgroup";
+
+// The task could not move itself, mount, load modules or look into the
+// agent; `root` tasks also saw read-only /sys and /proc/sys and their own
+// cgroup namespace.
+void expectConfined(const std::string& task, bool root, const std::string& cgroupsRoot) {
   EXPECT_NE(task.find("tried "), std::string::npos) << task;
   EXPECT_EQ(task.find("tried 0\n"), std::string::npos) << task;
   EXPECT_EQ(task.find("ESCAPED"), std::string::npos) << task;
+  for (const char* call : {"mount", "remount"}) {
+    EXPECT_NE(task.find(std::string(call) + " -1 1\n"), std::string::npos) << call << " was not refused (EPERM):\n"
+                                                                             << task;
+  }
+  // ENOSYS: a kernel built without module support.
+  for (const char* call : {"init_module", "finit_module"}) {
+    EXPECT_TRUE(task.find(std::string(call) + " -1 1\n") != std::string::npos ||
+                task.find(std::string(call) + " -1 38\n") != std::string::npos)
+        << call << " was not refused (EPERM or ENOSYS):\n" << task;
+  }
+  EXPECT_NE(task.find("PEEK denied"), std::string::npos) << task;
+  if (!root) return;
+  size_t tableAt = task.find("---\n");
+  size_t cgroupAt = task.find("--- cgroup\n");
+  ASSERT_NE(tableAt, std::string::npos) << task;
+  ASSERT_NE(cgroupAt, std::string::npos) << task;
+  std::string table = task.substr(tableAt, cgroupAt - tableAt);
+  std::vector<std::string> readOnly = {" /sys ", " /proc/sys "};
+  for (const char* hierarchy : {"/sys/fs/cgroup", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/memory"}) {
+    struct stat st{};
+    if (::stat(hierarchy, &st) == 0) readOnly.push_back(std::string(" ") + hierarchy + " ");
+  }
+  for (const std::string& mountPoint : readOnly) {
+    size_t at = table.find(mountPoint);
+    ASSERT_NE(at, std::string::npos) << mountPoint << " not in\n" << table;
+    EXPECT_EQ(table.compare(at + mountPoint.size(), 3, "ro,"), 0) << mountPoint << " is not read-only:\n" << table;
+  }
+  // Docker's default capability set: CHOWN DAC_OVERRIDE FOWNER FSETID KILL
+  // SETGID SETUID SETPCAP NET_BIND_SERVICE NET_RAW SYS_CHROOT MKNOD
+  // AUDIT_WRITE SETFCAP.
+  for (const char* set : {"CapPrm:\t00000000a80425fb", "CapEff:\t00000000a80425fb", "CapBnd:\t00000000a80425fb",
+                          "CapInh:\t0000000000000000", "CapAmb:\t0000000000000000"}) {
+    EXPECT_NE(table.find(set), std::string::npos) << set << " in\n" << table;
+  }
+  // A cgroup namespace rooted at the task's own cgroup: its cgroups read
+  // "/", not the path under the agent's --cgroups-root.
+  std::string cgroups = task.substr(cgroupAt);
+  EXPECT_NE(cgroups.find(":/\n"), std::string::npos) << cgroups;
+  EXPECT_EQ(cgroups.find(cgroupsRoot), std::string::npos) << cgroups;
+}
+
+// A separate master with this ACL file (the fixture's is replaced).
+void restartWithAcls(std::unique_ptr<Cluster>& cluster, const std::string& acls) {
+  cluster = std::make_unique<Cluster>();
+  std::string file = cluster->dir() + "/acls";
+  std::ofstream(file) << acls;
+  ASSERT_TRUE(cluster->startMaster({"--acls", file}));
+}
+
+TEST_F(TrustRoot, RootRunsOnlyWhenTheAclNamesRoot) {
+  restartWithAcls(cluster_, "register_framework * users=*\nregister_agent *\n");
+  startAgent();
+  std::string refused = run("id -u", {"--user", "root"});
+  EXPECT_NE(refused.find("may not"), std::string::npos) << refused;
+  EXPECT_EQ(refused.find("FINISHED"), std::string::npos) << refused;
+
+  restartWithAcls(cluster_, "register_framework * users=*,root\nregister_agent *\n");
+  startAgent();
+  std::string out = run("echo uid=$(id -u)", {"--user", "root"});
+  ASSERT_NE(out.find("FINISHED"), std::string::npos) << out << cluster_->agentLog();
+  EXPECT_NE(taskOutput(cluster_->workDir()).find("uid=0\n"), std::string::npos) << taskOutput(cluster_->workDir());
+}
+
+TEST_F(TrustRoot, AllowedRootTaskStaysInsideItsContainer) {
+  // No seccomp isolator: the capability sets and the read-only mounts alone
+  // keep it in.
+  restartWithAcls(cluster_, "register_framework * users=*,root\nregister_agent *\n");
+  cgroupsRoot_ = "allot-trust-root-" + std::to_string(getpid());
+  startAgent({"--isolation", "cgroups/cpu,cgroups/mem", "--cgroups-root", cgroupsRoot_});
+  std::string out = run(kEscapeProbe, {"--user", "root"});
+  ASSERT_NE(out.find("FINISHED"), std::string::npos) << out << cluster_->agentLog();
+  std::string task = taskOutput(cluster_->workDir());
+  EXPECT_NE(task.find("uid=0"), std::string::npos) << task;
+  expectConfined(task, true, cgroupsRoot_);
+  // The host's own mounts are untouched.
+  std::string hostMounts = readAll("/proc/self/mountinfo");
+  EXPECT_EQ(hostMounts.find(" /sys/fs/cgroup/cpu ro,"), std::string::npos) << hostMounts;
+}
+
+TEST_F(TrustRoot, DefaultTaskCannotLeaveItsContainerEither) {
+  cgroupsRoot_ = "allot-trust-nobody-" + std::to_string(getpid());
+  startAgent({"--isolation", "cgroups/cpu,cgroups/mem", "--cgroups-root", cgroupsRoot_});
+  std::string out = run(kEscapeProbe);
+  ASSERT_NE(out.find("FINISHED"), std::string::npos) << out << cluster_->agentLog();
+  expectConfined(taskOutput(cluster_->workDir()), false, cgroupsRoot_);
 }
 
 TEST_F(TrustRoot, TaskCannotRegisterAsAnotherExecutor) {
