@@ -82,7 +82,14 @@ void Master::revokeForStarved(TimePoint now) {
       refs.push_back(Ref{&fw, &task});
     }
   }
-  for (size_t i : planRevocations(inputs, tasks, total, inFlight, opt.hysteresis, std::move(roles))) {
+  // Resources nobody holds count as freed too: a starved framework that
+  // does not take them (its filters, or its tasks do not fit the pieces)
+  // would otherwise have more revoked every cycle while the freed pieces
+  // pile up unused.
+  Resources allocated;
+  for (const RevocationFramework& in : inputs) allocated += in.allocation;
+  Resources freed = inFlight + (total - allocated);
+  for (size_t i : planRevocations(inputs, tasks, total, freed, opt.hysteresis, std::move(roles))) {
     FrameworkRecord& fw = *refs[i].fw;
     TaskRecord& task = *refs[i].task;
     task.revoking = true;

@@ -510,6 +510,43 @@ TEST_F(MasterPolicyTest, AQuotaMinimumTriggersRevocation) {
   for (const auto& k : kills) EXPECT_EQ(k.kill_task().framework_id(), a);
 }
 
+// B's guarantee is 2 cpus but it only takes agents with 3 cpus free (a
+// standing filter): after A's two tasks are revoked, the 2 free cpus stay
+// unused while they are withheld from A, and nothing more is revoked for B
+// meanwhile (free resources count as freed), where every cycle used to
+// revoke again.
+TEST_F(MasterPolicyTest, ResourcesLeftFreeStopFurtherRevocation) {
+  PolicyOptions policy;
+  policy.guarantees["b"] = res("cpus:2;mem:200");
+  policy.revocation.enabled = true;
+  policy.revocation.starvation = 1s;
+  start(policy);
+  std::string a = registerFramework(kA, "a");
+  auto offers = offersTo(kA);
+  ASSERT_EQ(offers.size(), 1u);
+  launch(kA, offers[0], 4, "cpus:1;mem:100");
+  ASSERT_EQ(outbox_.take(kAgent, wire::Envelope::kRunTask).size(), 4u);
+  registerFramework(kB, "b");
+  wire::Envelope f;
+  res("cpus:3").toWire(f.mutable_set_filters()->mutable_filters()->mutable_min_free());
+  master_->peerMessage(kB, f);
+  tickFor(3s);
+  auto kills = outbox_.take(kAgent, wire::Envelope::kKillTask);
+  ASSERT_EQ(kills.size(), 2u);
+  for (const auto& k : kills) {
+    wire::Envelope e;
+    auto* s = e.mutable_status_update()->mutable_status();
+    s->set_framework_id(a);
+    s->set_task_id(k.kill_task().task_id());
+    s->set_state(wire::TASK_KILLED);
+    s->set_reason(wire::REASON_REVOKED);
+    master_->peerMessage(kAgent, e);
+  }
+  tickFor(2500ms);  // less than the hold (3 allocation intervals)
+  EXPECT_TRUE(outbox_.take(kAgent, wire::Envelope::kKillTask).empty()) << "revoked again";
+  EXPECT_EQ(master_->revocationCount(), 2u);
+}
+
 TEST_F(MasterPolicyTest, NothingIsRevokedUnlessEnabled) {
   PolicyOptions policy;
   policy.guarantees["b"] = res("cpus:2;mem:200");
