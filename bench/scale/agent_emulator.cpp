@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 #include <random>
+#include <unordered_map>
 
 #include "base/asio.h"
 #include "base/clock.h"
@@ -38,7 +39,9 @@ struct Agent {
   std::shared_ptr<Connection> conn;
   std::string id;
   std::unique_ptr<asio::steady_timer> heartbeat;
-  std::vector<std::unique_ptr<asio::steady_timer>> tasks;
+  // Running emulated tasks by "framework/task", so a KillTask (a revocation,
+  // a drain, a framework's kill) ends them as a real agent would.
+  std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> running;
   double interval = 5;
   uint64_t sequence = 0;
 };
@@ -125,6 +128,8 @@ class Emulator {
       connectNext();
     } else if (e.has_run_task()) {
       runTask(index, e.run_task());
+    } else if (e.has_kill_task()) {
+      killTask(index, e.kill_task());
     }
   }
 
@@ -143,36 +148,56 @@ class Emulator {
     });
   }
 
-  void sendStatus(size_t index, const wire::RunTask& run, wire::TaskState state) {
+  void sendStatus(size_t index, const std::string& frameworkId, const std::string& taskId,
+                  wire::TaskState state, wire::Reason reason = wire::REASON_NONE) {
     wire::Envelope e;
     auto* s = e.mutable_status_update()->mutable_status();
-    s->set_task_id(run.task().task_id());
-    s->set_framework_id(run.framework().id());
+    s->set_task_id(taskId);
+    s->set_framework_id(frameworkId);
     s->set_agent_id(agents_[index].id);
     s->set_state(state);
+    s->set_reason(reason);
     if (state == wire::TASK_FINISHED) s->set_exit_code(0);
-    s->set_update_id(run.task().task_id() + (state == wire::TASK_RUNNING ? "/r" : "/f"));
+    s->set_update_id(taskId + (state == wire::TASK_RUNNING ? "/r" : "/f"));
     (void)agents_[index].conn->send(e);
   }
 
   void runTask(size_t index, const wire::RunTask& run) {
     ++launched_;
-    sendStatus(index, run, wire::TASK_RUNNING);
+    const std::string& fw = run.framework().id();
+    const std::string& id = run.task().task_id();
+    sendStatus(index, fw, id, wire::TASK_RUNNING);
     double seconds = std::atof(run.task().data().c_str());
     auto timer = std::make_shared<asio::steady_timer>(io_, secondsToDuration(seconds));
-    timer->async_wait([this, index, run, timer](const boost::system::error_code& ec) {
-      if (ec || !agents_[index].conn->open()) return;
+    std::string key = fw + "/" + id;
+    agents_[index].running[key] = timer;
+    timer->async_wait([this, index, fw, id, key](const boost::system::error_code& ec) {
+      if (ec) return;  // killed
+      agents_[index].running.erase(key);
+      if (!agents_[index].conn->open()) return;
       ++finished_;
-      sendStatus(index, run, wire::TASK_FINISHED);
+      sendStatus(index, fw, id, wire::TASK_FINISHED);
     });
+  }
+
+  // The task ends at once (an emulated task honours SIGTERM immediately).
+  void killTask(size_t index, const wire::KillTask& kill) {
+    auto& running = agents_[index].running;
+    auto it = running.find(kill.framework_id() + "/" + kill.task_id());
+    if (it == running.end()) return;
+    it->second->cancel();
+    running.erase(it);
+    ++killed_;
+    sendStatus(index, kill.framework_id(), kill.task_id(), wire::TASK_KILLED,
+               kill.reason() != wire::REASON_NONE ? kill.reason() : wire::REASON_KILLED_BY_FRAMEWORK);
   }
 
   void scheduleReport() {
     report_.expires_after(std::chrono::seconds(5));
     report_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
-      std::printf("emulator: registered=%zu failed=%zu closed=%zu launched=%zu finished=%zu\n",
-                  registered_, failed_, closed_, launched_, finished_);
+      std::printf("emulator: registered=%zu failed=%zu closed=%zu launched=%zu finished=%zu killed=%zu\n",
+                  registered_, failed_, closed_, launched_, finished_, killed_);
       std::fflush(stdout);
       scheduleReport();
     });
@@ -187,7 +212,8 @@ class Emulator {
   asio::steady_timer report_;
   std::mt19937_64 random_{7};
   std::chrono::steady_clock::time_point started_;
-  size_t next_ = 0, registered_ = 0, failed_ = 0, closed_ = 0, launched_ = 0, finished_ = 0;
+  size_t next_ = 0, registered_ = 0, failed_ = 0, closed_ = 0, launched_ = 0, finished_ = 0,
+         killed_ = 0;
 };
 
 void raiseFileLimit() {
