@@ -9,8 +9,25 @@
 
 #include "agent/gc.h"
 #include "base/log.h"
+#include "proto/input_limits.h"
+#include "proto/resources.h"
 
 namespace allot {
+namespace {
+
+// What validateFromMaster leaves to Resources::fromWire: names, duplicates,
+// signs, magnitudes and ranges of the task's and its executor's resources.
+Status checkResources(const wire::TaskInfo& task) {
+  if (auto r = Resources::fromWire(task.resources()); !r) {
+    return Error{"RunTask.task.resources: " + r.error().describe()};
+  }
+  if (auto r = Resources::fromWire(task.executor().resources()); !r) {
+    return Error{"RunTask.task.executor.resources: " + r.error().describe()};
+  }
+  return okStatus();
+}
+
+}  // namespace
 
 Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
              std::vector<std::unique_ptr<Isolator>>& isolators)
@@ -35,6 +52,7 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
   lc.buildRegistration = [this](wire::RegisterAgent* r) { buildRegistration(r); };
   lc.onRegistered = [this](const wire::AgentRegistered& m) { onRegistered(m); };
   lc.onMessage = [this](wire::Envelope& e) { onMasterMessage(e); };
+  lc.onRefused = [this](const wire::Envelope& e, const Error& why) { onRefused(e, why); };
   link_ = std::make_unique<MasterLink>(io, lo, lc);
 }
 
@@ -145,9 +163,25 @@ void Agent::onRegistered(const wire::AgentRegistered& m) {
   if (registeredHook_) registeredHook_(agentId_);
 }
 
+// A refused RunTask whose ids are usable is answered with TASK_ERROR, so
+// the framework learns why instead of waiting; other refusals are only
+// logged (by the link): the master has nothing to wait for.
+void Agent::onRefused(const wire::Envelope& e, const Error& why) {
+  if (!e.has_run_task()) return;
+  const wire::RunTask& m = e.run_task();
+  auto usable = [](const std::string& id) { return !id.empty() && id.size() <= limits::kIdBytesMax; };
+  if (!usable(m.framework().id()) || !usable(m.task().task_id())) return;
+  manager_->refuseTask(m.framework().id(), m.task().task_id(), wire::REASON_INVALID_LAUNCH,
+                       "refused by the agent: " + why.describe());
+}
+
 void Agent::onMasterMessage(wire::Envelope& e) {
   switch (e.body_case()) {
     case wire::Envelope::kRunTask:
+      if (Status st = checkResources(e.run_task().task()); !st) {
+        return manager_->refuseTask(e.run_task().framework().id(), e.run_task().task().task_id(),
+                                    wire::REASON_INVALID_LAUNCH, "refused by the agent: " + st.error().describe());
+      }
       metrics_.taskRequested(e.run_task().task().executor().framework_id().empty()
                                  ? e.run_task().framework().id()
                                  : e.run_task().task().executor().framework_id(),

@@ -65,6 +65,7 @@ class Agent {
   void onUpdate(const wire::TaskStatus& status, std::function<void(Status)> persisted);
   void onRegistered(const wire::AgentRegistered& m);
   void onMasterMessage(wire::Envelope& e);
+  void onRefused(const wire::Envelope& e, const Error& why);
   void buildRegistration(wire::RegisterAgent* r);
   void addUnacknowledgedEndings(wire::RegisterAgent* r);
   void resendPending();

@@ -15,6 +15,8 @@
 #include "agent/executor_manager.h"
 #include "agent/executor_manager_types.h"
 #include "base/log.h"
+#include "proto/input_limits.h"
+#include "proto/validate.h"
 
 namespace allot {
 namespace {
@@ -43,6 +45,18 @@ bool sameSecret(const std::string& expected, const std::string& given) {
   unsigned char diff = 0;
   for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(expected[i] ^ given[i]);
   return diff == 0;
+}
+
+// A message that failed validation or names a task the executor does not
+// run: the executor gets an ErrorMessage saying which field, and nothing
+// else happens. A refused RegisterExecutor also closes the link.
+void refuse(Connection& conn, const std::string& who, const std::string& why, bool fatal) {
+  LOG_WARNING("executor " << who << ": refused: " << why);
+  wire::Envelope e;
+  e.mutable_error()->set_message(("refused: " + why).substr(0, limits::kErrorMessageBytesMax));
+  e.mutable_error()->set_fatal(fatal);
+  (void)conn.send(e);
+  if (fatal) conn.closeAfterFlush("refused: " + why);
 }
 
 }  // namespace
@@ -88,6 +102,7 @@ void ExecutorManager::accept() {
         o.localRole = wire::ROLE_AGENT;
         o.localName = "allot-agent";
         o.acceptRoles = {wire::ROLE_EXECUTOR};
+        o.maxQueuedBytes = limits::kExecutorQueuedBytesMax;
         onConnection(Connection::create(StreamSocket(std::move(socket)), o), owner, peer.pid);
       }
     } else {
@@ -134,6 +149,9 @@ void ExecutorManager::onConnection(std::shared_ptr<Connection> conn, const std::
   h.onMessage = [this, alive, weak, bound, owner, deadline](wire::Envelope& e) {
     auto conn = weak.lock();
     if (alive.expired() || !conn) return;
+    if (Status valid = validateFromExecutor(e); !valid) {
+      return refuse(*conn, owner, valid.error().describe(), e.has_register_executor());
+    }
     if (bound->first.empty()) {
       if (e.has_register_executor()) {
         deadline->cancel();
@@ -194,7 +212,22 @@ void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
   if (c->conn && c->conn != conn) c->conn->close("executor registered on a new connection");
   c->conn = conn;
   *bound = {c->name, c->generation};
-  for (const auto& s : m.unacknowledged()) acceptExecutorUpdate(*c, s);
+  // Only updates of tasks this executor runs (as the agent knows them, or
+  // as it reports them after an agent restart) go on to the framework.
+  std::set<std::string> reportedTasks;
+  for (const auto& t : m.tasks()) reportedTasks.insert(t.task_id());
+  size_t unknown = 0;
+  for (const auto& s : m.unacknowledged()) {
+    if (c->tasks.count(s.task_id()) || reportedTasks.count(s.task_id())) {
+      acceptExecutorUpdate(*c, s);
+    } else {
+      ++unknown;
+    }
+  }
+  if (unknown > 0) {
+    refuse(*conn, c->name, std::to_string(unknown) + " unacknowledged updates of tasks this executor does not run",
+           false);
+  }
   if (c->phase == Phase::kRecovering) {
     std::set<std::string> reported;
     for (const auto& t : m.tasks()) reported.insert(t.task_id());
@@ -242,7 +275,14 @@ void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
 }
 
 void ExecutorManager::onExecutorMessage(Container& c, wire::Envelope& e) {
-  if (e.has_status_update()) return acceptExecutorUpdate(c, e.status_update().status());
+  if (e.has_status_update()) {
+    const std::string& taskId = e.status_update().status().task_id();
+    if (!c.tasks.count(taskId)) {
+      return refuse(*c.conn, c.name, "status update for task " + taskId + ", which this executor does not run",
+                    false);
+    }
+    return acceptExecutorUpdate(c, e.status_update().status());
+  }
   LOG_DEBUG("executor " << c.name << ": ignoring message field " << e.body_case());
 }
 

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "proto/connection.h"
+#include "proto/input_limits.h"
 #include "proto/resources.h"
 
 namespace allot {
@@ -206,6 +207,11 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
   }
   Container* c = find(fid, executor.executor_id());
   if (c && (c->phase == Phase::kShuttingDown || c->exited || c->destroying)) {
+    if (c->next.size() >= options_.tasksPerExecutorMax) {
+      return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_FAILED,
+                                       wire::REASON_EXEC_FAILED,
+                                       "executor's replacement already waits for its limit of tasks"));
+    }
     c->next.push_back(std::move(task));  // for the executor that replaces this one
     return;
   }
@@ -407,6 +413,13 @@ void ExecutorManager::writeCheckpoint(Container& c) {
   if (auto st = checkpoints_.saveExecutor(ck); !st) {
     LOG_ERROR("checkpoint of " << c.name << ": " << st.error().describe());
   }
+}
+
+void ExecutorManager::refuseTask(const std::string& frameworkId, const std::string& taskId,
+                                 wire::Reason reason, const std::string& why) {
+  LOG_WARNING("task " << taskId << " of framework " << frameworkId << ": " << why);
+  emit(nullptr, agentStatus(frameworkId, "", taskId, wire::TASK_ERROR, reason,
+                            why.substr(0, limits::kStatusMessageBytesMax)));
 }
 
 void ExecutorManager::killTask(const wire::KillTask& m) {

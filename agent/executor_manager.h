@@ -107,6 +107,9 @@ class ExecutorManager {
   // (RunTask.allow_root); see agent/run_as.h for which user runs them.
   void runTask(const wire::FrameworkInfo& framework, wire::TaskInfo task, bool rootAllowed = false);
   void killTask(const wire::KillTask& kill);
+  // Answers a RunTask the agent refused (validation) with TASK_ERROR.
+  void refuseTask(const std::string& frameworkId, const std::string& taskId, wire::Reason reason,
+                  const std::string& why);
   void shutdownFramework(const std::string& frameworkId);
 
   // Every framework, executor and live task, for RegisterAgent.

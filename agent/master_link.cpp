@@ -2,6 +2,7 @@
 
 #include "base/log.h"
 #include "ha/detector_factory.h"
+#include "proto/validate.h"
 
 namespace allot {
 
@@ -47,6 +48,11 @@ void MasterLink::onConnected() {
 }
 
 void MasterLink::onMessage(wire::Envelope& e) {
+  if (Status valid = validateFromMaster(e); !valid) {
+    LOG_WARNING("refused a message from the master: " << valid.error().describe());
+    if (callbacks_.onRefused) callbacks_.onRefused(e, valid.error());
+    return;
+  }
   if (e.has_agent_registered()) {
     registered_ = true;
     ++registrations_;

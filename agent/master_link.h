@@ -6,6 +6,9 @@
 // interval the master gives in AgentRegistered, and drops the link (the
 // ReconnectingLink then reconnects with jittered backoff) when the master
 // stops answering heartbeats (kMissedHeartbeatsMax intervals without an ack).
+// Every message from the master passes validateFromMaster (proto/validate.h)
+// before anything acts on it; a refused one goes to Callbacks::onRefused
+// and nowhere else.
 //
 // Thread: the agent's io_context thread; callbacks run there.
 #pragma once
@@ -39,6 +42,9 @@ class MasterLink {
     std::function<void(const wire::AgentRegistered&)> onRegistered;
     // Every other message from the master.
     std::function<void(wire::Envelope&)> onMessage;
+    // A message that failed validation (logged here already); the agent
+    // answers what it can (a RunTask with TASK_ERROR).
+    std::function<void(const wire::Envelope&, const Error&)> onRefused;
     std::function<void(const std::string& reason)> onDisconnected;
   };
 

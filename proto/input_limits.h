@@ -41,11 +41,24 @@ inline constexpr size_t kFrameworksPerAgentMax = 1000;  // RegisterAgent.framewo
 inline constexpr size_t kExecutorsPerAgentMax = 10000;  // RegisterAgent.executors, UsageReport
 inline constexpr size_t kTasksPerAgentMax = 10000;      // summed over RegisterAgent.executors
 inline constexpr size_t kTasksPerExecutorMax = 10000;   // RegisterExecutor.tasks/unacknowledged
+inline constexpr size_t kOffersPerMessageMax = 1000;    // ResourceOffers (the master sends at most this)
 
 // ---------------------------------------------------------------- numbers
 inline constexpr double kWeightMax = 1e6;
 inline constexpr double kTimeoutSecondsMax = 365.0 * 86400;  // failover, max duration, refuse
 inline constexpr double kKillGraceSecondsMax = 3600;
+// AgentRegistered.heartbeat_interval_s: 0 means the agent's default (1 s);
+// anything shorter than this would have the agent heartbeat in a busy loop.
+inline constexpr double kHeartbeatIntervalSecondsMin = 0.01;
+inline constexpr size_t kErrorMessageBytesMax = 4096;  // ErrorMessage.message
+
+// ---------------------------------------------------------------- per-connection bounds
+// The agent's executor socket: a frame may carry a RegisterExecutor that
+// replays an executor's tasks, so frames keep the protocol's limit
+// (kMaxFrameBytes); what the agent queues for one executor that does not
+// read is bounded lower than the default, since the agent holds one such
+// queue per executor (executorsMax + pending connections in all).
+inline constexpr size_t kExecutorQueuedBytesMax = 16u << 20;
 
 // ---------------------------------------------------------------- master totals
 // Below the allocator's own capacities (kMaxFrameworks, kMaxAgents), so

@@ -183,6 +183,7 @@ Status usageReport(const wire::UsageReport& m) {
 Status registerExecutor(const wire::RegisterExecutor& m) {
   ALLOT_TRY(bytes(m.framework_id(), kIdBytesMax, "RegisterExecutor.framework_id"));
   ALLOT_TRY(bytes(m.executor_id(), kIdBytesMax, "RegisterExecutor.executor_id"));
+  ALLOT_TRY(bytes(m.executor_secret(), kSecretBytesMax, "RegisterExecutor.executor_secret"));
   ALLOT_TRY(count(m.tasks(), kTasksPerExecutorMax, "RegisterExecutor.tasks"));
   ALLOT_TRY(count(m.unacknowledged(), kTasksPerExecutorMax, "RegisterExecutor.unacknowledged"));
   for (int i = 0; i < m.tasks_size(); ++i) {
@@ -192,6 +193,62 @@ Status registerExecutor(const wire::RegisterExecutor& m) {
     ALLOT_TRY(validateTaskStatus(m.unacknowledged(i), indexed("RegisterExecutor.unacknowledged", i)));
   }
   return okStatus();
+}
+
+Status nonEmpty(const std::string& value, const std::string& where) {
+  if (value.empty()) return Error{where + ": empty"};
+  return okStatus();
+}
+
+Status errorMessage(const wire::ErrorMessage& m) {
+  return bytes(m.message(), kErrorMessageBytesMax, "ErrorMessage.message");
+}
+
+Status agentRegistered(const wire::AgentRegistered& m) {
+  ALLOT_TRY(nonEmpty(m.agent_id(), "AgentRegistered.agent_id"));
+  ALLOT_TRY(bytes(m.agent_id(), kIdBytesMax, "AgentRegistered.agent_id"));
+  ALLOT_TRY(bytes(m.master_id(), kIdBytesMax, "AgentRegistered.master_id"));
+  ALLOT_TRY(bytes(m.agent_secret(), kSecretBytesMax, "AgentRegistered.agent_secret"));
+  double interval = m.heartbeat_interval_s();
+  ALLOT_TRY(number(interval, kTimeoutSecondsMax, "AgentRegistered.heartbeat_interval_s"));
+  if (interval > 0 && interval < kHeartbeatIntervalSecondsMin) {
+    return Error{"AgentRegistered.heartbeat_interval_s: " + std::to_string(interval) + " is below " +
+                 std::to_string(kHeartbeatIntervalSecondsMin)};
+  }
+  return okStatus();
+}
+
+// The ids come first: a RunTask refused for anything else is answered with
+// TASK_ERROR for that task, which needs usable ids.
+Status runTask(const wire::RunTask& m) {
+  ALLOT_TRY(nonEmpty(m.framework().id(), "RunTask.framework.id"));
+  ALLOT_TRY(bytes(m.framework().id(), kIdBytesMax, "RunTask.framework.id"));
+  ALLOT_TRY(nonEmpty(m.task().task_id(), "RunTask.task.task_id"));
+  ALLOT_TRY(bytes(m.task().task_id(), kIdBytesMax, "RunTask.task.task_id"));
+  ALLOT_TRY(validateFrameworkInfo(m.framework(), "RunTask.framework"));
+  return validateTaskInfo(m.task(), "RunTask.task");
+}
+
+Status offer(const wire::Offer& o, const std::string& where) {
+  ALLOT_TRY(bytes(o.offer_id(), kIdBytesMax, where + ".offer_id"));
+  ALLOT_TRY(bytes(o.framework_id(), kIdBytesMax, where + ".framework_id"));
+  ALLOT_TRY(bytes(o.agent_id(), kIdBytesMax, where + ".agent_id"));
+  ALLOT_TRY(bytes(o.hostname(), kNameBytesMax, where + ".hostname"));
+  ALLOT_TRY(validateResources(o.resources(), where + ".resources"));
+  ALLOT_TRY(attributes(o.attributes(), where + ".attributes"));
+  return idList(o.executor_ids(), kExecutorsPerAgentMax, where + ".executor_ids");
+}
+
+Status resourceOffers(const wire::ResourceOffers& m) {
+  ALLOT_TRY(count(m.offers(), kOffersPerMessageMax, "ResourceOffers.offers"));
+  for (int i = 0; i < m.offers_size(); ++i) ALLOT_TRY(offer(m.offers(i), indexed("ResourceOffers.offers", i)));
+  return okStatus();
+}
+
+Status shareUpdate(const wire::ShareUpdate& m) {
+  ALLOT_TRY(validateResources(m.guaranteed(), "ShareUpdate.guaranteed"));
+  ALLOT_TRY(validateResources(m.allocated(), "ShareUpdate.allocated"));
+  return number(m.dominant_share(), 1e6, "ShareUpdate.dominant_share");
 }
 
 Status unexpected(const wire::Envelope& e, const char* from) {
@@ -280,15 +337,12 @@ Status validateFromAgent(const wire::Envelope& e) {
 
 Status validateFromMaster(const wire::Envelope& e) {
   switch (e.body_case()) {
-    case wire::Envelope::kAgentRegistered:
-      ALLOT_TRY(bytes(e.agent_registered().agent_id(), kIdBytesMax, "AgentRegistered.agent_id"));
-      ALLOT_TRY(bytes(e.agent_registered().agent_secret(), kSecretBytesMax, "AgentRegistered.agent_secret"));
-      return number(e.agent_registered().heartbeat_interval_s(), kTimeoutSecondsMax,
-                    "AgentRegistered.heartbeat_interval_s");
-    case wire::Envelope::kRunTask:
-      ALLOT_TRY(validateFrameworkInfo(e.run_task().framework(), "RunTask.framework"));
-      return validateTaskInfo(e.run_task().task(), "RunTask.task");
-    case wire::Envelope::kKillTask: return killTask(e.kill_task(), "KillTask");
+    case wire::Envelope::kAgentRegistered: return agentRegistered(e.agent_registered());
+    case wire::Envelope::kRunTask: return runTask(e.run_task());
+    case wire::Envelope::kKillTask:
+      ALLOT_TRY(nonEmpty(e.kill_task().framework_id(), "KillTask.framework_id"));
+      ALLOT_TRY(nonEmpty(e.kill_task().task_id(), "KillTask.task_id"));
+      return killTask(e.kill_task(), "KillTask");
     case wire::Envelope::kStatusAcknowledgement: {
       const auto& a = e.status_acknowledgement();
       ALLOT_TRY(bytes(a.framework_id(), kIdBytesMax, "StatusAcknowledgement.framework_id"));
@@ -297,8 +351,8 @@ Status validateFromMaster(const wire::Envelope& e) {
     }
     case wire::Envelope::kShutdownFramework:
       return bytes(e.shutdown_framework().framework_id(), kIdBytesMax, "ShutdownFramework.framework_id");
-    case wire::Envelope::kHeartbeatAck:
-    case wire::Envelope::kError: return okStatus();
+    case wire::Envelope::kHeartbeatAck: return okStatus();
+    case wire::Envelope::kError: return errorMessage(e.error());
     default: return unexpected(e, "the master");
   }
 }
@@ -307,8 +361,62 @@ Status validateFromExecutor(const wire::Envelope& e) {
   switch (e.body_case()) {
     case wire::Envelope::kRegisterExecutor: return registerExecutor(e.register_executor());
     case wire::Envelope::kStatusUpdate:
+      ALLOT_TRY(nonEmpty(e.status_update().status().task_id(), "StatusUpdate.status.task_id"));
       return validateTaskStatus(e.status_update().status(), "StatusUpdate.status");
     default: return unexpected(e, "an executor");
+  }
+}
+
+Status validateFromMasterToScheduler(const wire::Envelope& e) {
+  switch (e.body_case()) {
+    case wire::Envelope::kFrameworkRegistered: {
+      const auto& r = e.framework_registered();
+      ALLOT_TRY(nonEmpty(r.framework_id(), "FrameworkRegistered.framework_id"));
+      ALLOT_TRY(bytes(r.framework_id(), kIdBytesMax, "FrameworkRegistered.framework_id"));
+      ALLOT_TRY(bytes(r.master_id(), kIdBytesMax, "FrameworkRegistered.master_id"));
+      return bytes(r.framework_secret(), kSecretBytesMax, "FrameworkRegistered.framework_secret");
+    }
+    case wire::Envelope::kResourceOffers: return resourceOffers(e.resource_offers());
+    case wire::Envelope::kOfferRescinded:
+      return bytes(e.offer_rescinded().offer_id(), kIdBytesMax, "OfferRescinded.offer_id");
+    case wire::Envelope::kStatusUpdate:
+      return validateTaskStatus(e.status_update().status(), "StatusUpdate.status");
+    case wire::Envelope::kAgentLost:
+      return bytes(e.agent_lost().agent_id(), kIdBytesMax, "AgentLost.agent_id");
+    case wire::Envelope::kShareUpdate: return shareUpdate(e.share_update());
+    case wire::Envelope::kError: return errorMessage(e.error());
+    default: return unexpected(e, "the master");
+  }
+}
+
+Status validateFromAgentToExecutor(const wire::Envelope& e) {
+  switch (e.body_case()) {
+    case wire::Envelope::kExecutorRegistered: {
+      const auto& r = e.executor_registered();
+      ALLOT_TRY(bytes(r.agent_id(), kIdBytesMax, "ExecutorRegistered.agent_id"));
+      ALLOT_TRY(validateFrameworkInfo(r.framework(), "ExecutorRegistered.framework"));
+      return executorInfo(r.executor(), "ExecutorRegistered.executor");
+    }
+    case wire::Envelope::kLaunchTask:
+      ALLOT_TRY(nonEmpty(e.launch_task().task().task_id(), "LaunchTask.task.task_id"));
+      return validateTaskInfo(e.launch_task().task(), "LaunchTask.task");
+    case wire::Envelope::kKillTask:
+      ALLOT_TRY(nonEmpty(e.kill_task().task_id(), "KillTask.task_id"));
+      return killTask(e.kill_task(), "KillTask");
+    case wire::Envelope::kShutdownExecutor: {
+      const auto& s = e.shutdown_executor();
+      ALLOT_TRY(bytes(s.framework_id(), kIdBytesMax, "ShutdownExecutor.framework_id"));
+      ALLOT_TRY(bytes(s.executor_id(), kIdBytesMax, "ShutdownExecutor.executor_id"));
+      return number(s.grace_s(), kKillGraceSecondsMax, "ShutdownExecutor.grace_s");
+    }
+    case wire::Envelope::kStatusAcknowledgement: {
+      const auto& a = e.status_acknowledgement();
+      ALLOT_TRY(bytes(a.framework_id(), kIdBytesMax, "StatusAcknowledgement.framework_id"));
+      ALLOT_TRY(bytes(a.task_id(), kIdBytesMax, "StatusAcknowledgement.task_id"));
+      return bytes(a.update_id(), kIdBytesMax, "StatusAcknowledgement.update_id");
+    }
+    case wire::Envelope::kError: return errorMessage(e.error());
+    default: return unexpected(e, "the agent");
   }
 }
 

@@ -24,6 +24,10 @@ Status validateFromAgent(const wire::Envelope& e);
 Status validateFromMaster(const wire::Envelope& e);
 // Messages an executor sends to its agent.
 Status validateFromExecutor(const wire::Envelope& e);
+// Messages a scheduler driver receives from the master (sdk/scheduler).
+Status validateFromMasterToScheduler(const wire::Envelope& e);
+// Messages an executor driver receives from its agent (sdk/executor).
+Status validateFromAgentToExecutor(const wire::Envelope& e);
 
 // Building blocks, also used by handlers that take these pieces alone.
 Status validateResources(const google::protobuf::RepeatedPtrField<wire::Resource>& list,

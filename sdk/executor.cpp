@@ -11,7 +11,9 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/leader.h"
+#include "proto/input_limits.h"
 #include "proto/reconnecting_link.h"
+#include "proto/validate.h"
 
 namespace allot {
 namespace {
@@ -60,7 +62,8 @@ ExecutorDriver::ExecutorDriver(asio::io_context& io, Executor& executor, Executo
   char prefix[64];
   std::snprintf(prefix, sizeof prefix, "%d-%lld-", static_cast<int>(getpid()),
                 static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count()));
-  updatePrefix_ = options_.executorId + "-" + prefix;
+  // Bounded so every update id stays within limits::kIdBytesMax.
+  updatePrefix_ = options_.executorId.substr(0, 128) + "-" + prefix;
 }
 
 ExecutorDriver::~ExecutorDriver() = default;
@@ -126,6 +129,10 @@ void ExecutorDriver::sendRegistration() {
 }
 
 void ExecutorDriver::onMessage(const wire::Envelope& e) {
+  if (Status valid = validateFromAgentToExecutor(e); !valid) {
+    LOG_WARNING("executor: refused a message from the agent: " << valid.error().describe());
+    return executor_.error(*this, "refused a message from the agent: " + valid.error().describe());
+  }
   switch (e.body_case()) {
     case wire::Envelope::kExecutorRegistered: {
       registered_ = true;
@@ -140,6 +147,14 @@ void ExecutorDriver::onMessage(const wire::Envelope& e) {
     }
     case wire::Envelope::kLaunchTask: {
       const wire::TaskInfo& task = e.launch_task().task();
+      if (!tasks_.count(task.task_id()) && tasks_.size() >= limits::kTasksPerExecutorMax) {
+        wire::TaskStatus s;
+        s.set_task_id(task.task_id());
+        s.set_state(wire::TASK_ERROR);
+        s.set_message("the executor runs its limit of " + std::to_string(limits::kTasksPerExecutorMax) + " tasks");
+        (void)sendStatus(std::move(s));
+        return;
+      }
       tasks_[task.task_id()] = task;
       return executor_.launchTask(*this, task);
     }
@@ -153,7 +168,7 @@ void ExecutorDriver::onMessage(const wire::Envelope& e) {
       return executor_.shutdown(*this, e.shutdown_executor().grace_s());
     case wire::Envelope::kError:
       LOG_ERROR("executor: agent reports: " << e.error().message());
-      return;
+      return executor_.error(*this, e.error().message());
     default:
       LOG_DEBUG("executor: ignoring message field " << e.body_case());
   }
@@ -188,6 +203,8 @@ Status ExecutorDriver::sendStatus(wire::TaskStatus status) {
   status.set_agent_id(options_.agentId);
   status.set_update_id(nextUpdateId());
   if (status.timestamp_s() == 0) status.set_timestamp_s(wallClockSeconds());
+  // What the agent would refuse is refused here, where the caller learns it.
+  if (Status valid = validateTaskStatus(status, "sendStatus"); !valid) return valid;
   if (isTerminal(status.state())) tasks_.erase(status.task_id());
   auto& kept = unacked_[status.update_id()] = std::move(status);
   if (!registrationSent_ || !link_ || !link_->connected()) return okStatus();  // resent on reconnect

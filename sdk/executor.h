@@ -64,6 +64,10 @@ class Executor {
   // Kill every task and exit once their updates are acknowledged (or at once
   // when the agent is gone for good).
   virtual void shutdown(ExecutorDriver& driver, double graceS) = 0;
+  // The agent reported a problem, or sent a message that fails validation
+  // (proto/validate.h; it is dropped, nothing else sees it). The driver
+  // keeps running.
+  virtual void error(ExecutorDriver& driver, const std::string& message) {}
 };
 
 struct ExecutorOptions {

@@ -4,6 +4,7 @@
 #include "base/log.h"
 #include "ha/detector_factory.h"
 #include "proto/reconnecting_link.h"
+#include "proto/validate.h"
 
 namespace allot {
 
@@ -63,6 +64,10 @@ void SchedulerDriver::onConnected() {
 }
 
 void SchedulerDriver::onMessage(const wire::Envelope& e) {
+  if (Status valid = validateFromMasterToScheduler(e); !valid) {
+    LOG_WARNING("scheduler: refused a message from the master: " << valid.error().describe());
+    return scheduler_.error(*this, "refused a message from the master: " + valid.error().describe());
+  }
   switch (e.body_case()) {
     case wire::Envelope::kFrameworkRegistered: {
       const auto& r = e.framework_registered();

@@ -74,6 +74,9 @@ class Scheduler {
   virtual void agentLost(SchedulerDriver& driver, const std::string& agentId) {}
   // The master reported a problem. `fatal`: it closed the link for good
   // (e.g. another scheduler took over this framework); the driver stops.
+  // Also called (the driver keeps running) for a message from the master
+  // that fails validation (proto/validate.h: too many offers, an id over
+  // its limit...): the message is dropped, nothing else sees it.
   virtual void error(SchedulerDriver& driver, const std::string& message) {}
 };
 

@@ -103,7 +103,65 @@ TEST(Validate, ExecutorAndMasterMessages) {
   EXPECT_NE(refusal(validateFromExecutor(r)).find("RegisterExecutor.unacknowledged: 10001"), std::string::npos);
   wire::Envelope run;
   run.mutable_run_task()->mutable_task()->set_data(std::string(limits::kTaskDataBytesMax + 1, 'd'));
+  EXPECT_EQ(refusal(validateFromMaster(run)), "RunTask.framework.id: empty");
+  run.mutable_run_task()->mutable_framework()->set_id("F");
+  run.mutable_run_task()->mutable_task()->set_task_id("t");
   EXPECT_NE(refusal(validateFromMaster(run)).find("RunTask.task.data"), std::string::npos);
+}
+
+// What the agent accepts from the master and from executors beyond the
+// field limits: ids it needs, a usable heartbeat interval, no stray kinds.
+TEST(Validate, AgentSideMessages) {
+  wire::Envelope reg;
+  reg.mutable_agent_registered()->set_heartbeat_interval_s(5);
+  EXPECT_EQ(refusal(validateFromMaster(reg)), "AgentRegistered.agent_id: empty");
+  reg.mutable_agent_registered()->set_agent_id("A");
+  EXPECT_EQ(refusal(validateFromMaster(reg)), "ok");
+  reg.mutable_agent_registered()->set_heartbeat_interval_s(1e-6);
+  EXPECT_NE(refusal(validateFromMaster(reg)).find("heartbeat_interval_s"), std::string::npos);
+  reg.mutable_agent_registered()->set_heartbeat_interval_s(0);  // the agent's default
+  EXPECT_EQ(refusal(validateFromMaster(reg)), "ok");
+
+  wire::Envelope error;
+  error.mutable_error()->set_message(std::string(limits::kErrorMessageBytesMax + 1, 'e'));
+  EXPECT_NE(refusal(validateFromMaster(error)).find("ErrorMessage.message: 4097 bytes"), std::string::npos);
+  wire::Envelope stray;
+  stray.mutable_accept_offers();
+  EXPECT_NE(refusal(validateFromMaster(stray)).find("unexpected message from the master"), std::string::npos);
+
+  wire::Envelope update;
+  update.mutable_status_update()->mutable_status()->set_state(wire::TASK_RUNNING);
+  EXPECT_EQ(refusal(validateFromExecutor(update)), "StatusUpdate.status.task_id: empty");
+  wire::Envelope secret;
+  secret.mutable_register_executor()->set_executor_secret(std::string(limits::kSecretBytesMax + 1, 's'));
+  EXPECT_NE(refusal(validateFromExecutor(secret)).find("RegisterExecutor.executor_secret"), std::string::npos);
+}
+
+TEST(Validate, SdkSideMessages) {
+  wire::Envelope offers;
+  for (size_t i = 0; i <= limits::kOffersPerMessageMax; ++i) offers.mutable_resource_offers()->add_offers();
+  EXPECT_EQ(refusal(validateFromMasterToScheduler(offers)), "ResourceOffers.offers: 1001 entries (limit 1000)");
+  offers.mutable_resource_offers()->mutable_offers()->RemoveLast();
+  EXPECT_EQ(refusal(validateFromMasterToScheduler(offers)), "ok");
+  offers.mutable_resource_offers()->mutable_offers(7)->add_resources()->set_scalar(NAN);
+  EXPECT_NE(refusal(validateFromMasterToScheduler(offers)).find("ResourceOffers.offers[7].resources[0].scalar"),
+            std::string::npos);
+  wire::Envelope registered;
+  registered.mutable_framework_registered()->set_framework_id(std::string(limits::kIdBytesMax + 1, 'f'));
+  EXPECT_NE(refusal(validateFromMasterToScheduler(registered)).find("FrameworkRegistered.framework_id: 257"),
+            std::string::npos);
+
+  wire::Envelope launch;
+  launch.mutable_launch_task()->mutable_task()->set_task_id("t");
+  EXPECT_EQ(refusal(validateFromAgentToExecutor(launch)), "ok");
+  for (size_t i = 0; i <= limits::kArgvCountMax; ++i) launch.mutable_launch_task()->mutable_task()->mutable_command()->add_argv("a");
+  EXPECT_NE(refusal(validateFromAgentToExecutor(launch)).find("LaunchTask.task.command.argv"), std::string::npos);
+  wire::Envelope shutdown;
+  shutdown.mutable_shutdown_executor()->set_grace_s(INFINITY);
+  EXPECT_NE(refusal(validateFromAgentToExecutor(shutdown)).find("ShutdownExecutor.grace_s"), std::string::npos);
+  wire::Envelope stray;
+  stray.mutable_run_task();
+  EXPECT_NE(refusal(validateFromAgentToExecutor(stray)).find("unexpected message from the agent"), std::string::npos);
 }
 
 // Ranges from the wire are merged once: many ranges cost n log n, not n^2.

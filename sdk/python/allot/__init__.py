@@ -5,6 +5,7 @@ Scheduler side: :class:`Scheduler` (callbacks) and :class:`SchedulerDriver`
 messages are the Protocol Buffers of ``proto/allot.proto`` (``allot.wire``).
 """
 
+from . import validate
 from ._wire import wire
 from .executor import Executor, ExecutorDriver
 from .resources import fits, parse_resources, scalars
@@ -16,5 +17,5 @@ __all__ = [
     "wire", "Executor", "ExecutorDriver", "Backoff", "Endpoint", "Leader", "Link", "LinkError",
     "TlsFiles", "parse_endpoint", "Filters", "FrameworkInfo", "NotRegistered", "Offer",
     "Scheduler", "SchedulerDriver", "StandingFilters", "TaskInfo", "TaskRef", "TaskStatus",
-    "fits", "parse_resources", "scalars",
+    "fits", "parse_resources", "scalars", "validate",
 ]

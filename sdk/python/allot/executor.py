@@ -28,10 +28,12 @@ from typing import Dict, Mapping, Optional
 
 from ._wire import wire
 from .link import Backoff, Link, LinkError, parse_endpoint
+from .validate import TASKS_PER_EXECUTOR_MAX, from_agent_to_executor, task_status
 
 log = logging.getLogger("allot.executor")
 
 UNACKNOWLEDGED_MAX = 10_000
+TASKS_MAX = TASKS_PER_EXECUTOR_MAX  # tasks the driver keeps (RegisterExecutor.tasks)
 
 
 class Executor:
@@ -48,6 +50,10 @@ class Executor:
 
     def shutdown(self, driver: "ExecutorDriver", grace_s: float) -> None:
         """Kill every task and let ``run()`` return (call ``driver.stop()``)."""
+
+    def error(self, driver: "ExecutorDriver", message: str) -> None:
+        """The agent reported a problem, or sent a message that fails validation
+        (``allot.validate``; it is dropped). The driver keeps running."""
 
 
 class ExecutorDriver:
@@ -76,7 +82,8 @@ class ExecutorDriver:
         self._tasks: Dict[str, "wire.TaskInfo"] = {}
         self._unacked: Dict[str, "wire.TaskStatus"] = {}
         self._ids = itertools.count(1)
-        self._prefix = f"{self.executor_id}-py{os.getpid()}-{time.time_ns()}-"
+        # Bounded so every update id stays within the id limit.
+        self._prefix = f"{self.executor_id[:128]}-py{os.getpid()}-{time.time_ns()}-"
         self._link: Optional[Link] = None
         self._stopped = asyncio.Event()
         self._shutdown_called = False
@@ -144,6 +151,11 @@ class ExecutorDriver:
             log.warning("link to agent closed (%s); reconnecting", e)
 
     async def _dispatch(self, e: "wire.Envelope") -> None:
+        refusal = from_agent_to_executor(e)
+        if refusal is not None:
+            log.warning("refused a message from the agent: %s", refusal)
+            await self._call("error", self, "refused a message from the agent: " + refusal)
+            return
         kind = e.WhichOneof("body")
         if kind == "executor_registered":
             self._backoff.reset()
@@ -152,6 +164,10 @@ class ExecutorDriver:
             await self._call("registered", self, e.executor_registered)
         elif kind == "launch_task":
             task = e.launch_task.task
+            if task.task_id not in self._tasks and len(self._tasks) >= TASKS_MAX:
+                self.send_status(task.task_id, wire.TASK_ERROR,
+                                 message=f"the executor runs its limit of {TASKS_MAX} tasks")
+                return
             self._tasks[task.task_id] = task
             await self._call("launch_task", self, task)
         elif kind == "kill_task":
@@ -162,6 +178,7 @@ class ExecutorDriver:
             await self._shutdown(e.shutdown_executor.grace_s)
         elif kind == "error":
             log.error("agent reports: %s", e.error.message)
+            await self._call("error", self, e.error.message)
 
     async def _shutdown(self, grace_s: float) -> None:
         if not self._shutdown_called:
@@ -186,6 +203,9 @@ class ExecutorDriver:
                             update_id=f"{self._prefix}{next(self._ids):012d}")
         if exit_code is not None:
             s.exit_code = exit_code
+        refusal = task_status(s)
+        if refusal is not None:
+            raise ValueError(refusal)  # the agent would refuse it
         if state in (wire.TASK_FINISHED, wire.TASK_FAILED, wire.TASK_KILLED, wire.TASK_LOST,
                      wire.TASK_ERROR):
             self._tasks.pop(task_id, None)

@@ -34,6 +34,7 @@ from typing import Iterable, Optional, Sequence
 from ._wire import wire
 from .detector import Detector, make_detector
 from .link import Backoff, Leader, Link, LinkError, TlsFiles
+from .validate import from_master_to_scheduler
 
 log = logging.getLogger("allot.scheduler")
 
@@ -75,7 +76,8 @@ class Scheduler:
         """An agent was removed; its tasks were reported LOST before this."""
 
     def error(self, driver: "SchedulerDriver", message: str) -> None:
-        """The master reported a problem (a fatal one stops the driver)."""
+        """The master reported a problem (a fatal one stops the driver), or sent a
+        message that fails validation (``allot.validate``; it is dropped)."""
 
 
 class SchedulerDriver:
@@ -201,6 +203,11 @@ class SchedulerDriver:
             log.debug("link to master closed: %s", e)
 
     async def _dispatch(self, e: "wire.Envelope") -> None:
+        refusal = from_master_to_scheduler(e)
+        if refusal is not None:
+            log.warning("refused a message from the master: %s", refusal)
+            await self._call("error", self, "refused a message from the master: " + refusal)
+            return
         kind = e.WhichOneof("body")
         if kind == "framework_registered":
             r = e.framework_registered
