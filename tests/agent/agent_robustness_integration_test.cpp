@@ -452,5 +452,31 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+// An executor that stops reading while the agent has tasks for it: past
+// kExecutorQueuedBytesMax of unsent LaunchTasks the agent drops that link
+// (and only it); every task still gets a terminal update.
+TEST_F(AgentRobustness, ExecutorThatStopsReadingLosesItsLinkNotTheAgent) {
+  if (!envOr("ALLOT_HOSTILE_EXECUTOR")) GTEST_SKIP() << "ALLOT_HOSTILE_EXECUTOR not set";
+  wire::Envelope first = hostileExecutorTask("no-read", "no-read");
+  peer_->send(first);
+  ASSERT_TRUE(testing::waitFor([] { return agentLog().find("started executor hostile-no-read") != std::string::npos; }, 10s))
+      << agentLog();
+  std::this_thread::sleep_for(500ms);  // registered and sent its first task
+  size_t flood = limits::kExecutorQueuedBytesMax / limits::kTaskDataBytesMax + 4;
+  for (size_t i = 0; i < flood; ++i) {
+    wire::Envelope e = first;
+    e.mutable_run_task()->mutable_task()->set_task_id("flood-" + std::to_string(i));
+    e.mutable_run_task()->mutable_task()->set_data(std::string(limits::kTaskDataBytesMax, 'd'));
+    peer_->send(e);
+  }
+  auto end = ending("no-read");
+  ASSERT_TRUE(end.has_value()) << agentLog();
+  EXPECT_EQ(end->message(), "CLOSED") << agentLog();
+  for (size_t i = 0; i < flood; ++i) {
+    EXPECT_TRUE(ending("flood-" + std::to_string(i)).has_value()) << "flood-" << i << " was forgotten";
+  }
+  expectAgentStillWorks();
+}
+
 }  // namespace
 }  // namespace allot

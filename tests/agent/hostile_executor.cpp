@@ -13,7 +13,8 @@
 //   hostile_executor MODE
 // Modes: status-message, status-state, foreign-task, unexpected-message,
 // oversized-frame, undecodable-frame (after registering); register-tasks,
-// unacked-foreign (the registration itself).
+// unacked-foreign (the registration itself); no-read (stops reading after
+// its first LaunchTask for 5 s while the test floods it with big tasks).
 //
 // Plain blocking sockets, so raw bytes that are no frame at all can be sent.
 #include <poll.h>
@@ -222,6 +223,13 @@ int main(int argc, char** argv) {
   }
   if (atRegistration) {
     link->send(hostileRegistration(mode));
+    outcome = answerTo(*link, &taskId, std::chrono::seconds(5), &fatal);
+  } else if (mode == "no-read") {
+    link->send(registration());
+    if (!waitForTask(*link, &taskId)) return 4;
+    std::printf("not reading\n");
+    std::fflush(stdout);
+    ::sleep(5);
     outcome = answerTo(*link, &taskId, std::chrono::seconds(5), &fatal);
   } else {
     link->send(registration());
