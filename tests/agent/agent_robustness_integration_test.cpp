@@ -398,6 +398,11 @@ INSTANTIATE_TEST_SUITE_P(
                      e.mutable_kill_task()->set_grace_s(NAN);
                    },
                    "KillTask.grace_s"},
+        // Used to abort the agent: the TASK_LOST it answered with had no
+        // framework id, which the update store CHECKs.
+        SilentCase{"KillTaskWithoutFrameworkId",
+                   [](wire::Envelope& e) { e.mutable_kill_task()->set_task_id("t"); },
+                   "KillTask.framework_id: empty"},
         SilentCase{"AcknowledgementIdBytes",
                    [](wire::Envelope& e) { e.mutable_status_acknowledgement()->set_update_id(big(limits::kIdBytesMax + 1)); },
                    "StatusAcknowledgement.update_id"},
