@@ -81,7 +81,8 @@ struct MasterOptions {
 
 // Named limits (TIGER_STYLE) of what the master itself queues; the limits
 // on what peers send are in proto/input_limits.h.
-constexpr size_t kMaxOffersPerMessage = 1000;
+// The most offers one ResourceOffers carries: what schedulers accept.
+constexpr size_t kMaxOffersPerMessage = limits::kOffersPerMessageMax;
 constexpr size_t kMaxPendingUpdatesPerFramework = 10000;
 constexpr size_t kMaxIdBytes = 256;
 // Frameworks this master removed itself, remembered so a late update of
