@@ -37,7 +37,8 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
       checkpoints_(config_.workDir + "/meta"),
       retryTimer_(io),
       gcTimer_(io),
-      usageTimer_(io) {
+      usageTimer_(io),
+      loopMeter_(io, LoopStallMeterOptions{}, [this](double lateS) { metrics_.loopTick(lateS); }) {
   config_.executors.workDir = config_.workDir;
   manager_ = std::make_unique<ExecutorManager>(
       io, launcher, isolators, checkpoints_, config_.executors,
@@ -83,6 +84,7 @@ Status Agent::start() {
   }
   manager_->recover(std::move(recovered));
   if (auto st = link_->start(); !st) return st;
+  loopMeter_.start();
   scheduleRetry();
   scheduleGc();
   scheduleUsage();
@@ -94,6 +96,11 @@ void Agent::stop() {
   retryTimer_.cancel();
   gcTimer_.cancel();
   usageTimer_.cancel();
+  loopMeter_.stop();
+  const auto& loop = loopMeter_.stats();
+  LOG_INFO("loop: longest lateness " << loop.maxLateMs << " ms (" << loop.maxLateCpuWaitMs
+                                     << " ms waiting for a CPU), " << loop.lateOver10Ms << " of " << loop.ticks
+                                     << " ticks 10 ms late or more");
 }
 
 void Agent::buildRegistration(wire::RegisterAgent* r) {

@@ -7,6 +7,9 @@
 // statusRetry until acknowledged. Sandboxes of ended executors older than
 // sandboxMaxAge are removed periodically.
 //
+// The loop's stalls are measured from start() (LoopStallMeter, exported as
+// allot_agent_loop_lateness_seconds).
+//
 // Life cycle: Agent a(io, config, launcher, isolators); a.start(); io.run().
 // Thread: the io_context thread.
 #pragma once
@@ -22,6 +25,7 @@
 #include "agent/metrics.h"
 #include "agent/status_updates.h"
 #include "base/asio.h"
+#include "base/loop_stall_meter.h"
 #include "proto/resources.h"
 
 namespace allot {
@@ -56,6 +60,8 @@ class Agent {
   const AgentConfig& config() const { return config_; }
   bool registered() const { return link_->registered(); }
   AgentMetrics& metrics() { return metrics_; }
+  // How late the loop ran due work (base/loop_stall_meter.h), since start().
+  const LoopStallMeter::Stats& loopStalls() const { return loopMeter_.stats(); }
   // Called after every (re-)registration with a master (sd_notify READY).
   void setRegisteredHook(std::function<void(const std::string& agentId)> hook) {
     registeredHook_ = std::move(hook);
@@ -85,6 +91,7 @@ class Agent {
   asio::steady_timer gcTimer_;
   asio::steady_timer usageTimer_;
   AgentMetrics metrics_;
+  LoopStallMeter loopMeter_;
   std::function<void(const std::string&)> registeredHook_;
 };
 

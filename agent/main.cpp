@@ -259,7 +259,6 @@ int main(int argc, char** argv) {
     LOG_ERROR("io_uring poller: " << poller.error().describe());
     return 1;
   }
-  settings.isolatorOptions.rootCpus = config->resources.scalar("cpus");
   auto isolators = makeIsolators(settings, **poller);
   if (!isolators) {
     std::fprintf(stderr, "allot-agent: %s\n", isolators.error().describe().c_str());

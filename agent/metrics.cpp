@@ -39,6 +39,19 @@ AgentMetrics::AgentMetrics() : registry_(std::make_shared<p::Registry>()) {
   pendingUpdates_ = gauge("allot_agent_pending_updates",
                           "Status updates persisted and not yet acknowledged by their framework.");
   registered_ = gauge("allot_agent_registered", "1 while registered with a master.");
+  loopLateness_ = &p::BuildHistogram()
+                       .Name("allot_agent_loop_lateness_seconds")
+                       .Help("How late each tick of the loop's stall meter ran (a blocked loop makes it late).")
+                       .Register(*registry_)
+                       .Add({}, p::Histogram::BucketBoundaries{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1,
+                                                               0.5, 1});
+  loopLatenessMax_ = gauge("allot_agent_loop_lateness_max_seconds",
+                           "The longest lateness of the loop's stall meter since the agent started.");
+}
+
+void AgentMetrics::loopTick(double lateSeconds) {
+  loopLateness_->Observe(lateSeconds);
+  if (lateSeconds > loopLatenessMax_->Value()) loopLatenessMax_->Set(lateSeconds);
 }
 
 void AgentMetrics::taskRequested(const std::string& frameworkId, const std::string& taskId) {

@@ -2,7 +2,8 @@
 // by GET /metrics. The Agent reports two events: a RunTask arrived
 // (taskRequested) and a status update was made (statusUpdate); from them
 // come launch latency (RunTask -> TASK_RUNNING), updates by state and limit
-// events (OOM, pids, disk) by reason. Gauges are set from the Agent when
+// events (OOM, pids, disk) by reason. The loop's stall meter reports each
+// tick's lateness (loopTick). Gauges are set from the Agent when
 // scraped (agent/http_api.cpp).
 //
 // Limits: kLaunchesTrackedMax launches timed at once (more are not timed).
@@ -31,6 +32,8 @@ class AgentMetrics {
 
   void taskRequested(const std::string& frameworkId, const std::string& taskId);
   void statusUpdate(const wire::TaskStatus& status);
+  // One tick of the loop's stall meter ran `lateSeconds` late.
+  void loopTick(double lateSeconds);
 
   prometheus::Gauge& executors() { return *executors_; }
   prometheus::Gauge& liveTasks() { return *liveTasks_; }
@@ -49,6 +52,8 @@ class AgentMetrics {
   prometheus::Gauge* liveTasks_;
   prometheus::Gauge* pendingUpdates_;
   prometheus::Gauge* registered_;
+  prometheus::Histogram* loopLateness_;
+  prometheus::Gauge* loopLatenessMax_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> launching_;
 };
 

@@ -39,6 +39,22 @@ std::string ownV2Cgroup() {
   return "";
 }
 
+// "4:cpu,cpuacct:/path" lines: every v1 controller of the line -> path.
+std::map<std::string, std::string> ownV1Cgroups() {
+  std::map<std::string, std::string> out;
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto first = line.find(':');
+    auto second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos || second == first + 1) continue;  // v2 ("0::/x") or malformed
+    std::istringstream names(line.substr(first + 1, second - first - 1));
+    std::string name;
+    while (std::getline(names, name, ',')) out[name] = line.substr(second + 1);
+  }
+  return out;
+}
+
 std::set<std::string> words(const std::string& text) {
   std::set<std::string> out;
   std::istringstream in(text);
@@ -87,6 +103,7 @@ Result<CgroupHost> detectCgroupHost(const std::string& root) {
   CgroupHost host;
   host.fs = realCgroupFs();
   host.agentV2Cgroup = ownV2Cgroup();
+  host.agentV1Cgroups = ownV1Cgroups();
   // libcgroup reads the mount table correctly for v1 hierarchies (including
   // co-mounted ones like cpu,cpuacct); see docs/decisions.md.
   // libcgroup 2.0.2 also answers with the cgroup2 mount for a controller

@@ -31,6 +31,10 @@ struct CgroupHost {
   // The agent's own cgroup2 path ("/allot" or "/system.slice/x"), "" when
   // unknown: setUp moves the agent out of its root when it sits in it.
   std::string agentV2Cgroup;
+  // The agent's own v1 cgroup per controller ("cpu" -> "/" or
+  // "/system.slice/allot-agent.service"), from /proc/self/cgroup; a
+  // controller missing here is unknown.
+  std::map<std::string, std::string> agentV1Cgroups;
   std::shared_ptr<CgroupFs> fs;
 
   // v2 names: "cpu", "memory", "io", "pids", "cpuset"; v1 "blkio" is "io".

@@ -213,15 +213,9 @@ Result<std::unique_ptr<Isolator>> makeCpuIsolator(const IsolatorContext& context
   const CgroupHost& host = context.host;
   const IsolatorOptions& options = context.options;
   bool v2 = host.versionOf("cpu") == CgroupVersion::kV2;
-  std::string root = host.hierarchyOf("cpu") + "/" + options.cgroupsRoot;
   if (options.cfsQuota && !v2 && !host.fs->exists(host.hierarchyOf("cpu") + "/cpu.cfs_quota_us")) {
     return Error{"--cgroups-enable-cfs needs CFS bandwidth control (cpu.cfs_quota_us), "
                  "which this kernel was built without"};
-  }
-  if (options.rootCpus > 0) {
-    Status st = v2 ? host.fs->writeFile(root + "/cpu.weight", std::to_string(cpuWeight(options.rootCpus)))
-                   : host.fs->writeFile(root + "/cpu.shares", std::to_string(cpuShares(options.rootCpus)));
-    if (!st) return Error{"weighting the agent's cgroup root: " + st.error().describe(), st.error().errnum};
   }
   return std::unique_ptr<Isolator>(std::make_unique<CpuIsolator>(context.cgroups, options.cfsQuota));
 }

@@ -54,9 +54,9 @@ class CgroupIsolator : public Isolator {
   std::string controller_;
 };
 
-// The table's factories (isolator_table.cpp). cgroups/cpu also weighs the
-// agent's root (IsolatorOptions::rootCpus) and checks CFS bandwidth control
-// when asked for quotas; cgroups/mem needs the event poller.
+// The table's factories (isolator_table.cpp). cgroups/cpu checks CFS
+// bandwidth control when asked for quotas (CgroupLayer weighs the agent's
+// root); cgroups/mem needs the event poller.
 Result<std::unique_ptr<Isolator>> makeCpuIsolator(const IsolatorContext& context);
 Result<std::unique_ptr<Isolator>> makeMemIsolator(const IsolatorContext& context);
 Result<std::unique_ptr<Isolator>> makeBlkioIsolator(const IsolatorContext& context);

@@ -31,10 +31,22 @@ bool waitFor(F done, std::chrono::milliseconds limit) {
 
 }  // namespace
 
-CgroupLayer::CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers)
-    : host_(std::move(host)), root_(std::move(root)), controllers_(std::move(controllers)) {}
+CgroupLayer::CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers,
+                         int64_t rootCpuWeight)
+    : host_(std::move(host)),
+      root_(std::move(root)),
+      controllers_(std::move(controllers)),
+      rootCpuWeight_(rootCpuWeight) {}
 
 CgroupLayer::~CgroupLayer() {
+  for (const auto& [h, from] : agentCameFrom_) {
+    std::string procs = h + (from == "/" ? "" : from) + "/cgroup.procs";
+    if (Status st = fs().writeFile(procs, std::to_string(getpid())); !st) {
+      LOG_WARNING("the agent could not go back to its cgroup: " << st.error().describe());
+      continue;
+    }
+    (void)fs().removeDir(h + "/" + root_ + "/" + kAgentLeaf);
+  }
   for (const auto& h : hierarchies()) (void)fs().removeDir(h + "/" + root_);
 }
 
@@ -72,6 +84,56 @@ Status CgroupLayer::prepareCpuset(const std::string& dir) {
   return okStatus();
 }
 
+std::string CgroupLayer::agentCgroupIn(const std::string& h) const {
+  if (h == host_.v2) return host_.agentV2Cgroup;
+  for (const auto& [controller, mount] : host_.v1) {
+    auto own = host_.agentV1Cgroups.find(controller);
+    if (mount == h && own != host_.agentV1Cgroups.end()) return own->second;
+  }
+  return "";
+}
+
+std::vector<std::string> CgroupLayer::agentHierarchies() const {
+  std::set<std::string> out;
+  if (controllers_.count("cpu")) out.insert(host_.hierarchyOf("cpu"));
+  bool controlsV2 = false;
+  for (const auto& c : controllers_) controlsV2 |= host_.versionOf(c) == CgroupVersion::kV2;
+  if (controlsV2 && host_.agentV2Cgroup == "/" + root_) out.insert(host_.v2);
+  out.erase("");
+  return {out.begin(), out.end()};
+}
+
+// The root weighs like the node's main workload against the system's other
+// top-level groups and processes: CFS splits a group's weight across CPUs by
+// where its load is, so a root weighted like its cpus is left with a small
+// part of that on the CPU where a latency-sensitive executor runs
+// (docs/hog-analysis.md).
+Status CgroupLayer::weighRoot() {
+  std::string h = host_.hierarchyOf("cpu");
+  if (rootCpuWeight_ <= 0 || !controllers_.count("cpu") || h.empty()) return okStatus();
+  if (agentCgroupIn(h) == "/" + root_) {
+    LOG_INFO("the cgroup root " << root_ << " is the agent's own (delegated) cgroup: its CPU weight is "
+                                << "its service manager's (systemd: CPUWeight=)");
+    return okStatus();
+  }
+  bool v2 = host_.versionOf("cpu") == CgroupVersion::kV2;
+  std::string file = h + "/" + root_ + (v2 ? "/cpu.weight" : "/cpu.shares");
+  return fs().writeFile(file, std::to_string(v2 ? rootCpuWeight_ : rootCpuWeight_ * 1024 / 100));
+}
+
+Status CgroupLayer::placeAgent() {
+  std::string pid = std::to_string(getpid());
+  for (const auto& h : agentHierarchies()) {
+    std::string leaf = h + "/" + root_ + "/" + kAgentLeaf;
+    std::string from = agentCgroupIn(h);
+    if (Status st = fs().makeDir(leaf); !st) return st;
+    if (Status st = fs().writeFile(leaf + "/cgroup.procs", pid); !st) return st;
+    if (!from.empty() && from != "/" + root_) agentCameFrom_[h] = from;
+    LOG_INFO("moved the agent into " << leaf);
+  }
+  return okStatus();
+}
+
 Status CgroupLayer::setUp() {
   for (const auto& h : hierarchies()) {
     std::string dir = h + "/" + root_;
@@ -80,23 +142,15 @@ Status CgroupLayer::setUp() {
       if (Status st = prepareCpuset(dir); !st) return st;
     }
   }
+  if (Status st = weighRoot(); !st) return st;
+  if (Status st = placeAgent(); !st) return st;
   if (host_.v2.empty()) return okStatus();
-  std::string root = host_.v2 + "/" + root_;
-  bool controlsV2 = false;
-  for (const auto& c : controllers_) controlsV2 |= host_.versionOf(c) == CgroupVersion::kV2;
-  if (controlsV2 && host_.agentV2Cgroup == "/" + root_) {
-    if (Status st = fs().makeDir(root + "/agent"); !st) return st;
-    if (Status st = fs().writeFile(root + "/agent/cgroup.procs", std::to_string(getpid())); !st) {
-      return st;
-    }
-    LOG_INFO("moved the agent into " << root << "/agent (no processes in inner cgroups)");
-  }
   std::string enable;
   for (const auto& c : controllers_) {
     if (host_.versionOf(c) == CgroupVersion::kV2) enable += (enable.empty() ? "+" : " +") + c;
   }
   if (enable.empty()) return okStatus();  // tracking only: no controller to enable
-  return fs().writeFile(root + "/cgroup.subtree_control", enable);
+  return fs().writeFile(host_.v2 + "/" + root_ + "/cgroup.subtree_control", enable);
 }
 
 std::string CgroupLayer::dir(const ContainerId& id, const std::string& controller) const {
@@ -217,7 +271,7 @@ std::set<std::string> CgroupLayer::existing() const {
   std::set<std::string> out;
   for (const auto& h : hierarchies()) {
     for (const auto& name : fs().subdirs(h + "/" + root_)) {
-      if (name != "agent") out.insert(name);
+      if (name != kAgentLeaf) out.insert(name);
     }
   }
   return out;

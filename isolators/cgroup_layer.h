@@ -1,14 +1,29 @@
 // CgroupLayer: the per-container cgroup directories every cgroup isolator
-// shares, in every hierarchy they use, plus the whole-container kill.
+// shares, in every hierarchy they use, plus the whole-container kill, and
+// where the agent's own process sits and what the root weighs.
 //
 // Layout: <hierarchy>/<root>/<container name> (root is --cgroups-root).
 // Every container has a tracking cgroup even with no controller in use
 // (cgroup2 when mounted, else the v1 freezer): see hierarchies(). On
 // v2 one directory holds every controller; the agent enables controllers
-// only in <root>/cgroup.subtree_control and, if it lives in <root> itself,
-// first moves into the leaf <root>/agent (no processes in inner nodes).
-// On v1 each controller's hierarchy gets a directory, plus freezer (to kill
-// a container without racing its forks) and cpuacct (cpu time).
+// only in <root>/cgroup.subtree_control. On v1 each controller's hierarchy
+// gets a directory, plus freezer (to kill a container without racing its
+// forks) and cpuacct (cpu time).
+//
+// CPU weights (docs/hog-analysis.md says why). With the cpu controller in
+// use:
+//   <root>            weight rootCpuWeight (v2 scale 1..10000; v1 cpu.shares
+//                     = weight * 1024 / 100, systemd's conversion), written
+//                     unless the root is the cgroup the agent was started in
+//                     (a service manager delegated it: its weight is the
+//                     unit's CPUWeight=); 0 leaves it alone
+//   <root>/agent      the agent's own process, the kernel's default weight
+//                     (one cpu's worth)
+//   <root>/<name>     each executor, weighted by its cpus (cgroups/cpu)
+// The agent also moves into <root>/agent on v2 when it sits in <root> and
+// enables v2 controllers there (no processes in inner nodes). It moves back
+// to where it came from when the layer is destroyed (not out of a root it
+// was started in).
 //
 // Thread: the agent's io_context thread, except reap(), which blocks for
 // the kernel (a freeze, a kill, an rmdir retried on EBUSY; bounded to
@@ -16,6 +31,8 @@
 #pragma once
 
 #include <sys/types.h>
+
+#include <cstdint>
 
 #include <map>
 #include <set>
@@ -31,16 +48,24 @@ namespace allot {
 
 class CgroupLayer {
  public:
+  // The agent's leaf under the root (never a container's name: those
+  // always hold a '.').
+  static constexpr const char* kAgentLeaf = "agent";
+
   // `controllers`: v2 names of the controllers the enabled isolators use.
-  CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers);
-  // Removes the agent's root in each hierarchy when no container is left
-  // in it (executors that outlive the agent keep it, and their cgroups).
+  // `rootCpuWeight`: see above (0: leave the root's weight alone).
+  CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers,
+              int64_t rootCpuWeight = 0);
+  // Moves the agent back where it came from, then removes the agent's root
+  // in each hierarchy when no container is left in it (executors that
+  // outlive the agent keep it, and their cgroups).
   ~CgroupLayer();
 
   const CgroupHost& host() const { return host_; }
   const CgroupFs& fs() const { return *host_.fs; }
   const std::string& root() const { return root_; }
-  // Creates the agent's root in each hierarchy (idempotent).
+  // Creates the agent's root in each hierarchy (idempotent), weights it,
+  // places the agent's process (see above) and enables v2 controllers.
   Status setUp();
 
   // This container's directory for `controller`.
@@ -72,11 +97,20 @@ class CgroupLayer {
   Status killV1(const std::string& name) const;
   Status removeDir(const std::string& dir) const;
   Status prepareCpuset(const std::string& dir);
+  // The agent's own cgroup in hierarchy `h` ("" when unknown).
+  std::string agentCgroupIn(const std::string& h) const;
+  // Hierarchies where the agent moves into <root>/agent.
+  std::vector<std::string> agentHierarchies() const;
+  Status weighRoot();
+  Status placeAgent();
 
   CgroupHost host_;
   std::string root_;
   std::set<std::string> controllers_;
+  int64_t rootCpuWeight_;
   std::map<std::string, UniqueFd> dirFds_;  // v2 directory fds until join()
+  // Hierarchy -> the cgroup the agent left for <root>/agent (to go back).
+  std::map<std::string, std::string> agentCameFrom_;
 };
 
 }  // namespace allot

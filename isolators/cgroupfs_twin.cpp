@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -56,6 +57,13 @@ Status DirCgroupFs::writeFile(const std::string& path, const std::string& value)
   std::string name = baseName(path);
   if (name == "cgroup.kill" && value == "1") return writeReal(parentOf(path) + "/cgroup.procs", "");
   if (name == "cgroup.procs") {
+    // A process is in one cgroup per hierarchy: joining one leaves the
+    // others of the same hierarchy (the first directory below dir()).
+    long pid = std::strtol(value.c_str(), nullptr, 10);
+    if (pid > 0 && path.rfind(dir_ + "/", 0) == 0) {
+      std::string rest = path.substr(dir_.size() + 1);
+      dropPid(dir_ + "/" + rest.substr(0, rest.find('/')), static_cast<pid_t>(pid));
+    }
     auto current = readFile(path);
     std::string text = current ? *current : "";
     return writeReal(path, text + value + "\n");

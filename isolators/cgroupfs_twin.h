@@ -6,7 +6,8 @@
 // - every directory has the kernel's interface files (kernelFiles()): they
 //   exist() and read as "" until written; withoutFile() takes one away
 //   (a kernel without that feature), and writing it then fails ENOENT;
-// - writing cgroup.procs adds the pid, writing "1" to cgroup.kill empties
+// - writing cgroup.procs adds the pid (and takes it out of every other
+//   cgroup.procs of that hierarchy), writing "1" to cgroup.kill empties
 //   cgroup.procs, signal(SIGKILL) removes the pid from every cgroup.procs;
 // - removeDir() answers EBUSY while the directory has members or children,
 //   and takes the interface files with it.

@@ -56,6 +56,9 @@ struct Limitation {
 // exposes them as allot-agent flags (--cgroups-root, --cgroups-enable-cfs,
 // block I/O limits...). An isolator that needs a setting of its own adds it
 // here and its flag in addIsolatorFlags().
+// The largest v2 cpu.weight: allot's executors come first on the node.
+constexpr int64_t kDefaultRootCpuWeight = 10000;
+
 struct IsolatorOptions {
   UringPoller* poller = nullptr;      // for OOM and other kernel events; required
   std::string cgroupsRoot = "allot";  // the agent's subtree in every hierarchy
@@ -63,10 +66,10 @@ struct IsolatorOptions {
   std::string blkioLimits;            // per-executor "MAJ:MIN rbps=N wbps=N riops=N wiops=N"
   int64_t blkioWeight = 0;            // 0: proportional to cpus
   int64_t pidsMax = 0;                // 0: derived from the executor's resources
-  // The cpus this node offers: the agent's cgroup root gets the CPU weight
-  // of that many cpus, so all executors together weigh like the share of
-  // the machine they were given, not like one process (0: leave it).
-  double rootCpus = 0;
+  // CPU weight of the agent's cgroup root against the system's other
+  // top-level groups, v2 scale 1..10000 (v1: * 1024 / 100); 0 leaves it
+  // alone. See CgroupLayer and docs/hog-analysis.md.
+  int64_t rootCpuWeight = kDefaultRootCpuWeight;
   NetworkOptions network;  // network/netns (--network-*)
   // The seccomp isolator's profile file ("": the built-in default profile).
   std::string seccompProfile;

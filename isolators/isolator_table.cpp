@@ -85,6 +85,10 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
                   "per-executor block I/O throttles: 'MAJ:MIN rbps=N wbps=N riops=N wiops=N[; ...]'");
   flags.addInt("cgroups-blkio-weight", &o->blkioWeight,
                "block I/O weight of every executor (0: 100 per cpu; v1 10..1000, v2 1..10000)");
+  flags.addInt("cgroups-root-cpu-weight", &o->rootCpuWeight,
+               "CPU weight of the agent's cgroup root against the rest of the system, 1..10000 on the v2 "
+               "scale (v1 cpu.shares: * 1024 / 100); 0: leave it to whoever made the root "
+               "(not written when the root is the agent's own delegated cgroup: systemd's CPUWeight= decides)");
   flags.addInt("cgroups-pids-max", &o->pidsMax, "process cap per executor (0: 1024 per cpu, 256..32768)");
   addNetworkFlags(flags, &o->network);
   flags.addString("seccomp-profile", &o->seccompProfile,
@@ -118,7 +122,10 @@ Result<std::vector<std::unique_ptr<Isolator>>> createIsolatorsOn(const CgroupHos
   if (host.v2.empty() && !host.v1.count("freezer")) {
     return Error{"no cgroup can hold the executors: neither a cgroup2 mount nor a v1 freezer hierarchy"};
   }
-  auto layer = std::make_shared<CgroupLayer>(host, options.cgroupsRoot, controllers);
+  if (options.rootCpuWeight < 0 || options.rootCpuWeight > 10000) {
+    return Error{"--cgroups-root-cpu-weight " + std::to_string(options.rootCpuWeight) + " is not in 0..10000"};
+  }
+  auto layer = std::make_shared<CgroupLayer>(host, options.cgroupsRoot, controllers, options.rootCpuWeight);
   if (Status st = layer->setUp(); !st) {
     return Error{"setting up the agent's cgroups: " + st.error().describe(), st.error().errnum};
   }

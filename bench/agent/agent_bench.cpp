@@ -5,7 +5,10 @@
 //      from RunTask sent to the task's RUNNING update received (fork + exec
 //      confirmed by allot-executor), p50/p99; the first launch (which also
 //      starts the executor) is reported apart;
-//   3. busy: RSS and CPU with --running tasks (sleep) running.
+//   3. busy: RSS and CPU with --running tasks (sleep) running, then killed;
+//   4. the agent's loop stalls (allot_agent_loop_lateness_seconds from its
+//      /metrics): the longest lateness since it started, and how many stall
+//      meter ticks ran 10 ms late or more during the launches and kills.
 // Usage: agent_bench --agent PATH [--launches 1000] [--running 100] [--window 10]
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -150,6 +154,39 @@ Sample window(asio::io_context& io, pid_t pid, double seconds, double* cpuPercen
   return b;
 }
 
+// GET /metrics from the agent's HTTP port: the text exposition.
+std::string scrape(uint16_t port) {
+  asio::ip::tcp::iostream s("127.0.0.1", std::to_string(port));
+  if (!s) return "";
+  s << "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" << std::flush;
+  std::ostringstream body;
+  body << s.rdbuf();
+  return body.str();
+}
+
+// The value of the sample line starting with `name` (with its labels).
+double metric(const std::string& text, const std::string& name) {
+  auto at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::strtod(text.c_str() + at + name.size() + 2, nullptr);
+}
+
+struct LoopStalls {
+  double ticks = 0, under10ms = 0;
+};
+
+LoopStalls loopStalls(const std::string& text) {
+  return {metric(text, "allot_agent_loop_lateness_seconds_count"),
+          metric(text, "allot_agent_loop_lateness_seconds_bucket{le=\"0.01\"}")};
+}
+
+uint16_t readPort(const std::string& file) {
+  std::ifstream in(file);
+  unsigned port = 0;
+  in >> port;
+  return static_cast<uint16_t>(port);
+}
+
 std::string loadAverage() {
   std::ifstream in("/proc/loadavg");
   std::string one;
@@ -214,7 +251,8 @@ int main(int argc, char** argv) {
     std::string m = "127.0.0.1:" + std::to_string(master.port());
     execl(agent.c_str(), agent.c_str(), "--master", m.c_str(), "--work-dir", (dir + "/work").c_str(),
           "--resources", "cpus:64;mem:65536;disk:1024", "--recovery-timeout", "10",
-          "--executor-idle-timeout", "30", nullptr);
+          "--executor-idle-timeout", "30", "--http-listen", "127.0.0.1:0", "--http-port-file",
+          (dir + "/http.port").c_str(), nullptr);
     _exit(127);
   }
   int rc = 0;
@@ -232,9 +270,14 @@ int main(int argc, char** argv) {
   double agentCpuStart = 0, executorCpuStart = 0, agentCpuPerLaunchMs = 0, executorCpuPerLaunchMs = 0;
   pid_t executorPid = 0;
   std::string loadBefore, loadAfter;
+  uint16_t httpPort = 0;
+  LoopStalls stallsBefore, stallsAfter;
+  std::string metricsAfter;
   if (rc == 0) {
     runUntil(io, [] { return false; }, std::chrono::seconds(1));
     idle = window(io, pid, windowS, &idleCpu);
+    httpPort = readPort(dir + "/http.port");
+    stallsBefore = loopStalls(scrape(httpPort));
     loadBefore = loadAverage();
     for (int64_t i = 0; i < launches && rc == 0; ++i) {
       if (i == 1) {
@@ -282,6 +325,8 @@ int main(int argc, char** argv) {
       }
       return true;
     }, std::chrono::seconds(30));
+    metricsAfter = scrape(httpPort);
+    stallsAfter = loopStalls(metricsAfter);
   }
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);
@@ -304,9 +349,16 @@ int main(int argc, char** argv) {
   std::printf("| first launch (starts the executor) | %.2f ms | | |\n", firstMs);
   std::printf("| CPU per launch: agent / allot-executor | %.3f / %.3f ms | | |\n", agentCpuPerLaunchMs,
               executorCpuPerLaunchMs);
+  double phaseTicks = stallsAfter.ticks - stallsBefore.ticks;
+  double phaseLate = phaseTicks - (stallsAfter.under10ms - stallsBefore.under10ms);
+  double maxLateMs = 1000 * metric(metricsAfter, "allot_agent_loop_lateness_max_seconds");
+  std::printf("| loop stall meter ticks >= 10 ms late, launches + kills | %.0f of %.0f | 0 | |\n", phaseLate,
+              phaseTicks);
+  std::printf("| loop lateness, longest since the agent started | %.2f ms | < 10 ms | |\n", maxLateMs);
   std::printf("\nload average (1 min) %s before the launches, %s after, on %ld CPUs\n", loadBefore.c_str(),
               loadAfter.c_str(), sysconf(_SC_NPROCESSORS_ONLN));
-  bool met = idle.rssMib < 20 && idleCpu < 1 && busy.rssMib < 20 && busyCpu < 1 && p50 < 2;
+  bool met = idle.rssMib < 20 && idleCpu < 1 && busy.rssMib < 20 && busyCpu < 1 && p50 < 2 && phaseTicks > 0 &&
+             phaseLate == 0;
   std::printf("\ntargets %s\n", met ? "met" : "NOT met");
   return 0;
 }

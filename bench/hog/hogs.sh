@@ -7,7 +7,8 @@
 #                            CAP_MIB is a safety cap for the unisolated run)
 #   hogs.sh fork NPROC USER  a classic bash fork bomb run as USER under
 #                            RLIMIT_NPROC=NPROC (safety cap: root ignores
-#                            RLIMIT_NPROC, so the bomb drops to USER first)
+#                            RLIMIT_NPROC, so a bomb started as root drops
+#                            to USER first; allot starts it as USER)
 #   hogs.sh disk DIR         sequential 1 MiB O_DIRECT writes to DIR/hog.dat
 #                            (a 1 GiB file, overwritten in a loop)
 #
@@ -45,8 +46,9 @@ while True:
   fork)
     nproc=${2:?nproc cap}
     user=${3:?user}
-    exec prlimit --nproc="$nproc" -- setpriv --reuid="$user" --regid="$user" --clear-groups \
-      bash -c 'bomb() { bomb | bomb & }; bomb; sleep infinity'
+    drop=()
+    [ "$(id -u)" -eq 0 ] && drop=(setpriv --reuid="$user" --regid="$user" --clear-groups)
+    exec prlimit --nproc="$nproc" -- "${drop[@]}" bash -c 'bomb() { bomb | bomb & }; bomb; sleep infinity'
     ;;
   disk)
     dir=${2:?dir}

@@ -120,8 +120,11 @@ execute="$build/cli/allot-execute"
 id "$hogUser" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$hogUser"
 
 run=$(mktemp -d /tmp/allot-hog.XXXXXX)
-chmod 711 "$run"  # tasks run as the agent's --default-user (nobody)
-chmod 755 "$run"
+chmod 755 "$run"  # tasks run unprivileged: the web as the agent's --default-user, hogs as $hogUser
+taskUser=nobody    # the agent's --default-user
+mkdir -p "$run/web" "$run/disk"
+chown "$taskUser" "$run/web"
+chown "$hogUser" "$run/disk"
 # Private copies under names of their own: a `pkill allot-execute` or
 # `killall allot-agent` run by someone else on this shared machine must not
 # end the benchmark's daemons or tasks in the middle of a phase.
@@ -173,8 +176,8 @@ killOurProcesses() {
       cwd=$(readlink "$p/cwd" 2>/dev/null || true)
       case "$cwd" in "$run"/*) pids+=" ${p#/proc/}" ;; esac
     done
-    if [ -f "$run/httpd.pid" ]; then
-      p=$(cat "$run/httpd.pid" 2>/dev/null || true)
+    if [ -f "$run/web/httpd.pid" ]; then
+      p=$(cat "$run/web/httpd.pid" 2>/dev/null || true)
       [ -n "$p" ] && pids+=" $p $(ps --ppid "$p" -o pid= 2>/dev/null || true)"
     fi
     pids=$(echo $pids)
@@ -342,7 +345,7 @@ runPhase() {
   kill -0 "$webExecPid" 2>/dev/null || die "the web task ended before phase $name: $(tail -3 "$run/web-$mode.log")"
   killAfter=$(python3 -c "print($settle + $warmup + $duration + 120)")
   if [ "$phase" != alone ]; then
-    "$execute" --master "$masterAddr" --name "hog-$name" --resources "$hogResources" \
+    "$execute" --master "$masterAddr" --name "hog-$name" --resources "$hogResources" --user "$hogUser" \
       --kill-after "$killAfter" --command "$(hogCommand "$phase")" > "$run/hog-$name.log" 2>&1 &
     hogPid=$!
     bgPids+=($hogPid)

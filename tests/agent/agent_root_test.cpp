@@ -17,14 +17,15 @@ using namespace std::chrono_literals;
 
 int exitStatus(int st) { return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1; }
 
-// Directories named after `root` under any cgroup hierarchy, with children.
+// Executor cgroups under `root` in any cgroup hierarchy (not the agent's own
+// leaf, <root>/agent).
 std::vector<std::string> executorCgroups(const std::string& root) {
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& h : fs::directory_iterator("/sys/fs/cgroup", ec)) {
     std::error_code ec2;
     for (const auto& c : fs::directory_iterator(h.path() / root, ec2)) {
-      if (c.is_directory()) out.push_back(c.path());
+      if (c.is_directory() && c.path().filename() != "agent") out.push_back(c.path());
     }
   }
   return out;
@@ -50,9 +51,11 @@ class AgentRoot : public ::testing::Test {
   }
   void TearDown() override {
     cluster_.reset();
-    // The agent removes its executors' cgroups; the root itself may stay.
+    // The agent removes its executors' cgroups; the root itself may stay,
+    // and the agent's leaf when the agent was killed.
     for (const auto& h : {"cpu", "cpuacct", "memory", "freezer", "unified"}) {
       std::error_code ec;
+      fs::remove(fs::path("/sys/fs/cgroup") / h / cgroupsRoot_ / "agent", ec);
       fs::remove(fs::path("/sys/fs/cgroup") / h / cgroupsRoot_, ec);
     }
   }
@@ -82,15 +85,21 @@ TEST_F(AgentRoot, MemoryLimitEndsTheExecutorWithItsReason) {
   EXPECT_TRUE(waitFor([&] { return executorCgroups(cgroupsRoot_).empty(); }, 10s));
 }
 
-TEST_F(AgentRoot, TheAgentsRootWeighsLikeTheCpusItOffers) {
-  // The cluster's agent offers 8 cpus: its root weighs like 8 processes.
-  std::string v1 = "/sys/fs/cgroup/cpu/" + cgroupsRoot_ + "/cpu.shares";
-  std::string v2 = "/sys/fs/cgroup/" + cgroupsRoot_ + "/cpu.weight";
-  if (fs::exists(v1)) {
-    EXPECT_EQ(readAll(v1), "8192\n");
+// docs/hog-analysis.md: the root outweighs the system's other top-level
+// groups (a root weighted like its cpus keeps only a fraction of that on a
+// busy CPU), and the agent's own process sits in <root>/agent beside its
+// executors.
+TEST_F(AgentRoot, TheAgentsRootOutweighsTheRestOfTheSystemAndHoldsTheAgent) {
+  std::string v1 = "/sys/fs/cgroup/cpu/" + cgroupsRoot_;
+  std::string v2 = "/sys/fs/cgroup/" + cgroupsRoot_;
+  std::string agentPid = std::to_string(cluster_->agentProcess().pid()) + "\n";
+  if (fs::exists(v1 + "/cpu.shares")) {
+    EXPECT_EQ(readAll(v1 + "/cpu.shares"), "102400\n");
+    EXPECT_NE(readAll(v1 + "/agent/cgroup.procs").find(agentPid), std::string::npos);
   } else {
-    ASSERT_TRUE(fs::exists(v2)) << "no cpu weight file for the agent's root";
-    EXPECT_EQ(readAll(v2), "800\n");
+    ASSERT_TRUE(fs::exists(v2 + "/cpu.weight")) << "no cpu weight file for the agent's root";
+    EXPECT_EQ(readAll(v2 + "/cpu.weight"), "10000\n");
+    EXPECT_NE(readAll(v2 + "/agent/cgroup.procs").find(agentPid), std::string::npos);
   }
 }
 

@@ -1,0 +1,176 @@
+// Unit tests of the agent's cgroup layout and CPU weights (CgroupLayer,
+// docs/hog-analysis.md) against the cgroupfs twin: the root's weight on v1
+// and v2, the agent's own process in <root>/agent and back out, a root
+// delegated by a service manager left unweighted, the flag's range.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "base/asio.h"
+#include "base/uring_poller.h"
+#include "isolators/cgroup_layer.h"
+#include "isolators/cgroupfs.h"
+#include "isolators/cgroupfs_twin.h"
+#include "isolators/isolator_table.h"
+
+namespace allot {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read(const std::string& path) {
+  auto text = cgroupfs::readFile(path);
+  return text ? *text : "<missing " + path + ">";
+}
+
+bool holdsMe(const std::string& procsFile) {
+  return read(procsFile).find(std::to_string(getpid()) + "\n") != std::string::npos;
+}
+
+class CgroupLayout : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/allot-cgroup-layout-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    fs_ = std::make_shared<DirCgroupFs>(dir_);
+    auto poller = UringPoller::create(io_);
+    ASSERT_TRUE(poller.ok());
+    poller_ = std::move(*poller);
+    options_.poller = poller_.get();
+  }
+  void TearDown() override {
+    isolators_.clear();
+    fs::remove_all(dir_);
+  }
+  // The agent, started by hand in the top cgroup of every hierarchy.
+  void byHand(CgroupMode mode) {
+    host_ = twinCgroupHost(fs_, mode);
+    for (const auto& [c, mount] : host_.v1) {
+      host_.agentV1Cgroups[c] = "/";
+      ASSERT_TRUE(fs_->writeFile(mount + "/cgroup.procs", std::to_string(getpid())).ok());
+    }
+    if (!host_.v2.empty()) {
+      host_.agentV2Cgroup = "/user.slice";
+      ASSERT_TRUE(fs_->makeDir(host_.v2 + "/user.slice").ok());
+      ASSERT_TRUE(fs_->writeFile(host_.v2 + "/user.slice/cgroup.procs", std::to_string(getpid())).ok());
+    }
+  }
+  Status make(const std::string& names) {
+    auto made = createIsolatorsOn(host_, names, options_);
+    if (!made) return made.error();
+    isolators_ = std::move(*made);
+    return okStatus();
+  }
+
+  asio::io_context io_;
+  std::unique_ptr<UringPoller> poller_;
+  std::string dir_;
+  std::shared_ptr<DirCgroupFs> fs_;
+  CgroupHost host_;
+  IsolatorOptions options_;
+  std::vector<std::unique_ptr<Isolator>> isolators_;
+};
+
+TEST_F(CgroupLayout, V1RootOutweighsTheSystemAndTheAgentSitsInALeafBesideItsExecutors) {
+  byHand(CgroupMode::kLegacy);
+  ASSERT_TRUE(make("cgroups/cpu,cgroups/mem").ok());
+  EXPECT_EQ(read(dir_ + "/cpu/allot/cpu.shares"), "102400") << "10000 on the v2 scale, * 1024 / 100";
+  EXPECT_TRUE(holdsMe(dir_ + "/cpu/allot/agent/cgroup.procs"));
+  EXPECT_FALSE(holdsMe(dir_ + "/cpu/cgroup.procs"));
+  EXPECT_TRUE(holdsMe(dir_ + "/memory/cgroup.procs")) << "only the cpu hierarchy places the agent";
+  EXPECT_FALSE(fs::exists(dir_ + "/memory/allot/agent"));
+  ChildSetup setup;
+  ContainerId id{"fw", "ex"};
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->prepare(id, *Resources::parse("cpus:2;mem:64"), &setup).ok());
+  EXPECT_EQ(read(dir_ + "/cpu/allot/fw.ex/cpu.shares"), "2048");
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->cleanup(id).ok());
+  isolators_.clear();  // the agent stops: back where it came from, root gone
+  EXPECT_TRUE(holdsMe(dir_ + "/cpu/cgroup.procs"));
+  EXPECT_FALSE(fs::exists(dir_ + "/cpu/allot"));
+}
+
+TEST_F(CgroupLayout, V2RootOutweighsTheSystemAndTheAgentLeavesTheInnerNode) {
+  byHand(CgroupMode::kUnified);
+  ASSERT_TRUE(make("cgroups/cpu,cgroups/pids").ok());
+  EXPECT_EQ(read(dir_ + "/unified/allot/cpu.weight"), "10000");
+  EXPECT_TRUE(holdsMe(dir_ + "/unified/allot/agent/cgroup.procs"));
+  EXPECT_FALSE(holdsMe(dir_ + "/unified/user.slice/cgroup.procs"));
+  EXPECT_EQ(read(dir_ + "/unified/allot/cgroup.subtree_control"), "+cpu +pids");
+  isolators_.clear();
+  EXPECT_TRUE(holdsMe(dir_ + "/unified/user.slice/cgroup.procs"));
+  EXPECT_FALSE(fs::exists(dir_ + "/unified/allot"));
+}
+
+// systemd's Delegate=yes: the unit's cgroup is the root and holds the agent.
+// The root's attributes are systemd's (CPUWeight=); the agent moves into a
+// leaf so that executors can be its siblings (no processes in inner nodes).
+TEST_F(CgroupLayout, DelegatedRootKeepsItsServiceManagersWeight) {
+  host_ = twinCgroupHost(fs_, CgroupMode::kUnified);
+  options_.cgroupsRoot = "system.slice/allot-agent.service";
+  host_.agentV2Cgroup = "/" + options_.cgroupsRoot;
+  std::string unit = dir_ + "/unified/" + options_.cgroupsRoot;
+  ASSERT_TRUE(fs_->makeDir(dir_ + "/unified/system.slice").ok());
+  ASSERT_TRUE(fs_->makeDir(unit).ok());
+  ASSERT_TRUE(fs_->writeFile(unit + "/cpu.weight", "100").ok());
+  ASSERT_TRUE(fs_->writeFile(unit + "/cgroup.procs", std::to_string(getpid())).ok());
+  ASSERT_TRUE(make("cgroups/cpu").ok());
+  EXPECT_EQ(read(unit + "/cpu.weight"), "100");
+  EXPECT_TRUE(holdsMe(unit + "/agent/cgroup.procs"));
+  EXPECT_FALSE(holdsMe(unit + "/cgroup.procs"));
+  ChildSetup setup;
+  ContainerId id{"fw", "ex"};
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->prepare(id, *Resources::parse("cpus:0.5"), &setup).ok());
+  EXPECT_EQ(read(unit + "/fw.ex/cpu.weight"), "50");
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->cleanup(id).ok());
+  isolators_.clear();
+  EXPECT_TRUE(holdsMe(unit + "/agent/cgroup.procs")) << "never back into the inner node";
+}
+
+TEST_F(CgroupLayout, DelegatedV1RootKeepsItsWeight) {
+  byHand(CgroupMode::kHybrid);
+  options_.cgroupsRoot = "system.slice/allot-agent.service";
+  host_.agentV1Cgroups["cpu"] = "/" + options_.cgroupsRoot;
+  for (const auto& h : {std::string("cpu"), std::string("cpuacct"), std::string("freezer"), std::string("unified")}) {
+    ASSERT_TRUE(fs_->makeDir(dir_ + "/" + h + "/system.slice").ok());
+  }
+  Status made = make("cgroups/cpu");
+  ASSERT_TRUE(made.ok()) << made.error().describe();
+  EXPECT_FALSE(fs::exists(dir_ + "/cpu/" + options_.cgroupsRoot + "/cpu.shares")) << "never written";
+  EXPECT_TRUE(holdsMe(dir_ + "/cpu/" + options_.cgroupsRoot + "/agent/cgroup.procs"));
+}
+
+TEST_F(CgroupLayout, RootWeightIsConfigurableAndZeroLeavesItAlone) {
+  byHand(CgroupMode::kHybrid);
+  options_.rootCpuWeight = 400;
+  ASSERT_TRUE(make("cgroups/cpu").ok());
+  EXPECT_EQ(read(dir_ + "/cpu/allot/cpu.shares"), "4096");
+  isolators_.clear();
+  options_.rootCpuWeight = 0;
+  ASSERT_TRUE(make("cgroups/cpu").ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/cpu/allot/cpu.shares")) << "never written";
+  EXPECT_TRUE(holdsMe(dir_ + "/cpu/allot/agent/cgroup.procs"));
+}
+
+TEST_F(CgroupLayout, RootWeightOutOfRangeIsRefused) {
+  byHand(CgroupMode::kLegacy);
+  for (int64_t weight : {-1, 10001}) {
+    options_.rootCpuWeight = weight;
+    Status st = make("cgroups/cpu");
+    ASSERT_FALSE(st.ok()) << weight;
+    EXPECT_NE(st.error().describe().find("--cgroups-root-cpu-weight"), std::string::npos);
+  }
+}
+
+TEST_F(CgroupLayout, WithoutTheCpuControllerTheAgentStaysWhereItWasStarted) {
+  byHand(CgroupMode::kHybrid);
+  ASSERT_TRUE(make("cgroups/mem").ok());
+  EXPECT_TRUE(holdsMe(dir_ + "/cpu/cgroup.procs"));
+  EXPECT_FALSE(fs::exists(dir_ + "/cpu/allot"));
+  EXPECT_TRUE(holdsMe(dir_ + "/unified/user.slice/cgroup.procs"));
+}
+
+}  // namespace
+}  // namespace allot
