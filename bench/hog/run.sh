@@ -297,9 +297,13 @@ startAgent() {
   log "allot-agent ($mode) pid $agentPid: ${args[*]}"
 }
 
+# The agent logs its loop's stalls when it stops (base/loop_stall_meter.h).
 stopAgent() {
   stopPid "$agentPid" 15
   killOurProcesses
+  local line
+  line=$(grep -o 'loop: longest lateness.*' "$run/agent-$mode.log" | tail -1)
+  echo "- agent loop ($mode): ${line:-no stall report in the agent's log}" >> "$run/loop-stalls.txt"
 }
 
 waitWeb() {
@@ -471,6 +475,8 @@ python3 "$here/report.py" --phases "$run/phases.jsonl" --out "$out" \
   --page-cost "$(cat "$run/page-cost-ms")" --isolation "$isolation" \
   --node "$([ "$useNode" -eq 1 ] && echo "cgroup $nodeCgroup, cpu.shares $nodeShares" || echo none)" \
   --uptime-start "$(cat "$run/uptime-start")" --uptime-end "$(cat "$run/uptime-end")"
+{ echo; echo "agent loop stalls (lateness of a 5 ms timer on the agent's loop over the whole mode; target < 10 ms):"
+  cat "$run/loop-stalls.txt" 2>/dev/null; } >> "$out/hog-results.txt"
 if command -v gnuplot >/dev/null; then
   gnuplot -e "datafile='$out/hog-results.dat'; outfile='$out/hog-latency.png'" "$here/plot.gp" \
     && log "plot: $out/hog-latency.png"
