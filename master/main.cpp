@@ -189,7 +189,9 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
 }
 
 // Every agent and scheduler holds a socket: raise the soft fd limit to the
-// hard one so tens of thousands of agents fit.
+// hard one so tens of thousands of agents fit, and say so when the result
+// is below kWanted: past it accept fails (EMFILE) and peers wait in the
+// backlog, so the operator should know the ceiling.
 void raiseFileLimit() {
   // Root may lift the hard limit too (up to fs.nr_open); others get the
   // soft limit raised to their hard one.
@@ -200,6 +202,10 @@ void raiseFileLimit() {
   if (limit.rlim_cur >= kWanted || setrlimit(RLIMIT_NOFILE, &wanted) == 0) return;
   limit.rlim_cur = limit.rlim_max;
   setrlimit(RLIMIT_NOFILE, &limit);
+  getrlimit(RLIMIT_NOFILE, &limit);
+  LOG_WARNING("open file limit (RLIMIT_NOFILE) is " << limit.rlim_cur << ", hard limit "
+              << limit.rlim_max << ": fewer than " << limit.rlim_cur
+              << " agents and frameworks fit (raise LimitNOFILE= or ulimit -Hn)");
 }
 
 Status writePortFile(const std::string& path, uint16_t port) {
