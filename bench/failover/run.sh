@@ -44,7 +44,9 @@ done
 zkdir=$(mktemp -d /tmp/allot-failover-zk-XXXXXX)
 zkpid=""
 cleanup() {
-  [ -n "$zkpid" ] && kill -9 "$zkpid" 2>/dev/null && wait "$zkpid" 2>/dev/null
+  # Under set -e the status of a failing command here would become the
+  # script's (wait on the killed server is 137).
+  if [ -n "$zkpid" ]; then kill -9 "$zkpid" 2>/dev/null || true; wait "$zkpid" 2>/dev/null || true; fi
   rm -rf "$zkdir"
 }
 trap cleanup EXIT
@@ -130,7 +132,8 @@ set terminal png size 800,500
 set output "$out/failover.png"
 set logscale x
 set xlabel "agents"
-set ylabel "time to full recovery (s)"
+set ylabel "time to full recovery from the signal (s)"
+set yrange [0:11]
 set key top left
 plot "$out/plot.dat" index 0 using 1:2:3:4 with yerrorlines title "allot, SIGKILL of the leader", \
      "$out/plot.dat" index 1 using 1:2:3:4 with yerrorlines title "allot, SIGTERM of the leader", \
