@@ -162,6 +162,24 @@ TEST_F(Robustness, PeerThatNeverRegistersIsClosed) {
   expectClusterStillWorks();
 }
 
+// A failover's burst: more connections waiting in the listen backlog than
+// the master takes per accept completion (kAcceptBatch, 256) are all
+// served, and the master keeps working.
+TEST_F(Robustness, BurstBeyondOneAcceptBatchIsServed) {
+  pid_t master = cluster_->masterProcess().pid();
+  ASSERT_EQ(kill(master, SIGSTOP), 0);
+  std::vector<std::unique_ptr<RawPeer>> peers;
+  for (int i = 0; i < 600; ++i) peers.push_back(std::make_unique<RawPeer>(port(), wire::ROLE_SCHEDULER));
+  ASSERT_EQ(kill(master, SIGCONT), 0);
+  int served = 0;
+  for (auto& peer : peers) {
+    if (peer->connected() && peer->waitFor(wire::Envelope::kHello)) ++served;
+  }
+  EXPECT_EQ(served, 600);
+  peers.clear();
+  expectClusterStillWorks();
+}
+
 // ---------------------------------------------------------------- one test per limit
 
 struct LimitCase {
