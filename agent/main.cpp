@@ -5,13 +5,17 @@
 // Exit codes: 0 stopped by SIGTERM/SIGINT (executors keep running and are
 // re-attached by the next agent), 1 a start-up failure, 2 bad flags.
 #include <limits.h>
+#include <linux/magic.h>
 #include <signal.h>
+#include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cstdio>
 #include <functional>
 #include <filesystem>
+#include <fstream>
 
 #include "agent/agent.h"
 #include "agent/http_api.h"
@@ -177,11 +181,32 @@ Result<AgentConfig> makeConfig(const Settings& s) {
   return c;
 }
 
-// The agent's cgroup subtree when --cgroups-root is not given: "allot" for
-// the default work dir, else named after the work dir ("allot.tmp.x.agent"),
-// so that agents with their own work dirs on one host (tests, emulation)
-// never reap each other's executors.
+// The agent's own cgroup when systemd delegated it (a unit with Delegate=yes
+// on a unified host: systemd marks the cgroup with the trusted.delegate
+// xattr), relative to /sys/fs/cgroup; "" otherwise.
+std::string systemdDelegatedCgroup() {
+  struct statfs fs {};
+  if (statfs("/sys/fs/cgroup", &fs) != 0 || fs.f_type != CGROUP2_SUPER_MAGIC) return "";
+  std::ifstream in("/proc/self/cgroup");
+  std::string line;
+  std::string own;
+  while (std::getline(in, line)) {
+    if (line.rfind("0::/", 0) == 0) own = line.substr(4);
+  }
+  if (own.empty() || own.find("..") != std::string::npos) return "";
+  char value[8] = {};
+  ssize_t n = getxattr(("/sys/fs/cgroup/" + own).c_str(), "trusted.delegate", value, sizeof value - 1);
+  return n == 1 && value[0] == '1' ? own : "";
+}
+
+// The agent's cgroup subtree when --cgroups-root is not given. Under systemd
+// with Delegate=yes: the unit's own cgroup (the agent moves itself into its
+// "agent" leaf, executors get sibling cgroups: systemd's delegation rules).
+// Else "allot" for the default work dir, or named after the work dir
+// ("allot.tmp.x.agent"), so that agents with their own work dirs on one host
+// (tests, emulation) never reap each other's executors.
 std::string defaultCgroupsRoot(const std::string& workDir) {
+  if (std::string delegated = systemdDelegatedCgroup(); !delegated.empty()) return delegated;
   std::filesystem::path abs = std::filesystem::absolute(workDir).lexically_normal();
   std::string dir = abs.string();
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();

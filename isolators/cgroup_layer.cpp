@@ -96,9 +96,10 @@ std::string CgroupLayer::agentCgroupIn(const std::string& h) const {
 std::vector<std::string> CgroupLayer::agentHierarchies() const {
   std::set<std::string> out;
   if (controllers_.count("cpu")) out.insert(host_.hierarchyOf("cpu"));
-  bool controlsV2 = false;
-  for (const auto& c : controllers_) controlsV2 |= host_.versionOf(c) == CgroupVersion::kV2;
-  if (controlsV2 && host_.agentV2Cgroup == "/" + root_) out.insert(host_.v2);
+  // Started inside its v2 root (a systemd unit's delegated cgroup): the
+  // agent moves to a leaf with or without controllers (processes only in
+  // leaves, systemd's delegation rules).
+  if (host_.agentV2Cgroup == "/" + root_) out.insert(host_.v2);
   out.erase("");
   return {out.begin(), out.end()};
 }
