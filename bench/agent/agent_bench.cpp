@@ -9,7 +9,10 @@
 //   4. the agent's loop stalls (allot_agent_loop_lateness_seconds from its
 //      /metrics): the longest lateness since it started, and how many stall
 //      meter ticks ran 10 ms late or more during the launches and kills.
+// With --tls-dir DIR (made by scripts/allot-certs) the link is mutual TLS:
+// the fake master presents DIR/master.crt, the agent DIR/agent.crt.
 // Usage: agent_bench --agent PATH [--launches 1000] [--running 100] [--window 10]
+//                    [--tls-dir DIR]
 #include <signal.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
@@ -28,6 +31,7 @@
 #include "base/asio.h"
 #include "base/flags.h"
 #include "proto/connection.h"
+#include "proto/tls.h"
 
 namespace {
 
@@ -66,16 +70,19 @@ Sample sample(pid_t pid) {
 
 class FakeMaster {
  public:
-  explicit FakeMaster(asio::io_context& io) : io_(io), acceptor_(io) {
+  FakeMaster(asio::io_context& io, std::shared_ptr<ssl::context> tls)
+      : io_(io), acceptor_(io) {
     asio::ip::tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), 0);
     acceptor_.open(ep.protocol());
     acceptor_.bind(ep);
     acceptor_.listen();
-    acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket s) {
+    acceptor_.async_accept([this, tls](const boost::system::error_code& ec, asio::ip::tcp::socket s) {
       if (ec) return;
       Connection::Options o;
       o.localRole = wire::ROLE_MASTER;
       o.acceptRoles = {wire::ROLE_AGENT};
+      o.tls = tls;
+      o.tlsSide = TlsSide::kServer;
       conn_ = Connection::create(std::move(s), o);
       Connection::Handlers h;
       h.onMessage = [this](wire::Envelope& e) { onMessage(e); };
@@ -231,13 +238,26 @@ int main(int argc, char** argv) {
   flags.addDouble("window", &windowS, "seconds per CPU/RSS window");
   flags.addString("command", &command, "shell command of each timed launch");
   flags.addString("dir", &base, "parent of the agent's temporary work dir (its file system matters)");
+  std::string tlsDir;
+  flags.addString("tls-dir", &tlsDir,
+                  "mutual TLS with the certificates scripts/allot-certs wrote into DIR");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
   if (agent.empty()) {
     std::fprintf(stderr, "agent_bench: --agent PATH is required\n");
     return 2;
   }
+  std::shared_ptr<ssl::context> tls;
+  if (!tlsDir.empty()) {
+    auto ctx = makeTlsContext({tlsDir + "/master.crt", tlsDir + "/master.key", tlsDir + "/ca.crt"},
+                              TlsSide::kServer);
+    if (!ctx) {
+      std::fprintf(stderr, "agent_bench: --tls-dir: %s\n", ctx.error().describe().c_str());
+      return 2;
+    }
+    tls = *ctx;
+  }
   asio::io_context io;
-  FakeMaster master(io);
+  FakeMaster master(io, tls);
   std::string tmpl = base + "/allot-agent-bench-XXXXXX";
   if (!mkdtemp(tmpl.data())) {
     std::perror(("agent_bench: mkdtemp in " + base).c_str());
@@ -249,10 +269,19 @@ int main(int argc, char** argv) {
   if (pid == 0) {
     freopen((dir + "/agent.log").c_str(), "w", stderr);
     std::string m = "127.0.0.1:" + std::to_string(master.port());
-    execl(agent.c_str(), agent.c_str(), "--master", m.c_str(), "--work-dir", (dir + "/work").c_str(),
-          "--resources", "cpus:64;mem:65536;disk:1024", "--recovery-timeout", "10",
-          "--executor-idle-timeout", "30", "--http-listen", "127.0.0.1:0", "--http-port-file",
-          (dir + "/http.port").c_str(), nullptr);
+    std::vector<std::string> args = {agent, "--master", m, "--work-dir", dir + "/work",
+                                     "--resources", "cpus:64;mem:65536;disk:1024",
+                                     "--recovery-timeout", "10", "--executor-idle-timeout", "30",
+                                     "--http-listen", "127.0.0.1:0", "--http-port-file",
+                                     dir + "/http.port"};
+    if (tls) {
+      args.insert(args.end(), {"--tls-cert", tlsDir + "/agent.crt", "--tls-key",
+                               tlsDir + "/agent.key", "--tls-ca", tlsDir + "/ca.crt"});
+    }
+    std::vector<char*> argv2;
+    for (auto& a : args) argv2.push_back(a.data());
+    argv2.push_back(nullptr);
+    execv(agent.c_str(), argv2.data());
     _exit(127);
   }
   int rc = 0;
@@ -355,6 +384,7 @@ int main(int argc, char** argv) {
   std::printf("| loop stall meter ticks >= 10 ms late, launches + kills | %.0f of %.0f | 0 | |\n", phaseLate,
               phaseTicks);
   std::printf("| loop lateness, longest since the agent started | %.2f ms | < 10 ms | |\n", maxLateMs);
+  std::printf("| link to the master | %s | | |\n", tls ? "mutual TLS 1.3" : "plaintext");
   std::printf("\nload average (1 min) %s before the launches, %s after, on %ld CPUs\n", loadBefore.c_str(),
               loadAfter.c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   bool met = idle.rssMib < 20 && idleCpu < 1 && busy.rssMib < 20 && busyCpu < 1 && p50 < 2 && phaseTicks > 0 &&

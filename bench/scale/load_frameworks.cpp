@@ -13,6 +13,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/resources.h"
+#include "proto/tls.h"
 #include "sdk/scheduler.h"
 
 namespace {
@@ -26,6 +27,7 @@ struct Settings {
   std::string taskResources = "cpus:1;mem:1024";
   double meanS = 30;
   double stddevS = 10;
+  TlsFiles tls;  // a `framework` certificate; empty: plaintext
 };
 
 struct Stats {
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
   flags.addString("task-resources", &s.taskResources, "resources of each task");
   flags.addDouble("task-mean", &s.meanS, "mean task duration, seconds");
   flags.addDouble("task-stddev", &s.stddevS, "task duration standard deviation, seconds");
+  addTlsFlags(flags, &s.tls);
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
   auto task = Resources::parse(s.taskResources);
   if (!task || s.frameworks < 1) {
@@ -123,7 +126,7 @@ int main(int argc, char** argv) {
     wire::FrameworkInfo info;
     info.set_name("load-" + std::to_string(i));
     drivers.push_back(std::make_unique<SchedulerDriver>(io, *frameworks.back(), info,
-                                                        SchedulerOptions{.master = s.master}));
+                                                        SchedulerOptions{.master = s.master, .tls = s.tls}));
     if (auto st = drivers.back()->start(); !st) {
       std::cerr << "load_frameworks: " << st.error().describe() << "\n";
       return 2;

@@ -1,6 +1,8 @@
 // probe_framework: the paper's probe (section 6.5). Registers, waits for an
 // offer, runs one task of --task-seconds on it and prints the overhead:
 // time from start to the task's FINISHED minus the task's own duration.
+// With --tls-* the link is mutual TLS, and the overhead includes the
+// handshake (the probe starts its clock before connecting).
 #include <cstdio>
 #include <iostream>
 
@@ -9,6 +11,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/resources.h"
+#include "proto/tls.h"
 #include "sdk/scheduler.h"
 
 namespace {
@@ -78,6 +81,8 @@ int main(int argc, char** argv) {
   flags.addString("task-resources", &resources, "resources of the probe task");
   flags.addDouble("task-seconds", &seconds, "duration of the probe task");
   flags.addDouble("timeout", &timeoutS, "give up after this many seconds");
+  TlsFiles tls;
+  addTlsFlags(flags, &tls);  // a `framework` certificate (scripts/allot-certs)
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
   auto task = Resources::parse(resources);
   if (!task) {
@@ -88,7 +93,7 @@ int main(int argc, char** argv) {
   Probe probe(io, *task, seconds);
   wire::FrameworkInfo info;
   info.set_name("probe");
-  SchedulerDriver driver(io, probe, info, SchedulerOptions{.master = master});
+  SchedulerDriver driver(io, probe, info, SchedulerOptions{.master = master, .tls = tls});
   if (auto st = driver.start(); !st) {
     std::cerr << "probe_framework: " << st.error().describe() << "\n";
     return 2;
