@@ -54,6 +54,7 @@ struct Settings {
   double registerTimeoutS = 30;
   std::string httpListen;
   std::string httpPortFile;
+  bool insecure = false;
   std::string defaultUser = "nobody";
 #ifdef ALLOT_HAVE_ISOLATORS
   IsolatorOptions isolatorOptions;
@@ -80,7 +81,10 @@ void addFlags(Flags& f, Settings* s) {
   f.addInt("sandbox-max-age", &s->sandboxMaxAgeS, "seconds an ended executor's sandbox is kept");
   f.addDouble("recovery-timeout", &s->recoveryTimeoutS,
               "seconds executors wait for a restarted agent (and it for them)");
-  f.addString("http-listen", &s->httpListen, "HOST:PORT for /health, /state and /metrics (empty: none)");
+  f.addString("http-listen", &s->httpListen,
+              "HOST:PORT for /health, /state and /metrics (empty: none; mutual TLS with the --tls-* "
+              "files; plaintext: loopback unless --insecure)");
+  f.addBool("insecure", &s->insecure, "allow plaintext on a non-loopback --http-listen address");
   f.addString("http-port-file", &s->httpPortFile, "write the bound HTTP port to this file once listening");
   f.addDouble("usage-interval", &s->usageIntervalS,
               "seconds between reports of every executor's resource usage to the master");
@@ -244,8 +248,20 @@ Result<std::unique_ptr<AgentHttp>> startHttp(asio::io_context& io, Agent& agent,
                                              const Settings& s) {
   auto where = parseHostPort(s.httpListen);
   if (!where) return Error{"--http-listen: " + where.error().describe()};
+  // As on the master: the agent's certificate serves HTTPS to clients with a
+  // certificate from the same CA; plaintext stays on loopback unless --insecure.
+  auto tls = tlsContextFromFlags(s.tls, TlsSide::kServer);
+  if (!tls) return tls.error();
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(where->host, ec);
+  if (!*tls && !s.insecure && !(!ec && address.is_loopback())) {
+    return Error{"--http-listen " + where->host +
+                 " is not a loopback address: give --tls-cert, --tls-key and --tls-ca, or "
+                 "--insecure to serve the HTTP endpoints plaintext to the network"};
+  }
   http::ServerOptions options;
   options.listen = *where;
+  options.tls = *tls;
   auto http = AgentHttp::create(io, agent, options);
   if (!http) return http.error();
   (*http)->start();

@@ -32,6 +32,9 @@ constexpr const char* kSummary =
     "  drain AGENT [--deadline S]                      stop offering AGENT, ask its tasks to\n"
     "                                                  finish, kill them after S seconds\n"
     "  undrain AGENT                                   offer AGENT again\n\n"
+    "With mutual TLS on the master (--tls-*), give an operator's certificate:\n"
+    "  allotctl --master https://HOST:PORT --tls-cert operator.crt --tls-key operator.key \\\n"
+    "           --tls-ca ca.crt drain AGENT\n\n"
     "exit codes: 0 ok, 2 bad usage, 3 master unreachable, 4 no such agent or task,\n"
     "            5 refused by the master";
 
@@ -41,6 +44,7 @@ struct Settings {
   double deadlineS = 60;
   std::string framework;
   double timeoutS = 10;
+  TlsFiles tls;
 };
 
 std::string fmt(double v) {
@@ -75,10 +79,12 @@ int httpError(const http::ClientResponse& r) {
 struct Context {
   Settings settings;
   HostPort master;
+  http::ClientTls tls;
 
   Result<http::ClientResponse> call(const std::string& method, const std::string& target) const {
     return http::fetch(master, method, target, "",
-                       std::chrono::milliseconds(static_cast<int64_t>(settings.timeoutS * 1000)));
+                       std::chrono::milliseconds(static_cast<int64_t>(settings.timeoutS * 1000)),
+                       tls);
   }
 };
 
@@ -236,12 +242,15 @@ int run(const Context& ctx, const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   Settings s;
   Flags flags("allotctl", kSummary);
-  flags.addString("master", &s.master, "HOST:PORT of the master's --http-listen");
+  flags.addString("master", &s.master,
+                  "HOST:PORT of the master's --http-listen (https://HOST:PORT: mutual TLS, with "
+                  "--tls-*)");
   flags.addString("zk", &s.master, "zk://host:port,.../path (not yet: use --master HOST:PORT)");
   flags.addBool("json", &s.json, "print the list as JSON (the array from /state)");
   flags.addDouble("deadline", &s.deadlineS, "drain: seconds before the agent's tasks are killed");
   flags.addString("framework", &s.framework, "kill: the task's framework (when ids repeat)");
   flags.addDouble("timeout", &s.timeoutS, "seconds to wait for the master");
+  addTlsFlags(flags, &s.tls);
   flags.allowPositional();
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
   if (flags.positional().empty()) {
@@ -257,10 +266,25 @@ int main(int argc, char** argv) {
     std::cerr << "allotctl: --timeout must be in (0, 3600)\n";
     return kUsage;
   }
-  auto hp = parseHostPort(s.master);
+  // https:// says TLS; the --tls-* files alone say it too.
+  std::string address = s.master;
+  bool https = address.rfind("https://", 0) == 0;
+  if (https) address = address.substr(8);
+  if (address.rfind("http://", 0) == 0) address = address.substr(7);
+  auto hp = parseHostPort(address);
   if (!hp) {
     std::cerr << "allotctl: --master: " << hp.error().describe() << "\n";
     return kUsage;
   }
-  return run(Context{s, *hp}, flags.positional());
+  auto tls = tlsContextFromFlags(s.tls, TlsSide::kClient);
+  if (!tls) {
+    std::cerr << "allotctl: " << tls.error().describe() << "\n";
+    return kUsage;
+  }
+  if (https && !*tls) {
+    std::cerr << "allotctl: --master https://... needs --tls-cert, --tls-key and --tls-ca "
+                 "(an operator's certificate from the cluster's CA)\n";
+    return kUsage;
+  }
+  return run(Context{s, *hp, http::ClientTls{*tls, "master"}}, flags.positional());
 }

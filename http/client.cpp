@@ -2,6 +2,9 @@
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <optional>
 
 #include "base/asio.h"
 
@@ -10,12 +13,29 @@ namespace allot::http {
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 
+namespace {
+
+// Writes the request and reads the answer on a connected (and, for TLS,
+// handshaken) stream; `result` gets the first error or success.
+template <class Stream>
+void exchange(Stream& stream, bhttp::request<bhttp::string_body>& req, beast::flat_buffer& buffer,
+              bhttp::response_parser<bhttp::string_body>& parser, beast::error_code& result) {
+  bhttp::async_write(stream, req, [&](beast::error_code we, size_t) {
+    if (we) {
+      result = we;
+      return;
+    }
+    bhttp::async_read(stream, buffer, parser, [&](beast::error_code re, size_t) { result = re; });
+  });
+}
+
+}  // namespace
+
 Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
                              const std::string& target, const std::string& body,
-                             std::chrono::milliseconds timeout) {
+                             std::chrono::milliseconds timeout, const ClientTls& tls) {
   std::string where = server.host + ":" + std::to_string(server.port);
   asio::io_context io;
-  beast::tcp_stream stream(io);
   beast::error_code ec;
   asio::ip::tcp::resolver resolver(io);
   auto endpoints = resolver.resolve(server.host, std::to_string(server.port), ec);
@@ -31,22 +51,44 @@ Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
   beast::flat_buffer buffer;
 
   beast::error_code result = asio::error::timed_out;
-  stream.expires_after(timeout);
-  stream.async_connect(endpoints, [&](beast::error_code e, const auto&) {
+  std::string refusal;
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> secure;
+  beast::tcp_stream* lowest = nullptr;
+  if (tls.context) {
+    secure.emplace(io, *tls.context);
+    lowest = &beast::get_lowest_layer(*secure);
+  } else {
+    plain.emplace(io);
+    lowest = &*plain;
+  }
+  lowest->expires_after(timeout);
+  lowest->async_connect(endpoints, [&](beast::error_code e, const auto&) {
     if (e) {
       result = e;
       return;
     }
-    bhttp::async_write(stream, req, [&](beast::error_code we, size_t) {
-      if (we) {
-        result = we;
-        return;
+    if (!secure) return exchange(*plain, req, buffer, parser, result);
+    secure->async_handshake(ssl::stream_base::client, [&](beast::error_code he) {
+      PeerIdentity peer;
+      if (he) {
+        result = he;
+      } else if (Status st = readPeerCertificate(secure->native_handle(), &peer); !st) {
+        refusal = "TLS: " + st.error().describe();
+      } else if (!tls.serverRole.empty() && peer.certRole != tls.serverRole) {
+        refusal = "TLS: the server's certificate (" + peer.principal + ") has role '" +
+                  peer.certRole + "', expected '" + tls.serverRole + "'";
+      } else {
+        exchange(*secure, req, buffer, parser, result);
       }
-      bhttp::async_read(stream, buffer, parser, [&](beast::error_code re, size_t) { result = re; });
     });
   });
   io.run();
+  if (!refusal.empty()) return Error{where + ": " + refusal};
   if (result == beast::error::timeout) return Error{where + ": no answer within the timeout"};
+  if (result.category() == asio::error::get_ssl_category()) {
+    return Error{where + ": TLS: " + result.message()};
+  }
   if (result) return Error{where + ": " + result.message()};
   ClientResponse out;
   auto& res = parser.get();

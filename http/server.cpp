@@ -1,9 +1,11 @@
 #include "http/server.h"
 
 #include <optional>
+#include <type_traits>
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "base/log.h"
 
@@ -76,45 +78,81 @@ std::map<std::string, std::string> parseQuery(const std::string& text) {
   return out;
 }
 
-// One accepted connection: read a request, answer it (whole or chunked),
-// repeat while the client keeps the connection alive.
-class Session : public std::enable_shared_from_this<Session> {
+// One accepted connection: (TLS handshake,) read a request, answer it
+// (whole or chunked), repeat while the client keeps the connection alive.
+// The server holds sessions through this interface; StreamSession below is
+// the one implementation, over a plain or a TLS stream.
+class Session {
  public:
-  Session(Server& server, asio::ip::tcp::socket socket)
-      : server_(&server), stream_(std::move(socket)) {
+  virtual ~Session() = default;
+  virtual void start() = 0;
+  // The server goes away: forget it and close.
+  virtual void detach() = 0;
+};
+
+namespace {
+
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+template <class Stream>
+class StreamSession final : public Session,
+                            public std::enable_shared_from_this<StreamSession<Stream>> {
+ public:
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  StreamSession(Server& server, asio::ip::tcp::socket socket, ssl::context* tls)
+      : server_(&server), stream_(makeStream(std::move(socket), tls)) {
     boost::system::error_code ec;
-    auto remote = stream_.socket().remote_endpoint(ec);
+    auto remote = tcp().socket().remote_endpoint(ec);
     if (!ec) peer_ = remote.address().to_string() + ":" + std::to_string(remote.port());
   }
-  ~Session() {
+  ~StreamSession() override {
     if (server_) server_->sessionEnded(this);
   }
 
-  void start() { readNext(); }
-  // The server goes away: forget it and close.
-  void detach() {
+  void start() override {
+    if constexpr (kTls) {
+      handshake();
+    } else {
+      readNext();
+    }
+  }
+  void detach() override {
     server_ = nullptr;
     close();
   }
 
  private:
+  static Stream makeStream(asio::ip::tcp::socket socket, ssl::context* tls) {
+    if constexpr (kTls) {
+      return Stream(std::move(socket), *tls);
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
+  void handshake();
   void readNext();
   void onRead(beast::error_code ec);
   void answer(Response response, bool keepAlive, unsigned version);
   void writeChunks();
   void finishWrite(beast::error_code ec);
   void fail(unsigned status, const std::string& why);
+  // No TLS close_notify: SSL_shutdown waits for the peer's, which a silent
+  // peer never sends; HTTP messages are self-delimiting.
   void close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    tcp().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    tcp().close();
   }
 
   Server* server_;
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string peer_;
+  PeerIdentity identity_;
   bool keepAlive_ = false;
   // The answer being written.
   std::shared_ptr<void> message_;
@@ -124,21 +162,51 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<bhttp::response_serializer<bhttp::empty_body>> serializer_;
 };
 
-void Session::readNext() {
+// The handshake counts against idleTimeout: a peer that connects and says
+// nothing is closed like one that never sends a request.
+template <class Stream>
+void StreamSession<Stream>::handshake() {
+  if constexpr (kTls) {
+    tcp().expires_after(server_->options().idleTimeout);
+    stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](
+                                                          beast::error_code ec) {
+      if (!self->server_) return;
+      std::string failure;
+      if (ec) {
+        failure = "TLS handshake: " + ec.message();
+      } else if (Status st = readPeerCertificate(self->stream_.native_handle(), &self->identity_);
+                 !st) {
+        failure = "TLS: " + st.error().describe();
+      }
+      if (!failure.empty()) {
+        LOG_WARNING("http " << self->peer_ << ": closing: " << failure);
+        return self->close();
+      }
+      self->readNext();
+    });
+  }
+}
+
+template <class Stream>
+void StreamSession<Stream>::readNext() {
   if (!server_) return;
   const ServerOptions& o = server_->options();
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(o.maxHeaderBytes));
   parser_->body_limit(o.maxBodyBytes);
-  stream_.expires_after(o.idleTimeout);
+  tcp().expires_after(o.idleTimeout);
   bhttp::async_read(stream_, buffer_, *parser_,
-                    [self = shared_from_this()](beast::error_code ec, size_t) { self->onRead(ec); });
+                    [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                      self->onRead(ec);
+                    });
 }
 
-void Session::onRead(beast::error_code ec) {
+template <class Stream>
+void StreamSession<Stream>::onRead(beast::error_code ec) {
   if (!server_) return;
   if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
-      ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
+      ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
+      ec == ssl::error::stream_truncated || ec == asio::error::eof) {
     return close();
   }
   if (ec == bhttp::error::header_limit) return fail(431, "request header too large");
@@ -153,18 +221,23 @@ void Session::onRead(beast::error_code ec) {
   if (q != std::string::npos) request.query = parseQuery(target.substr(q + 1));
   request.body = std::move(req.body());
   request.peer = peer_;
+  request.tls = identity_.tls;
+  request.principal = identity_.principal;
+  request.certRole = identity_.certRole;
   answer(server_->dispatch(request), req.keep_alive(), req.version());
 }
 
-void Session::fail(unsigned status, const std::string& why) {
+template <class Stream>
+void StreamSession<Stream>::fail(unsigned status, const std::string& why) {
   LOG_DEBUG("http " << peer_ << ": " << why);
   answer(Response::text(status, why), false, 11);
 }
 
-void Session::answer(Response response, bool keepAlive, unsigned version) {
+template <class Stream>
+void StreamSession<Stream>::answer(Response response, bool keepAlive, unsigned version) {
   keepAlive_ = keepAlive;
-  stream_.expires_after(server_->options().writeTimeout);
-  auto self = shared_from_this();
+  tcp().expires_after(server_->options().writeTimeout);
+  auto self = this->shared_from_this();
   if (!response.stream) {
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
         static_cast<bhttp::status>(response.status), version);
@@ -194,13 +267,14 @@ void Session::answer(Response response, bool keepAlive, unsigned version) {
 }
 
 // One chunk per write: other handlers on the loop run between two chunks.
-void Session::writeChunks() {
+template <class Stream>
+void StreamSession<Stream>::writeChunks() {
   if (!server_) return;
   chunk_.clear();
   bool more = true;
   while (chunk_.empty() && more) more = stream_fn_(&chunk_);
-  stream_.expires_after(server_->options().writeTimeout);
-  auto self = shared_from_this();
+  tcp().expires_after(server_->options().writeTimeout);
+  auto self = this->shared_from_this();
   if (chunk_.empty()) {
     asio::async_write(stream_, bhttp::make_chunk_last(),
                       [self](beast::error_code ec, size_t) { self->finishWrite(ec); });
@@ -215,7 +289,8 @@ void Session::writeChunks() {
                     });
 }
 
-void Session::finishWrite(beast::error_code ec) {
+template <class Stream>
+void StreamSession<Stream>::finishWrite(beast::error_code ec) {
   message_.reset();
   stream_fn_ = nullptr;
   serializer_.reset();
@@ -225,6 +300,8 @@ void Session::finishWrite(beast::error_code ec) {
   if (ec || !keepAlive_) return close();
   readNext();
 }
+
+}  // namespace
 
 Result<std::unique_ptr<Server>> Server::create(asio::io_context& io, ServerOptions options) {
   std::unique_ptr<Server> server(new Server(io, options));
@@ -263,7 +340,8 @@ Response Server::dispatch(const Request& request) const {
 }
 
 void Server::start() {
-  LOG_INFO("http listening on " << options_.listen.host << ":" << port_);
+  LOG_INFO("http listening on " << options_.listen.host << ":" << port_
+                                 << (options_.tls ? " (mutual TLS)" : ""));
   acceptNext();
 }
 
@@ -288,7 +366,13 @@ void Server::acceptNext() {
         LOG_WARNING("http: refusing a connection: " << options_.maxConnections
                                                     << " already open (limit)");
       } else {
-        auto session = std::make_shared<Session>(*this, std::move(socket));
+        std::shared_ptr<Session> session;
+        if (options_.tls) {
+          session = std::make_shared<StreamSession<TlsStream>>(*this, std::move(socket),
+                                                               options_.tls.get());
+        } else {
+          session = std::make_shared<StreamSession<PlainStream>>(*this, std::move(socket), nullptr);
+        }
         sessions_[session.get()] = session;
         session->start();
       }

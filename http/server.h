@@ -16,6 +16,13 @@
 // maxBodyBytes per request (431/413 then close), idleTimeout for a request
 // to arrive and writeTimeout for each write (then close).
 //
+// TLS: with ServerOptions::tls set, every connection first completes a
+// mutual TLS 1.3 handshake (the context comes from makeTlsContext(...,
+// TlsSide::kServer), which requires a client certificate from the cluster's
+// CA) within idleTimeout; a peer without one is closed before any request is
+// read. Each Request then names its peer's principal (certificate CN) and
+// role (OU), so handlers authorize by identity.
+//
 // Thread: everything on the given io_context, which one thread runs.
 // Routes are added before start().
 #pragma once
@@ -30,6 +37,7 @@
 #include "base/clock.h"
 #include "base/flags.h"
 #include "base/result.h"
+#include "proto/tls.h"
 
 namespace allot::http {
 
@@ -39,6 +47,11 @@ struct Request {
   std::map<std::string, std::string> query;  // decoded; last value wins
   std::string body;
   std::string peer;     // "address:port"
+  // TLS: the client certificate's subject CN and OU (proto/tls.h); both
+  // empty on a plaintext server.
+  bool tls = false;
+  std::string principal;
+  std::string certRole;
 };
 
 struct Response {
@@ -66,6 +79,8 @@ struct ServerOptions {
   size_t maxBodyBytes = 64 * 1024;
   Duration idleTimeout = std::chrono::seconds(30);
   Duration writeTimeout = std::chrono::seconds(30);
+  // Null: plaintext. Otherwise mutual TLS with this server context.
+  std::shared_ptr<ssl::context> tls;
 };
 
 class Server {

@@ -103,12 +103,21 @@ void MasterHttp::addRoutes() {
   });
 }
 
+Status operatePermission(const Master& master, bool aclsFromFile, const http::Request& request) {
+  if (!request.tls) return okStatus();
+  if (aclsFromFile) {
+    if (master.mayOperate(request.principal)) return okStatus();
+    return Error{"principal " + request.principal + " may not operate (no operate rule in --acls)"};
+  }
+  if (request.certRole == "operator") return okStatus();
+  return Error{"principal " + request.principal + " may not operate: without --acls only a "
+               "certificate of role operator may (this one's role is '" + request.certRole + "')"};
+}
+
 http::Response MasterHttp::operate(const http::Request& r, const std::function<Status()>& action) {
-  if (options_.authorize) {
-    if (Status st = options_.authorize(r); !st) {
-      LOG_WARNING("http " << r.peer << ": " << r.path << " refused: " << st.error().describe());
-      return http::Response::text(403, st.error().describe());
-    }
+  if (Status st = operatePermission(master_.master(), options_.aclsFromFile, r); !st) {
+    LOG_WARNING("http " << r.peer << ": " << r.path << " refused: " << st.error().describe());
+    return http::Response::text(403, st.error().describe());
   }
   Status st = action();
   if (!st) {

@@ -8,8 +8,16 @@
 //   POST /api/v1/undrain?agent=ID
 //   POST /api/v1/kill?task=ID[&framework=ID]
 // Operating endpoints (POST) answer 200 with {"ok":true}, 400 on bad
-// parameters, 404 when the agent or task is unknown, 403 when `authorize`
-// refuses.
+// parameters, 404 when the agent or task is unknown, 403 when the caller
+// may not operate (operatePermission below).
+//
+// Who may call what (docs/acls.md, "HTTP endpoints"): with TLS
+// (MasterHttpOptions::server.tls) every caller holds a certificate from the
+// cluster's CA, and any of them may read (GET). Operating (POST) needs the
+// principal's `operate` rule when the master has --acls, and a certificate
+// of role `operator` when it has none. On a plaintext port (loopback, or
+// --insecure) callers have no identity: whoever reaches the port may do
+// everything.
 //
 // Thread: the master's loop. Construct after the MasterServer, stop before
 // destroying it.
@@ -25,12 +33,14 @@ namespace allot {
 
 struct MasterHttpOptions {
   http::ServerOptions server;
-  // The operate permission (ACLs, issue 10). Until the master knows HTTP
-  // principals, the default allows every caller that can reach the port
-  // (loopback by default).
-  std::function<Status(const http::Request&)> authorize;
+  // The master was given --acls: operating takes an `operate` rule.
+  bool aclsFromFile = false;
   Duration maxDrainDeadline = std::chrono::hours(24 * 7);
 };
+
+// OK when the caller of `request` may operate (the policy above); the error
+// names the principal and what it lacks.
+Status operatePermission(const Master& master, bool aclsFromFile, const http::Request& request);
 
 class MasterHttp {
  public:

@@ -92,7 +92,7 @@ void addFlags(Flags& flags, Settings* s) {
                 "allow plaintext on a non-loopback --listen (or --http-listen) address");
   flags.addString("http-listen", &s->httpListen,
                   "HOST:PORT for /health, /state, /metrics, the web UI and allotctl (empty: none; "
-                  "plaintext: loopback unless --insecure)");
+                  "mutual TLS with the --tls-* files; plaintext: loopback unless --insecure)");
   flags.addString("http-port-file", &s->httpPortFile,
                   "write the bound HTTP port to this file once listening");
   flags.addString("role-weight", &s->roleWeights,
@@ -252,16 +252,21 @@ Result<std::unique_ptr<MasterHttp>> startHttp(asio::io_context& io, const Settin
   if (s.httpListen.empty()) return std::unique_ptr<MasterHttp>();
   auto where = parseHostPort(s.httpListen);
   if (!where) return Error{"--http-listen: " + where.error().describe()};
-  // The HTTP port has no TLS yet: the network gets it only with --insecure.
+  // The same rule as the protocol port: plaintext only on loopback unless
+  // --insecure; with --tls-* the HTTP port is mutual TLS with the same files.
+  auto tls = tlsContextFromFlags(s.tls, TlsSide::kServer);
+  if (!tls) return tls.error();
   boost::system::error_code ec;
   auto address = asio::ip::make_address(where->host, ec);
-  if (!s.insecure && !(!ec && address.is_loopback())) {
+  if (!*tls && !s.insecure && !(!ec && address.is_loopback())) {
     return Error{"--http-listen " + where->host +
-                 " is not a loopback address and the HTTP endpoints have no TLS yet: "
-                 "give --insecure to serve them plaintext to the network"};
+                 " is not a loopback address: give --tls-cert, --tls-key and --tls-ca, or "
+                 "--insecure to serve the HTTP endpoints plaintext to the network"};
   }
   MasterHttpOptions options;
   options.server.listen = *where;
+  options.server.tls = *tls;
+  options.aclsFromFile = !s.acls.empty();
   auto http = MasterHttp::create(io, server, options);
   if (!http) return http.error();
   (*http)->start();
