@@ -10,7 +10,8 @@
 //      /metrics): the longest lateness since it started, and how many stall
 //      meter ticks ran 10 ms late or more during the launches and kills.
 // With --tls-dir DIR (made by scripts/allot-certs) the link is mutual TLS:
-// the fake master presents DIR/master.crt, the agent DIR/agent.crt.
+// the fake master presents DIR/master.crt, the agent DIR/agent.crt (its
+// /metrics is then HTTPS, read with the master certificate).
 // Usage: agent_bench --agent PATH [--launches 1000] [--running 100] [--window 10]
 //                    [--tls-dir DIR]
 #include <signal.h>
@@ -30,6 +31,7 @@
 
 #include "base/asio.h"
 #include "base/flags.h"
+#include "http/client.h"
 #include "proto/connection.h"
 #include "proto/tls.h"
 
@@ -162,7 +164,11 @@ Sample window(asio::io_context& io, pid_t pid, double seconds, double* cpuPercen
 }
 
 // GET /metrics from the agent's HTTP port: the text exposition.
-std::string scrape(uint16_t port) {
+std::string scrape(uint16_t port, const http::ClientTls& tls) {
+  if (tls.context) {
+    auto r = http::fetch({"127.0.0.1", port}, "GET", "/metrics", "", std::chrono::seconds(10), tls);
+    return r && r->status == 200 ? "\n" + r->body : "";
+  }
   asio::ip::tcp::iostream s("127.0.0.1", std::to_string(port));
   if (!s) return "";
   s << "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" << std::flush;
@@ -258,6 +264,16 @@ int main(int argc, char** argv) {
   }
   asio::io_context io;
   FakeMaster master(io, tls);
+  http::ClientTls metricsTls;
+  if (tls) {
+    auto ctx = makeTlsContext({tlsDir + "/master.crt", tlsDir + "/master.key", tlsDir + "/ca.crt"},
+                              TlsSide::kClient);
+    if (!ctx) {
+      std::fprintf(stderr, "agent_bench: --tls-dir: %s\n", ctx.error().describe().c_str());
+      return 2;
+    }
+    metricsTls = {*ctx, "agent"};
+  }
   std::string tmpl = base + "/allot-agent-bench-XXXXXX";
   if (!mkdtemp(tmpl.data())) {
     std::perror(("agent_bench: mkdtemp in " + base).c_str());
@@ -306,7 +322,7 @@ int main(int argc, char** argv) {
     runUntil(io, [] { return false; }, std::chrono::seconds(1));
     idle = window(io, pid, windowS, &idleCpu);
     httpPort = readPort(dir + "/http.port");
-    stallsBefore = loopStalls(scrape(httpPort));
+    stallsBefore = loopStalls(scrape(httpPort, metricsTls));
     loadBefore = loadAverage();
     for (int64_t i = 0; i < launches && rc == 0; ++i) {
       if (i == 1) {
@@ -354,7 +370,7 @@ int main(int argc, char** argv) {
       }
       return true;
     }, std::chrono::seconds(30));
-    metricsAfter = scrape(httpPort);
+    metricsAfter = scrape(httpPort, metricsTls);
     stallsAfter = loopStalls(metricsAfter);
   }
   kill(pid, SIGTERM);
