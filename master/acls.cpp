@@ -126,8 +126,14 @@ Result<Acls> Acls::parse(std::string_view text, const std::string& source) {
           return at(valueColumn, "weight_max must be a positive number");
         }
         rule.grant.weightMax = w;
+      } else if (key == "guarantee") {
+        auto r = Resources::parse(value);
+        if (!r) return at(valueColumn, "guarantee: " + r.error().describe());
+        if (!r->rangeSets().empty()) return at(valueColumn, "guarantee: scalars only");
+        rule.grant.guarantee = *r;
       } else {
-        return at(t.column, "unknown option '" + std::string(key) + "' (users, roles, weight_max)");
+        return at(t.column, "unknown option '" + std::string(key) +
+                                "' (users, roles, weight_max, guarantee)");
       }
     }
     if (acls.rules_.size() >= kAclRulesMax) {

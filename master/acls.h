@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "proto/resources.h"
 
 namespace allot {
 
@@ -28,6 +29,7 @@ struct FrameworkGrant {
   bool anyRole = true;
   std::vector<std::string> roles;
   double weightMax = 1e6;
+  Resources guarantee;             // `guarantee=`: most its frameworks may hold as a floor
 
   // `user` empty means the agent's --default-user: always allowed.
   bool allowsUser(std::string_view user) const;

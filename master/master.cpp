@@ -198,25 +198,27 @@ void Master::agentMessage(PeerId peer, AgentRecord& agent, const wire::Envelope&
 
 // ------------------------------------------------------------------ frameworks
 
-FrameworkParams Master::paramsOf(const wire::FrameworkInfo& info) const {
+FrameworkParams Master::paramsOf(const wire::FrameworkInfo& info, const FrameworkGrant& grant) const {
   FrameworkParams p;
   p.weight = info.weight() > 0 ? info.weight() : 1.0;
   p.priority = info.priority();
-  p.guaranteed = effectiveGuarantee(options_.policy, info);
+  p.guaranteed = effectiveGuarantee(options_.policy, info, grant.guarantee);
   p.role = info.role();
   return p;
 }
 
-Master::FrameworkRecord& Master::ensureFramework(const wire::FrameworkInfo& info) {
+Master::FrameworkRecord& Master::ensureFramework(const wire::FrameworkInfo& info,
+                                                 const FrameworkGrant* grant) {
   auto [it, inserted] = frameworks_.try_emplace(info.id());
   FrameworkRecord& fw = it->second;
+  if (grant) fw.grant = *grant;  // else: the one it registered with, if any
   if (inserted) {
     fw.id = info.id();
-    fw.handle = allocator_->addFramework(paramsOf(info));
+    fw.handle = allocator_->addFramework(paramsOf(info, fw.grant));
     frameworkByHandle_[fw.handle] = fw.id;
     fw.disconnectedAt = clock_.now();
   } else {
-    allocator_->updateFramework(fw.handle, paramsOf(info));
+    allocator_->updateFramework(fw.handle, paramsOf(info, fw.grant));
   }
   fw.info = info;
   return fw;
@@ -272,9 +274,8 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
     auto old = frameworks_.find(previous);
     if (old != frameworks_.end() && old->second.peer == peer) disconnectFramework(old->second);
   }
-  FrameworkRecord& fw = ensureFramework(info);
+  FrameworkRecord& fw = ensureFramework(info, &*grant);
   fw.principal = peers_[peer].auth.principal;
-  fw.grant = *grant;
   if (!reregistered) {
     fw.secret = ids_.secret();
   } else if (fw.secret.empty()) {

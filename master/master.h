@@ -217,7 +217,10 @@ class Master {
   void onUsageReport(AgentRecord& agent, const wire::UsageReport& m);
   void schedulerMessage(PeerId peer, FrameworkRecord& fw, const wire::Envelope& e);
   void agentMessage(PeerId peer, AgentRecord& agent, const wire::Envelope& e);
-  FrameworkRecord& ensureFramework(const wire::FrameworkInfo& info);
+  // `grant`: what the ACLs allow it, when it registers itself (kept for
+  // later updates from agents).
+  FrameworkRecord& ensureFramework(const wire::FrameworkInfo& info,
+                                   const FrameworkGrant* grant = nullptr);
   // Checks a RegisterFramework against the ACLs and the id's owner;
   // returns the grant or the reason for refusal.
   Result<FrameworkGrant> authorizeFramework(const PeerBinding& binding,
@@ -236,7 +239,7 @@ class Master {
   void recoverAgentHoldings(AgentRecord& agent);
   void removeAgent(const std::string& agentId, const std::string& why);
   void checkTimeouts(TimePoint now);
-  FrameworkParams paramsOf(const wire::FrameworkInfo& info) const;
+  FrameworkParams paramsOf(const wire::FrameworkInfo& info, const FrameworkGrant& grant) const;
   void applyStandingFilters(FrameworkRecord& fw);
   void sendToFramework(FrameworkRecord& fw, const wire::Envelope& e);
   void sendError(PeerId peer, const std::string& message, bool fatal);

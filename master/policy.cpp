@@ -105,14 +105,23 @@ Result<LongTaskCap> parseLongTaskMax(std::string_view text) {
   return cap;
 }
 
-Resources effectiveGuarantee(const PolicyOptions& policy, const wire::FrameworkInfo& info) {
-  auto allowed = policy.guarantees.find(info.role());
-  if (allowed == policy.guarantees.end()) return Resources();
+Resources effectiveGuarantee(const PolicyOptions& policy, const wire::FrameworkInfo& info,
+                             const Resources& principalAllowance) {
+  Resources allowed;
+  if (auto role = policy.guarantees.find(info.role()); role != policy.guarantees.end()) {
+    allowed = role->second;
+  }
+  for (const auto& s : principalAllowance.scalars()) {
+    if (s.millis > allowed.scalarMillis(s.name)) allowed.setScalarMillis(s.name, s.millis);
+  }
+  bool any = false;
+  for (const auto& s : allowed.scalars()) any = any || s.millis > 0;
+  if (!any) return Resources();
   auto asked = Resources::fromWire(info.guaranteed());
-  if (!asked || asked->empty()) return allowed->second;
+  if (!asked || asked->empty()) return allowed;
   Resources out;
   for (const auto& s : asked->scalars()) {
-    int64_t cap = allowed->second.scalarMillis(s.name);
+    int64_t cap = allowed.scalarMillis(s.name);
     if (std::min(s.millis, cap) > 0) out.setScalarMillis(s.name, std::min(s.millis, cap));
   }
   return out;

@@ -58,9 +58,11 @@ Result<std::map<std::string, Resources>> parseGuarantees(std::string_view text);
 Result<LongTaskCap> parseLongTaskMax(std::string_view text);
 
 // The guarantee a framework holds: what it asked for, each scalar clamped to
-// what the operator allows its role; a framework that asks nothing gets the
-// operator's value; nothing when the operator allows its role none.
-Resources effectiveGuarantee(const PolicyOptions& policy, const wire::FrameworkInfo& info);
+// what the operator allows it (per scalar, the larger of its role's
+// --guarantee and its principal's ACL `guarantee=`); a framework that asks
+// nothing gets that allowance; nothing when the operator allows none.
+Resources effectiveGuarantee(const PolicyOptions& policy, const wire::FrameworkInfo& info,
+                             const Resources& principalAllowance = Resources());
 
 // The grace a revoked task of this framework gets: its own
 // revocation_grace_s when set (at most graceMax), else the default.

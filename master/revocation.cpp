@@ -69,11 +69,14 @@ void Master::revokeForStarved(TimePoint now) {
   };
   std::vector<RevocableTask> tasks;
   std::vector<Ref> refs;
-  Resources inFlight;
+  size_t index = 0;  // frameworks_ in the same order as `inputs`
   for (auto& [id, fw] : frameworks_) {
+    RevocationFramework& in = inputs[index++];
     for (auto& [taskId, task] : fw.tasks) {
       if (task.revoking) {
-        inFlight += task.charged;
+        // Already on its way out: freed for the need, and no longer the
+        // victim's when its guarantee and fair share are checked.
+        in.allocation -= task.charged;
         continue;
       }
       auto agent = agents_.find(task.info.agent_id());
@@ -86,9 +89,11 @@ void Master::revokeForStarved(TimePoint now) {
   // does not take them (its filters, or its tasks do not fit the pieces)
   // would otherwise have more revoked every cycle while the freed pieces
   // pile up unused.
+  // (The inputs' allocations no longer hold the tasks being revoked, so
+  // total - allocated is what is idle plus what is in flight.)
   Resources allocated;
   for (const RevocationFramework& in : inputs) allocated += in.allocation;
-  Resources freed = inFlight + (total - allocated);
+  Resources freed = total - allocated;
   for (size_t i : planRevocations(inputs, tasks, total, freed, opt.hysteresis, std::move(roles))) {
     FrameworkRecord& fw = *refs[i].fw;
     TaskRecord& task = *refs[i].task;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "master/acls.h"
+#include "master/policy.h"
 
 namespace allot {
 namespace {
@@ -67,6 +68,34 @@ TEST(Acls, ParseErrorsNameLineAndColumn) {
   EXPECT_NE(bad("operate admin users=x\n").find("f.acls:1:15: 'operate' takes no options"),
             std::string::npos);
   EXPECT_EQ(bad("\n\n# only comments\n"), "ok");
+  EXPECT_NE(bad("register_framework a guarantee=cpus:x\n").find("f.acls:1:32: guarantee"),
+            std::string::npos)
+      << bad("register_framework a guarantee=cpus:x\n");
+  EXPECT_NE(bad("register_framework a guarantee=ports:[1-2]\n").find("scalars only"), std::string::npos);
+}
+
+TEST(Acls, AGuaranteeIsGrantedPerPrincipal) {
+  auto acls = Acls::parse("register_framework mpi guarantee=cpus:8;mem:8192\nregister_framework *\n", "a");
+  ASSERT_TRUE(acls.ok()) << acls.error().describe();
+  EXPECT_EQ(acls->registerFramework("mpi")->guarantee.scalarMillis("cpus"), 8000);
+  EXPECT_TRUE(acls->registerFramework("web")->guarantee.empty());
+  // The larger of the role's and the principal's allowance, per scalar;
+  // what the framework asks is clamped to it.
+  PolicyOptions policy;
+  policy.guarantees["batch"] = *Resources::parse("cpus:2;mem:16384");
+  wire::FrameworkInfo info;
+  info.set_role("batch");
+  Resources g = effectiveGuarantee(policy, info, acls->registerFramework("mpi")->guarantee);
+  EXPECT_EQ(g.scalarMillis("cpus"), 8000);
+  EXPECT_EQ(g.scalarMillis("mem"), 16384000);
+  Resources::parse("cpus:20")->toWire(info.mutable_guaranteed());
+  EXPECT_EQ(effectiveGuarantee(policy, info, acls->registerFramework("mpi")->guarantee).scalarMillis("cpus"),
+            8000);
+  info.set_role("other");
+  info.clear_guaranteed();
+  EXPECT_TRUE(effectiveGuarantee(policy, info).empty());
+  EXPECT_EQ(effectiveGuarantee(policy, info, acls->registerFramework("mpi")->guarantee).scalarMillis("cpus"),
+            8000);
 }
 
 }  // namespace

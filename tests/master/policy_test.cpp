@@ -339,8 +339,9 @@ constexpr PeerId kAgent = 1, kA = 2, kB = 3;
 
 class MasterPolicyTest : public ::testing::Test {
  protected:
-  void start(PolicyOptions policy) {
+  void start(PolicyOptions policy, std::optional<Acls> acls = std::nullopt) {
     MasterOptions options;
+    if (acls) options.acls = *acls;
     options.masterId = "m";
     options.minOffer = res("cpus:0.01;mem:32");
     options.allocationInterval = 1s;
@@ -545,6 +546,30 @@ TEST_F(MasterPolicyTest, ResourcesLeftFreeStopFurtherRevocation) {
   tickFor(2500ms);  // less than the hold (3 allocation intervals)
   EXPECT_TRUE(outbox_.take(kAgent, wire::Envelope::kKillTask).empty()) << "revoked again";
   EXPECT_EQ(master_->revocationCount(), 2u);
+}
+
+// The operator grants a guarantee per principal (ACL `guarantee=`), not
+// only per role: B's principal (the empty one of a plaintext link) has
+// cpus:2, so two of A's tasks are revoked for it.
+TEST_F(MasterPolicyTest, APrincipalsGuaranteeFromTheAclsIsHonoured) {
+  PolicyOptions policy;
+  policy.revocation.enabled = true;
+  policy.revocation.starvation = 1s;
+  auto acls = Acls::parse("register_agent *\nregister_framework * guarantee=cpus:3;mem:300\n", "acls");
+  ASSERT_TRUE(acls.ok()) << acls.error().describe();
+  start(policy, *acls);
+  std::string a = registerFramework(kA, "a");
+  auto offers = offersTo(kA);
+  ASSERT_EQ(offers.size(), 1u);
+  launch(kA, offers[0], 4, "cpus:1;mem:100");
+  ASSERT_EQ(outbox_.take(kAgent, wire::Envelope::kRunTask).size(), 4u);
+  registerFramework(kB, "b");
+  tickFor(3s);
+  // A holds the same guarantee: it keeps 3 of its 4 one-cpu tasks only if
+  // B's need (3) is served first from what is above A's floor (1 task).
+  auto kills = outbox_.take(kAgent, wire::Envelope::kKillTask);
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].kill_task().framework_id(), a);
 }
 
 TEST_F(MasterPolicyTest, NothingIsRevokedUnlessEnabled) {
