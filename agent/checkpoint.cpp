@@ -10,7 +10,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "agent/status_updates.h"
+#include "base/files.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "proto/frame.h"
@@ -232,6 +232,26 @@ Status CheckpointStore::removeExecutor(const std::string& container) {
   return okStatus();
 }
 
+// Checkpoints written before containerName() (base/files.h) carry an older
+// spelling of the name: their slots are renamed to the one name, so the
+// checkpoint, the sandbox and the cgroups of a container agree again.
+std::string CheckpointStore::adoptName(const std::string& found, const ExecutorCheckpoint& c,
+                                       const std::vector<std::string>& paths) {
+  std::string name = containerName(c.framework.id(), c.executor.executor_id());
+  if (name == found) return found;
+  for (const auto& path : paths) {
+    std::string slot = path.substr(path.size() - 2);  // ".0" or ".1"
+    std::string to = executorPath(name) + slot;
+    if (::rename(path.c_str(), to.c_str()) != 0) {
+      LOG_ERROR("executor checkpoint " << found << ": rename " << path << " to " << to << ": "
+                                       << std::strerror(errno) << "; keeping the old name");
+      return found;
+    }
+  }
+  LOG_INFO("executor checkpoint " << found << " renamed to " << name);
+  return name;
+}
+
 std::vector<ExecutorCheckpoint> CheckpointStore::loadExecutors() {
   flush();
   std::map<std::string, std::vector<std::string>> slots;  // container -> slot paths
@@ -262,10 +282,10 @@ std::vector<ExecutorCheckpoint> CheckpointStore::loadExecutors() {
       continue;
     }
     if (!problems.empty()) LOG_WARNING("executor checkpoint " << container << ": using the older slot: " << problems);
-    best->container = container;
+    best->container = adoptName(container, *best, paths);
     {
       std::lock_guard lock(mutex_);
-      nextSequence_[container] = best->sequence;
+      nextSequence_[best->container] = best->sequence;
     }
     out.push_back(std::move(*best));
   }

@@ -3,7 +3,8 @@
 //
 //   meta/agent_id                   the id the master gave this agent
 //   meta/agent_secret               the secret that came with it (0600)
-//   meta/executors/<container>.0|.1 two slots per live executor
+//   meta/executors/<container>.0|.1 two slots per live executor, named by
+//                                   containerName() (base/files.h)
 //
 // Executor checkpoints alternate between two slot files, each overwritten
 // in place and carrying a sequence number and its own length: a write torn
@@ -35,7 +36,7 @@
 namespace allot {
 
 struct ExecutorCheckpoint {
-  std::string container;  // file-safe "<framework>.<executor>" name
+  std::string container;  // containerName(framework, executor), base/files.h
   wire::FrameworkInfo framework;
   wire::ExecutorInfo executor;
   pid_t pid = 0;
@@ -81,6 +82,8 @@ class CheckpointStore {
     std::optional<ExecutorCheckpoint> checkpoint;  // empty: remove the executor
   };
   std::string executorPath(const std::string& container) const;
+  std::string adoptName(const std::string& found, const ExecutorCheckpoint& c,
+                        const std::vector<std::string>& paths);
   void enqueue(Job job);
   void writerLoop();
   void perform(Job& job);

@@ -1,6 +1,6 @@
 // The executor side of ExecutorManager: the Unix socket executors connect
 // to, their registration (first start and reconnect after an agent
-// restart), recovery from checkpoints, and killing an executor's tree.
+// restart) and recovery from checkpoints.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -383,76 +383,6 @@ void ExecutorManager::fillRegistration(wire::RegisterAgent* registration) const 
     for (const auto& [id, t] : c->tasks) add(t.info, t.latest);
     for (const auto& t : c->next) add(t, std::nullopt);
   }
-}
-
-namespace {
-
-struct ProcEntry {
-  pid_t ppid = 0;
-  pid_t session = 0;
-};
-
-std::unordered_map<pid_t, ProcEntry> readProcessTable() {
-  std::unordered_map<pid_t, ProcEntry> table;
-  DIR* dir = ::opendir("/proc");
-  if (!dir) return table;
-  while (dirent* d = ::readdir(dir)) {
-    char* end = nullptr;
-    long pid = std::strtol(d->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
-    std::ifstream in(std::string("/proc/") + d->d_name + "/stat");
-    std::string stat;
-    if (!std::getline(in, stat)) continue;
-    size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream fields(stat.substr(close + 2));
-    char state;
-    long ppid, pgrp, session;
-    if (fields >> state >> ppid >> pgrp >> session) {
-      table[static_cast<pid_t>(pid)] = {static_cast<pid_t>(ppid), static_cast<pid_t>(session)};
-    }
-  }
-  ::closedir(dir);
-  return table;
-}
-
-}  // namespace
-
-size_t killSession(pid_t sessionId) {
-  if (sessionId <= 1 || sessionId == ::getsid(0)) return 0;
-  size_t n = 0;
-  for (const auto& [pid, e] : readProcessTable()) {
-    if (e.session == sessionId && pid != ::getpid() && ::kill(pid, SIGKILL) == 0) ++n;
-  }
-  return n;
-}
-
-size_t killProcessTree(pid_t root) {
-  if (root <= 1) return 0;
-  auto table = readProcessTable();
-  bool leadsSession = ::getsid(root) == root;
-  std::set<pid_t> doomed;
-  // Descendants by parent pid, to a fixed point (the table is unordered).
-  doomed.insert(root);
-  bool grew = true;
-  while (grew) {
-    grew = false;
-    for (const auto& [pid, e] : table) {
-      if (!doomed.count(pid) && doomed.count(e.ppid)) grew = doomed.insert(pid).second || grew;
-    }
-  }
-  if (leadsSession) {
-    for (const auto& [pid, e] : table) {
-      if (e.session == root) doomed.insert(pid);
-    }
-  }
-  size_t n = 0;
-  pid_t self = ::getpid();
-  for (pid_t pid : doomed) {
-    if (pid == self || pid <= 1) continue;
-    if (::kill(pid, SIGKILL) == 0) ++n;
-  }
-  return n;
 }
 
 }  // namespace allot

@@ -17,6 +17,7 @@
 #include "agent/executor_manager_types.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
+#include "launcher/process_tree.h"
 #include "proto/connection.h"
 #include "proto/input_limits.h"
 #include "proto/resources.h"
@@ -67,10 +68,6 @@ std::string describeExit(const ExitInfo& e) {
 }
 
 }  // namespace
-
-std::string containerName(const std::string& frameworkId, const std::string& executorId) {
-  return fileSafeId(frameworkId) + "." + fileSafeId(executorId);
-}
 
 ExecutorManager::ExecutorManager(asio::io_context& io, Launcher& launcher,
                                  std::vector<std::unique_ptr<Isolator>>& isolators,
@@ -519,9 +516,20 @@ void ExecutorManager::killContainer(Container& c, const std::string& why) {
   if (c.pid <= 0 || c.exited) return postFinalize(c);
   LOG_WARNING("killing executor " << c.executor.executor_id() << " of framework "
                                   << c.framework.id() << " (pid " << c.pid << "): " << why);
-  // The rest of the container (tasks in new sessions, double forks) dies
-  // with its cgroup when the executor's exit is finalized.
-  (void)launcher_.signal(c.pid, SIGKILL);
+  // Its process tree goes through pidfds on a worker (a /proc scan); the
+  // rest of the container (whatever escaped the tree) dies with its cgroup
+  // when the executor's exit is finalized.
+  // With the pool backed up (a burst of kills) the executor alone is
+  // signalled at once: the cgroup still takes the rest.
+  auto pidfd = pool_.queued() == 0 ? launcher_.pidfdOf(c.pid) : Result<UniqueFd>(Error{"pool busy"});
+  if (!pidfd) {
+    (void)launcher_.signal(c.pid, SIGKILL);
+    return;
+  }
+  auto fd = std::make_shared<UniqueFd>(std::move(*pidfd));
+  Status queued = pool_.submit<size_t>([fd, pid = c.pid] { return killProcessTree(fd->get(), pid); },
+                                       [](size_t) {});
+  if (!queued) (void)launcher_.signal(c.pid, SIGKILL);
 }
 
 void ExecutorManager::onExit(const std::string& name, uint64_t generation, const ExitInfo& exit) {

@@ -47,6 +47,7 @@
 #include "agent/run_as.h"
 #include "base/asio.h"
 #include "base/clock.h"
+#include "base/files.h"
 #include "base/result.h"
 #include "base/worker_pool.h"
 #include "isolators/isolator.h"
@@ -195,18 +196,5 @@ class ExecutorManager {
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   WorkerPool pool_;  // last: destroyed (its workers joined) first
 };
-
-// The container (file-safe) name of a framework's executor.
-std::string containerName(const std::string& frameworkId, const std::string& executorId);
-
-// SIGKILLs `pid` and everything below it: its descendants (by parent pid)
-// and, when it leads its own session, every process of that session (a
-// /proc scan; tests use it to clean up). Returns how many processes were
-// signalled.
-size_t killProcessTree(pid_t pid);
-
-// SIGKILLs every process of session `sessionId` (what is left of an
-// executor's tasks after the executor itself died). Returns the count.
-size_t killSession(pid_t sessionId);
 
 }  // namespace allot

@@ -22,6 +22,7 @@
 #include "systemd/notify.h"
 #include "agent/run_as.h"
 #include "agent/resources_detect.h"
+#include "base/files.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/uring_poller.h"
@@ -216,17 +217,7 @@ std::string defaultCgroupsRoot(const std::string& workDir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (dir == Settings().workDir) return "allot";
   std::string out = "allot";
-  for (unsigned char c : dir) {
-    if (std::isalnum(c) || c == '-' || c == '_') {
-      out += static_cast<char>(c);
-    } else if (c == '/') {
-      out += '.';
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
+  for (const auto& part : std::filesystem::path(dir).relative_path()) out += "." + escapeId(part.string());
   if (out.size() > 200) out = out.substr(0, 180) + "." + std::to_string(std::hash<std::string>{}(out));
   return out;
 }
@@ -266,14 +257,8 @@ Result<std::unique_ptr<AgentHttp>> startHttp(asio::io_context& io, Agent& agent,
   if (!http) return http.error();
   (*http)->start();
   if (!s.httpPortFile.empty()) {
-    std::string tmp = s.httpPortFile + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) return Error::fromErrno("cannot write " + tmp);
-    std::fprintf(f, "%u\n", (*http)->port());
-    bool ok = std::fclose(f) == 0;
-    if (!ok || std::rename(tmp.c_str(), s.httpPortFile.c_str()) != 0) {
-      return Error::fromErrno("cannot write " + s.httpPortFile);
-    }
+    std::string port = std::to_string((*http)->port()) + "\n";
+    if (auto st = writeFileAtomically(s.httpPortFile, port, /*durable=*/false, 0644); !st) return st.error();
   }
   return http;
 }

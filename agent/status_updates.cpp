@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "base/files.h"
 #include "base/log.h"
 #include "proto/frame.h"
 
@@ -31,32 +32,6 @@ Status writeAll(int fd, const std::string& data, const std::string& path) {
 }
 
 }  // namespace
-
-std::string fileSafeId(const std::string& id) {
-  std::string out;
-  for (unsigned char c : id) {
-    if (std::isalnum(c) || c == '.' || c == '_' || c == '-') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  if (out.empty() || out[0] == '.') out = "%" + out;
-  return out;
-}
-
-Status writeFileAtomically(const std::string& path, const std::string& data, bool durable) {
-  std::string tmp = path + ".tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (!fd) return Error::fromErrno("create " + tmp);
-  if (auto st = writeAll(fd.get(), data, tmp); !st) return st;
-  if (durable && ::fdatasync(fd.get()) != 0) return Error::fromErrno("fdatasync " + tmp);
-  fd.reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return Error::fromErrno("rename " + tmp + " to " + path);
-  return okStatus();
-}
 
 UpdateStore::UpdateStore(std::string dir, size_t updatesPerFrameworkMax, asio::io_context* io)
     : dir_(std::move(dir)), perFrameworkMax_(updatesPerFrameworkMax), io_(io) {
@@ -109,23 +84,28 @@ void UpdateStore::syncerLoop() {
 }
 
 std::string UpdateStore::pathOf(const std::string& frameworkId) const {
-  return dir_ + "/" + fileSafeId(frameworkId) + std::string(kSuffix);
+  return dir_ + "/" + escapeId(frameworkId) + std::string(kSuffix);
 }
 
 Status UpdateStore::load() {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) return Error{"create " + dir_ + ": " + ec.message()};
+  // Listed first: loading may rename logs in this directory.
+  std::vector<std::string> logs;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
     std::string name = entry.path().filename();
-    if (name.size() <= kSuffix.size() || !name.ends_with(kSuffix)) continue;
-    if (auto st = loadFile(entry.path()); !st) return st;
+    if (name.size() > kSuffix.size() && name.ends_with(kSuffix)) logs.push_back(name);
   }
   if (ec) return Error{"list " + dir_ + ": " + ec.message()};
+  for (const auto& name : logs) {
+    if (auto st = loadFile(name); !st) return st;
+  }
   return okStatus();
 }
 
-Status UpdateStore::loadFile(const std::string& path) {
+Status UpdateStore::loadFile(const std::string& fileName) {
+  std::string path = dir_ + "/" + fileName;
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error::fromErrno("open " + path);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -155,8 +135,13 @@ Status UpdateStore::loadFile(const std::string& path) {
     if (r.has_status_update()) insert(q, r.status_update().status());
     if (r.has_status_acknowledgement()) erase(q, r.status_acknowledgement().update_id());
   }
-  // Start from a compact log that holds exactly what survived.
-  return rewrite(q, frameworkId);
+  // Start from a compact log that holds exactly what survived, under the
+  // name this version gives it (older agents escaped ids differently).
+  if (auto st = rewrite(q, frameworkId); !st) return st;
+  if (fileName != escapeId(frameworkId) + std::string(kSuffix) && ::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return Error::fromErrno("unlink " + path + " (moved to " + pathOf(frameworkId) + ")");
+  }
+  return okStatus();
 }
 
 void UpdateStore::insert(Queue& q, const wire::TaskStatus& status) {

@@ -1,7 +1,9 @@
 // UpdateStore: the agent's persistent queue of status updates that the
 // framework has not acknowledged yet (SPEC section 4: at-least-once).
 //
-// One append-only log per framework under `dir` (<framework>.updates): an
+// One append-only log per framework under `dir` (<escapeId(framework)>.updates,
+// base/files.h; a log found under another name, as older agents spelled it,
+// is moved to that name by load()): an
 // add appends the update, an acknowledgement appends a tombstone; the log
 // is rewritten (temp file + rename) when tombstones outnumber live entries.
 // Every record reaches the kernel before add() returns (an agent crash
@@ -77,7 +79,7 @@ class UpdateStore {
   };
 
   std::string pathOf(const std::string& frameworkId) const;
-  Status loadFile(const std::string& path);
+  Status loadFile(const std::string& fileName);  // a log in dir_
   Status append(Queue& q, const std::string& frameworkId, const wire::Envelope& record, bool durable);
   Status rewrite(Queue& q, const std::string& frameworkId);
   void insert(Queue& q, const wire::TaskStatus& status);
@@ -103,13 +105,5 @@ class UpdateStore {
   std::thread syncer_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
-
-// A file-name-safe spelling of an id: [A-Za-z0-9._-] kept, the rest %XX.
-std::string fileSafeId(const std::string& id);
-
-// Writes `data` to `path` atomically: temp file, (fdatasync when durable),
-// rename. Without durable a crash of the agent still leaves the old or the
-// new file; only a crash of the node may lose the new one.
-Status writeFileAtomically(const std::string& path, const std::string& data, bool durable = true);
 
 }  // namespace allot

@@ -37,11 +37,12 @@
 namespace allot {
 
 // Names one container (one executor) on this agent. name() is its cgroup
-// directory name, unique and stable across agent restarts.
+// directory name, the same name its sandbox and checkpoint carry:
+// containerName() of base/files.h, injective and stable across restarts.
 struct ContainerId {
   std::string frameworkId;
   std::string executorId;
-  std::string name() const;  // sanitized "<framework>.<executor>"
+  std::string name() const;  // containerName(frameworkId, executorId)
   bool operator==(const ContainerId&) const = default;
 };
 

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "base/files.h"
 #include "base/log.h"
 #include "isolators/cgroup_host.h"
 #include "isolators/cgroup_layer.h"
@@ -64,16 +65,7 @@ std::string whyNot(const CgroupHost& host, const IsolatorEntry& entry) {
 
 }  // namespace
 
-std::string ContainerId::name() const {
-  std::string out = frameworkId + "." + executorId;
-  for (char& ch : out) {
-    bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
-              ch == '_' || ch == '.';
-    if (!ok) ch = '_';
-  }
-  if (out.front() == '.') out.front() = '_';  // never "." or ".." or hidden
-  return out;
-}
+std::string ContainerId::name() const { return containerName(frameworkId, executorId); }
 
 void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
   flags.addString("cgroups-root", &o->cgroupsRoot,

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/files.h"
 #include "base/log.h"
 #include "isolators/network_links.h"
 #include "isolators/network_pool.h"
@@ -95,15 +96,7 @@ Result<NetState> parseState(const std::string& path) {
 }
 
 Status writeState(const std::string& dir, const std::string& name, const NetState& s) {
-  std::string path = dir + "/" + name, tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << stateText(s);
-    out.flush();
-    if (!out) return Error::fromErrno("writing " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Error::fromErrno("renaming " + tmp + " to " + path);
-  return okStatus();
+  return writeFileAtomically(dir + "/" + name, stateText(s), /*durable=*/false, 0644);
 }
 
 class NetworkIsolator : public Isolator {

@@ -181,9 +181,17 @@ class HostSolarisPlatform : public SolarisPlatform {
 }  // namespace
 
 std::string solarisProjectName(const ContainerId& id) {
-  // Project names: letters, digits, '_', '-', '.'; ContainerId::name() is
-  // already limited to those.
-  return kPrefix + id.name();
+  // Project names allow letters, digits, '_', '-', '.'; the container name
+  // may also hold '%' and '~'. Spelled injectively: '_' -> "__",
+  // '%' -> "_p", '~' -> "_t".
+  std::string out = kPrefix;
+  for (char ch : id.name()) {
+    if (ch == '_') out += "__";
+    else if (ch == '%') out += "_p";
+    else if (ch == '~') out += "_t";
+    else out += ch;
+  }
+  return out;
 }
 
 std::unique_ptr<SolarisPlatform> makeHostSolarisPlatform() { return std::make_unique<HostSolarisPlatform>(); }

@@ -408,6 +408,14 @@ class RealLauncher final : public Launcher {
     return okStatus();
   }
 
+  Result<UniqueFd> pidfdOf(pid_t pid) override {
+    auto it = children_.find(pid);
+    if (it == children_.end()) return Error{"pid " + std::to_string(pid) + " is not supervised"};
+    UniqueFd copy(::fcntl(it->second.pidfd.get(), F_DUPFD_CLOEXEC, 0));
+    if (!copy) return Error::fromErrno("dup pidfd of pid " + std::to_string(pid));
+    return copy;
+  }
+
   size_t supervisedCount() const override { return children_.size(); }
   uint64_t orphansReaped() const override { return orphansReaped_; }
 

@@ -23,6 +23,7 @@
 
 #include "base/asio.h"
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "base/uring_poller.h"
 
 namespace allot {
@@ -118,6 +119,12 @@ class Launcher {
 
   // Sends a signal through the process's pidfd (no pid-reuse race).
   virtual Status signal(pid_t pid, int sig) = 0;
+
+  // A duplicate of the pidfd kept for a supervised process since launch()
+  // or watch(): it names that process even after its pid is recycled
+  // (killProcessTree() on a worker takes it). Non-pure: a launcher that
+  // keeps no pidfds returns an Error and callers fall back to signal().
+  virtual Result<UniqueFd> pidfdOf(pid_t) { return Error{"this launcher keeps no pidfds"}; }
 
   virtual size_t supervisedCount() const = 0;
 

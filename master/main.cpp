@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "base/asio.h"
+#include "base/files.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "ha/contender.h"
@@ -209,14 +210,7 @@ void raiseFileLimit() {
 }
 
 Status writePortFile(const std::string& path, uint16_t port) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port << "\n";
-    if (!out) return Error::fromErrno("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Error::fromErrno("cannot rename " + tmp);
-  return okStatus();
+  return writeFileAtomically(path, std::to_string(port) + "\n", /*durable=*/false, 0644);
 }
 
 // The address published in ZooKeeper for clients to connect to.

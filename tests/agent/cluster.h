@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agent/executor_manager.h"
+#include "launcher/process_tree.h"
 
 namespace allot::testing {
 

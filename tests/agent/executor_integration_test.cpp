@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/executor_manager.h"
+#include "launcher/process_tree.h"
 #include "base/asio.h"
 #include "tests/common/test_util.h"
 #include "proto/connection.h"

@@ -1,0 +1,103 @@
+#include "base/files.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "base/unique_fd.h"
+
+namespace allot {
+namespace {
+
+constexpr size_t kLongNamePrefixBytes = 120;
+
+bool keptAsIs(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+std::string hexOf(const unsigned char* bytes, size_t n) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out += kHex[bytes[i] >> 4];
+    out += kHex[bytes[i] & 0xf];
+  }
+  return out;
+}
+
+std::string sha256Hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  // EVP_Digest with SHA-256 fails only on allocation failure.
+  if (EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr) != 1) std::abort();
+  return hexOf(digest, length);
+}
+
+Status writeAll(int fd, std::string_view data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::fromErrno("write " + path);
+    done += static_cast<size_t>(n);
+  }
+  return okStatus();
+}
+
+Status syncDirectoryOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) return Error::fromErrno("open directory " + dir);
+  if (::fsync(fd.get()) != 0) return Error::fromErrno("fsync directory " + dir);
+  return okStatus();
+}
+
+}  // namespace
+
+std::string escapeId(std::string_view id) {
+  if (id.empty()) return "%";
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(id.size());
+  for (unsigned char c : id) {
+    if (keptAsIs(c)) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  return out;
+}
+
+std::string containerName(std::string_view frameworkId, std::string_view executorId) {
+  std::string name = escapeId(frameworkId) + "." + escapeId(executorId);
+  if (name.size() <= kContainerNameBytesMax) return name;
+  return name.substr(0, kLongNamePrefixBytes) + "~" + sha256Hex(name);
+}
+
+Status writeFileAtomically(const std::string& path, std::string_view data, bool durable, mode_t mode) {
+  std::string tmp = path + ".tmp";
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (!fd) return Error::fromErrno("create " + tmp);
+  Status st = writeAll(fd.get(), data, tmp);
+  if (st && ::fchmod(fd.get(), mode) != 0) st = Error::fromErrno("chmod " + tmp);
+  if (st && durable && ::fdatasync(fd.get()) != 0) st = Error::fromErrno("fdatasync " + tmp);
+  if (st && ::close(fd.release()) != 0) st = Error::fromErrno("close " + tmp);
+  if (st && ::rename(tmp.c_str(), path.c_str()) != 0) st = Error::fromErrno("rename " + tmp + " to " + path);
+  if (!st) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  if (durable) return syncDirectoryOf(path);
+  return okStatus();
+}
+
+}  // namespace allot
