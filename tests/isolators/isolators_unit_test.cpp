@@ -4,6 +4,8 @@
 // UringPoller (inotify on a fake memory.events).
 #include <gtest/gtest.h>
 
+#include "base/files.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -132,10 +134,15 @@ TEST(CgroupValues, DeviceLimitsParseAndRejectWithTheEntry) {
   }
 }
 
-TEST(ContainerIdTest, NameIsSanitizedAndStable) {
-  EXPECT_EQ((ContainerId{"fw-1", "exec/1"}).name(), "fw-1.exec_1");
-  EXPECT_EQ((ContainerId{"", "x y"}).name(), "_x_y");
-  EXPECT_EQ((ContainerId{"..", ".."}).name(), "_....");
+// The name is base/files.h's containerName() (tested there for
+// injectivity): isolators, sandboxes and checkpoints agree on it.
+TEST(ContainerIdTest, NameIsTheOneContainerName) {
+  EXPECT_EQ((ContainerId{"fw-1", "exec/1"}).name(), "fw-1.exec%2F1");
+  EXPECT_EQ((ContainerId{"", "x y"}).name(), "%.x%20y");
+  EXPECT_EQ((ContainerId{"..", ".."}).name(), "%2E%2E.%2E%2E");
+  EXPECT_NE((ContainerId{"a.b", "c"}).name(), (ContainerId{"a", "b.c"}).name());
+  EXPECT_NE((ContainerId{"a/b", "c"}).name(), (ContainerId{"a_b", "c"}).name());
+  EXPECT_EQ((ContainerId{"f", "e"}).name(), containerName("f", "e"));
 }
 
 TEST_F(FakeCgroups, UnknownNamesListTheValidOnes) {
@@ -178,7 +185,7 @@ TEST_F(FakeCgroups, V1WritesEachControllersFilesAndFollowsTheTasks) {
   make(CgroupMode::kLegacy, "cgroups/cpu,cgroups/mem,cgroups/blkio,cgroups/pids");
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:0.5;mem:64"), &setup).ok());
-  std::string c = "/allot/fw-1.exec_1/";
+  std::string c = "/allot/fw-1.exec%2F1/";
   EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.shares"), "512");
   EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.cfs_quota_us"), "50000");
   EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.cfs_period_us"), "100000");
@@ -213,7 +220,7 @@ TEST_F(FakeCgroups, V2WritesOneDirectoryAndEnablesControllersOnlyBelowItsRoot) {
   EXPECT_FALSE(fs::exists(dir_ + "/unified/cgroup.subtree_control")) << "never above the root";
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:2;mem:256"), &setup).ok());
-  std::string d = dir_ + "/unified/allot/fw-1.exec_1/";
+  std::string d = dir_ + "/unified/allot/fw-1.exec%2F1/";
   EXPECT_EQ(read(d + "cpu.weight"), "200");
   EXPECT_EQ(read(d + "cpu.max"), "200000 100000");
   EXPECT_EQ(read(d + "memory.max"), std::to_string(256 << 20));
@@ -232,7 +239,7 @@ TEST_F(FakeCgroups, UsageReadsEveryControllersCounters) {
   make(CgroupMode::kUnified, "cgroups/cpu,cgroups/mem,cgroups/blkio,cgroups/pids");
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
-  std::string d = dir_ + "/unified/allot/fw-1.exec_1/";
+  std::string d = dir_ + "/unified/allot/fw-1.exec%2F1/";
   ASSERT_TRUE(fs_->writeFile(d + "cpu.stat", "usage_usec 1500000\nuser_usec 1000000\n").ok());
   ASSERT_TRUE(fs_->writeFile(d + "memory.current", "1048576\n").ok());
   ASSERT_TRUE(fs_->writeFile(d + "memory.peak", "2097152\n").ok());
@@ -259,7 +266,7 @@ TEST_F(FakeCgroups, V2OomEventEndsTheContainerOnceWithTheMemoryReason) {
   make(CgroupMode::kUnified, "cgroups/mem");
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
-  std::string d = dir_ + "/unified/allot/fw-1.exec_1/";
+  std::string d = dir_ + "/unified/allot/fw-1.exec%2F1/";
   ASSERT_TRUE(fs_->writeFile(d + "memory.events", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n").ok());
   ASSERT_TRUE(fs_->writeFile(d + "memory.current", "67100000\n").ok());
   ASSERT_TRUE(fs_->writeFile(d + "memory.peak", "67108864\n").ok());
@@ -345,7 +352,7 @@ TEST_F(FakeCgroups, V1CleanupFreezesKillsEveryMemberAndRemovesEveryDirectory) {
   ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
   for (auto& iso : isolators_) ASSERT_TRUE(iso->isolate(id_, 4242).ok());
   // A process the executor forked after it joined.
-  std::string c = "/allot/fw-1.exec_1";
+  std::string c = "/allot/fw-1.exec%2F1";
   ASSERT_TRUE(fs_->writeFile(dir_ + "/freezer" + c + "/cgroup.procs", "4343").ok());
   ASSERT_TRUE(fs_->writeFile(dir_ + "/memory" + c + "/cgroup.procs", "4343").ok());
   EXPECT_EQ(read(dir_ + "/cpu" + c + "/cgroup.procs"), "4242\n") << "joined once, however many isolators";
@@ -365,7 +372,7 @@ TEST_F(FakeCgroups, V2CleanupKillsTheGroupThroughCgroupKill) {
   ASSERT_TRUE(named("cgroups/pids").isolate(id_, 4242).ok());
   ASSERT_TRUE(cleanupAll(id_).ok());
   EXPECT_TRUE(fs_->signals().empty()) << "cgroup.kill, no pid by pid";
-  EXPECT_FALSE(fs::exists(dir_ + "/unified/allot/fw-1.exec_1"));
+  EXPECT_FALSE(fs::exists(dir_ + "/unified/allot/fw-1.exec%2F1"));
 }
 
 TEST_F(FakeCgroups, V2WithoutCgroupKillSignalsEveryMember) {
@@ -389,7 +396,7 @@ TEST_F(FakeCgroups, HybridHostSplitsControllersBetweenV1AndV2) {
   EXPECT_EQ(read(dir_ + "/unified/allot/cgroup.subtree_control"), "+pids");
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:32"), &setup).ok());
-  std::string c = "/allot/fw-1.exec_1/";
+  std::string c = "/allot/fw-1.exec%2F1/";
   EXPECT_EQ(read(dir_ + "/cpu" + c + "cpu.shares"), "1024");
   EXPECT_EQ(read(dir_ + "/memory" + c + "memory.limit_in_bytes"), std::to_string(32 << 20));
   EXPECT_EQ(read(dir_ + "/unified" + c + "pids.max"), "1024");
@@ -418,7 +425,7 @@ TEST_F(FakeCgroups, EveryExecutorGetsATrackingCgroupWithNoIsolation) {
   ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
   EXPECT_GE(setup.cgroupDirFd, 0) << "born in its cgroup2 directory";
   EXPECT_TRUE(setup.cgroupProcsFiles.empty()) << "no v1 hierarchy without a v1 controller";
-  std::string d = dir_ + "/unified/allot/fw-1.exec_1";
+  std::string d = dir_ + "/unified/allot/fw-1.exec%2F1";
   EXPECT_TRUE(fs::exists(d));
   EXPECT_FALSE(fs::exists(dir_ + "/unified/allot/cgroup.subtree_control")) << "no controller enabled";
   ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
@@ -434,12 +441,12 @@ TEST_F(FakeCgroups, LegacyHostTracksExecutorsWithTheFreezer) {
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
   ASSERT_EQ(setup.cgroupProcsFiles.size(), 1u);
-  EXPECT_EQ(setup.cgroupProcsFiles[0], dir_ + "/freezer/allot/fw-1.exec_1/cgroup.procs");
+  EXPECT_EQ(setup.cgroupProcsFiles[0], dir_ + "/freezer/allot/fw-1.exec%2F1/cgroup.procs");
   ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
   ASSERT_TRUE(isolators_[0]->reapJob(id_)().ok());
   ASSERT_EQ(fs_->signals().size(), 1u);
   EXPECT_EQ(fs_->signals()[0], std::make_pair(pid_t{4242}, SIGKILL));
-  EXPECT_EQ(read(dir_ + "/freezer/allot/fw-1.exec_1/freezer.state"), "<missing " + dir_ + "/freezer/allot/fw-1.exec_1/freezer.state>");
+  EXPECT_EQ(read(dir_ + "/freezer/allot/fw-1.exec%2F1/freezer.state"), "<missing " + dir_ + "/freezer/allot/fw-1.exec%2F1/freezer.state>");
 }
 
 TEST_F(FakeCgroups, NoCgroupToHoldExecutorsIsAnError) {
