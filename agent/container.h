@@ -106,6 +106,8 @@ class ContainerLifecycle {
   const std::optional<Limitation>& limitation() const { return limitation_; }
   const std::string& failureMessage() const;
   const ExitInfo& exit() const { return exit_; }
+  // "executor exited with status 3", "... killed by signal 9 before registering".
+  std::string describeExit() const;
 
   // The terminal update of one unfinished task, once finalized: state,
   // reason, message, exit code or signal, and usage (for a limit), filled
@@ -122,7 +124,6 @@ class ContainerLifecycle {
   enum class Cause { kUndecided, kLimitation, kFailure, kOwnEnd };
 
   std::optional<ContainerState> next(ContainerEvent event) const;
-  std::string describeExit() const;
 
   ContainerState state_ = ContainerState::kPreparing;
   bool hadProcess_ = false;

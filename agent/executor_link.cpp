@@ -115,7 +115,7 @@ void ExecutorManager::accept() {
 std::string ExecutorManager::containerOfProcess(pid_t pid) const {
   std::unordered_map<pid_t, std::string> executors;
   for (const auto& [name, c] : containers_) {
-    if (c->pid > 0 && !c->exited) executors[c->pid] = name;
+    if (c->life.hasProcess()) executors[c->pid] = name;
   }
   // Up the parent chain: the executor itself, or one of its descendants.
   for (int depth = 0; depth < kProcessTreeDepthMax && pid > 1; ++depth) {
@@ -186,21 +186,29 @@ void ExecutorManager::onConnection(std::shared_ptr<Connection> conn, const std::
   conn->start(std::move(h));
 }
 
+// Why `m` may not register (empty: it may): the container must run, the
+// connecting process must be of its tree, and the secret must match.
+std::string ExecutorManager::registrationRefusal(const Container* c, const wire::RegisterExecutor& m,
+                                                 const std::string& owner) const {
+  if (!c || !c->life.hasProcess()) {
+    return "this agent runs no executor " + m.executor_id() + " of framework " + m.framework_id();
+  }
+  if (c->name != owner) {
+    // A task of another executor (another framework) presenting these ids.
+    return "not authorized: the connecting process does not belong to executor " + m.executor_id();
+  }
+  if (!c->secret.empty() && !sameSecret(c->secret, m.executor_secret())) {
+    return "not authorized: wrong executor secret for executor " + m.executor_id();
+  }
+  return "";
+}
+
 void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
                                  const wire::RegisterExecutor& m, const std::string& owner,
                                  std::pair<std::string, uint64_t>* bound) {
   unregistered_.erase(conn);
   Container* c = find(m.framework_id(), m.executor_id());
-  std::string refusal;
-  if (!c || c->exited) {
-    refusal = "this agent runs no executor " + m.executor_id() + " of framework " + m.framework_id();
-  } else if (c->name != owner) {
-    // A task of another executor (another framework) presenting these ids.
-    refusal = "not authorized: the connecting process does not belong to executor " + m.executor_id();
-  } else if (!c->secret.empty() && !sameSecret(c->secret, m.executor_secret())) {
-    refusal = "not authorized: wrong executor secret for executor " + m.executor_id();
-  }
-  if (!refusal.empty()) {
+  if (std::string refusal = registrationRefusal(c, m, owner); !refusal.empty()) {
     LOG_WARNING("executor registration refused: " << refusal);
     wire::Envelope e;
     e.mutable_error()->set_message(refusal);
@@ -209,49 +217,17 @@ void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
     conn->closeAfterFlush(refusal);
     return;
   }
+  bool recovering = c->life.state() == ContainerState::kRecovering;
+  if (Status st = c->life.on(ContainerEvent::kRegistered); !st) {
+    LOG_WARNING("executor registration of " << c->name << " refused: " << st.error().describe());
+    conn->close(st.error().describe());
+    return;
+  }
   if (c->conn && c->conn != conn) c->conn->close("executor registered on a new connection");
   c->conn = conn;
   *bound = {c->name, c->generation};
-  // Only updates of tasks this executor runs (as the agent knows them, or
-  // as it reports them after an agent restart) go on to the framework.
-  std::set<std::string> reportedTasks;
-  for (const auto& t : m.tasks()) reportedTasks.insert(t.task_id());
-  size_t unknown = 0;
-  for (const auto& s : m.unacknowledged()) {
-    if (c->tasks.count(s.task_id()) || reportedTasks.count(s.task_id())) {
-      acceptExecutorUpdate(*c, s);
-    } else {
-      ++unknown;
-    }
-  }
-  if (unknown > 0) {
-    refuse(*conn, c->name, std::to_string(unknown) + " unacknowledged updates of tasks this executor does not run",
-           false);
-  }
-  if (c->phase == Phase::kRecovering) {
-    std::set<std::string> reported;
-    for (const auto& t : m.tasks()) reported.insert(t.task_id());
-    std::vector<std::string> lost;
-    for (const auto& [id, t] : c->tasks) {
-      if (t.sent && !reported.count(id)) lost.push_back(id);
-    }
-    for (const auto& id : lost) {
-      emit(c, agentStatus(c->framework.id(), c->executor.executor_id(), id, wire::TASK_LOST,
-                          wire::REASON_AGENT_RESTARTED,
-                          "the executor no longer runs this task after the agent restarted"));
-    }
-    for (const auto& t : m.tasks()) {
-      if (c->tasks.count(t.task_id())) continue;
-      Task& task = c->tasks[t.task_id()];
-      task.info = t;
-      task.sent = true;
-      armMaxDuration(*c, task);
-    }
-    LOG_INFO("executor " << c->executor.executor_id() << " of framework " << c->framework.id()
-                         << " re-attached with " << c->tasks.size() << " tasks");
-  }
-  c->phase = Phase::kRunning;
-  c->everRegistered = true;
+  acceptUnacknowledged(*c, m);
+  if (recovering) reattach(*c, m);
   c->registerTimer.cancel();
   wire::Envelope reply;
   auto* r = reply.mutable_executor_registered();
@@ -259,19 +235,71 @@ void ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
   *r->mutable_framework() = c->framework;
   *r->mutable_executor() = c->executor;
   sendToExecutor(*c, reply);
-  for (auto& [id, t] : c->tasks) {
-    if (!t.sent) {
-      sendLaunch(*c, t);
-    } else if (t.killing) {
-      wire::Envelope k;
-      k.mutable_kill_task()->set_framework_id(c->framework.id());
-      k.mutable_kill_task()->set_task_id(id);
-      k.mutable_kill_task()->set_grace_s(t.graceS);
-      sendToExecutor(*c, k);
-    }
-  }
+  resume(*c);
   checkpoint(*c);
   maybeIdle(*c);
+}
+
+// Only updates of tasks this executor runs (as the agent knows them, or
+// as it reports them after an agent restart) go on to the framework.
+void ExecutorManager::acceptUnacknowledged(Container& c, const wire::RegisterExecutor& m) {
+  std::set<std::string> reportedTasks;
+  for (const auto& t : m.tasks()) reportedTasks.insert(t.task_id());
+  size_t unknown = 0;
+  for (const auto& s : m.unacknowledged()) {
+    if (c.tasks.count(s.task_id()) || reportedTasks.count(s.task_id())) {
+      acceptExecutorUpdate(c, s);
+    } else {
+      ++unknown;
+    }
+  }
+  if (unknown > 0 && c.conn) {
+    refuse(*c.conn, c.name, std::to_string(unknown) + " unacknowledged updates of tasks this executor does not run",
+           false);
+  }
+}
+
+// An executor that outlived an agent restart reports the tasks it still
+// runs: the agent's checkpointed tasks it no longer runs are lost, the ones
+// it reports and the agent did not know of are adopted.
+void ExecutorManager::reattach(Container& c, const wire::RegisterExecutor& m) {
+  std::set<std::string> reported;
+  for (const auto& t : m.tasks()) reported.insert(t.task_id());
+  std::vector<std::string> lost;
+  for (const auto& [id, t] : c.tasks) {
+    if (t.sent && !reported.count(id)) lost.push_back(id);
+  }
+  for (const auto& id : lost) {
+    emit(&c, agentStatus(c.framework.id(), c.executor.executor_id(), id, wire::TASK_LOST,
+                         wire::REASON_AGENT_RESTARTED,
+                         "the executor no longer runs this task after the agent restarted"));
+  }
+  for (const auto& t : m.tasks()) {
+    if (c.tasks.count(t.task_id())) continue;
+    Task& task = c.tasks[t.task_id()];
+    task.info = t;
+    task.sent = true;
+    armMaxDuration(c, task);
+  }
+  LOG_INFO("executor " << c.executor.executor_id() << " of framework " << c.framework.id()
+                       << " re-attached with " << c.tasks.size() << " tasks");
+}
+
+// After a (re-)registration: the tasks not yet sent, the kills not yet
+// answered, and a shutdown the executor was asked for on its old link.
+void ExecutorManager::resume(Container& c) {
+  for (auto& [id, t] : c.tasks) {
+    if (!t.sent) {
+      sendLaunch(c, t);
+    } else if (t.killing) {
+      wire::Envelope k;
+      k.mutable_kill_task()->set_framework_id(c.framework.id());
+      k.mutable_kill_task()->set_task_id(id);
+      k.mutable_kill_task()->set_grace_s(t.graceS);
+      sendToExecutor(c, k);
+    }
+  }
+  if (c.life.state() == ContainerState::kShuttingDown) sendShutdown(c);
 }
 
 void ExecutorManager::onExecutorMessage(Container& c, wire::Envelope& e) {
@@ -288,7 +316,7 @@ void ExecutorManager::onExecutorMessage(Container& c, wire::Envelope& e) {
 
 void ExecutorManager::onLinkClosed(Container& c) {
   c.conn.reset();
-  if (c.exited) return postFinalize(c);
+  if (c.life.state() == ContainerState::kExited) return postFinalize(c);
   LOG_WARNING("executor " << c.executor.executor_id() << " of framework " << c.framework.id()
                           << " (pid " << c.pid << ") dropped its link; waiting for it to reconnect or exit");
 }
@@ -319,8 +347,7 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     c.secret = ck.secret;
     c.pid = ck.pid;
     c.startTime = ck.startTime;
-    c.phase = Phase::kRecovering;
-    c.everRegistered = true;
+    (void)c.life.on(ContainerEvent::kAdopted);
     for (auto& t : ck.tasks) {
       Task& task = c.tasks[t.task_id()];
       task.info = t;
@@ -339,23 +366,17 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
       LOG_WARNING("executor " << c.name << " did not survive the agent restart: " << watched.error().describe());
       failContainer(c, wire::TASK_LOST, wire::REASON_EXECUTOR_EXITED,
                     "executor (pid " + std::to_string(ck.pid) + ") exited while the agent was down");
-      c.exited = true;
+      (void)c.life.on(ContainerEvent::kExited);
       postFinalize(c);
       continue;
     }
     LOG_INFO("re-attaching to executor " << c.name << " (pid " << c.pid << ") with "
                                          << c.tasks.size() << " tasks");
     for (auto& iso : isolators_) {
-      (void)iso->watch(c.id, [this, alive, name = c.name, gen = c.generation](const Limitation& l) {
-        if (alive.expired()) return;
-        if (Container* c = byName(name, gen)) {
-          c->limitation = l;
-          killContainer(*c, l.message);
-        }
-      });
+      (void)iso->watch(c.id, limitWatcher(c));
     }
     armTimer(c, c.registerTimer, options_.recoveryTimeout, [this](Container& c) {
-      if (c.phase != Phase::kRecovering) return;
+      if (c.life.state() != ContainerState::kRecovering) return;
       failContainer(c, wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
                     "executor did not reconnect after the agent restarted");
       killContainer(c, "executor did not reconnect");

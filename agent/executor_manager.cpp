@@ -60,13 +60,6 @@ bool isDaemonOnlyVariable(const std::string& name) {
          name == "LISTEN_PID" || name == "LISTEN_FDNAMES";
 }
 
-std::string describeExit(const ExitInfo& e) {
-  if (!e.statusKnown) return "executor exited (status unknown: it was adopted after an agent restart)";
-  if (!e.setupError.empty()) return "executor failed to start: " + e.setupError;
-  if (e.signal) return "executor killed by signal " + std::to_string(e.signal);
-  return "executor exited with status " + std::to_string(e.exitCode);
-}
-
 }  // namespace
 
 ExecutorManager::ExecutorManager(asio::io_context& io, Launcher& launcher,
@@ -168,20 +161,19 @@ Result<RunAsUser> ExecutorManager::runAsUserFor(const wire::FrameworkInfo& frame
   return user;
 }
 
-void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskInfo task, bool rootAllowed) {
-  if (task.task_id().empty() || framework.id().empty()) {
-    LOG_ERROR("RunTask without a task or framework id; ignored");
-    return;
-  }
+// The executor a task runs in: its own ExecutorInfo, or the framework's
+// built-in command executor (one per run-as user).
+wire::ExecutorInfo ExecutorManager::executorFor(const wire::FrameworkInfo& framework,
+                                                const wire::TaskInfo& task) const {
   wire::ExecutorInfo executor;
   if (task.has_executor()) executor = task.executor();
   if (executor.executor_id().empty()) {
     executor.set_executor_id(task.has_executor() ? task.task_id() : kCommandExecutorId);
   }
   executor.set_framework_id(framework.id());
-  if (!task.has_executor()) executor.set_name("allot-executor");
-  const std::string& fid = framework.id();
-  if (!task.has_executor() && !task.command().user().empty()) {
+  if (task.has_executor()) return executor;
+  executor.set_name("allot-executor");
+  if (!task.command().user().empty()) {
     // A command task of its own user gets its own command executor.
     const std::string& frameworkUser = framework.user().empty() ? options_.defaultUser : framework.user();
     if (task.command().user() != frameworkUser) {
@@ -189,61 +181,81 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
     }
     executor.mutable_command()->set_user(task.command().user());
   }
-  if (isBuiltin(executor) && task.command().shell().empty() && task.command().argv().empty()) {
-    return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_ERROR,
-                                     wire::REASON_INVALID_LAUNCH,
-                                     "a command task needs command.shell or command.argv"));
-  }
+  return executor;
+}
+
+bool ExecutorManager::runsTask(const std::string& frameworkId, const std::string& taskId) const {
   for (const auto& [name, c] : containers_) {
-    bool dup = c->framework.id() == fid && c->tasks.count(task.task_id());
-    for (const auto& n : c->next) dup = dup || (c->framework.id() == fid && n.task_id() == task.task_id());
-    if (dup) {
-      LOG_WARNING("task " << task.task_id() << " of framework " << fid << " already runs here; ignored");
-      return;
+    if (c->framework.id() != frameworkId) continue;
+    if (c->tasks.count(taskId)) return true;
+    for (const auto& n : c->next) {
+      if (n.task_id() == taskId) return true;
     }
   }
+  return false;
+}
+
+void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskInfo task, bool rootAllowed) {
+  if (task.task_id().empty() || framework.id().empty()) {
+    LOG_ERROR("RunTask without a task or framework id; ignored");
+    return;
+  }
+  const std::string& fid = framework.id();
+  wire::ExecutorInfo executor = executorFor(framework, task);
+  auto refuse = [&](wire::TaskState state, wire::Reason reason, const std::string& why) {
+    emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), state, reason, why));
+  };
+  if (isBuiltin(executor) && task.command().shell().empty() && task.command().argv().empty()) {
+    return refuse(wire::TASK_ERROR, wire::REASON_INVALID_LAUNCH,
+                  "a command task needs command.shell or command.argv");
+  }
+  if (runsTask(fid, task.task_id())) {
+    LOG_WARNING("task " << task.task_id() << " of framework " << fid << " already runs here; ignored");
+    return;
+  }
   Container* c = find(fid, executor.executor_id());
-  if (c && (c->phase == Phase::kShuttingDown || c->exited || c->destroying)) {
+  if (c && !c->life.acceptsTasks()) {
     if (c->next.size() >= options_.tasksPerExecutorMax) {
-      return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_FAILED,
-                                       wire::REASON_EXEC_FAILED,
-                                       "executor's replacement already waits for its limit of tasks"));
+      return refuse(wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                    "executor's replacement already waits for its limit of tasks");
     }
     c->next.push_back(std::move(task));  // for the executor that replaces this one
     return;
   }
   if (!c && containers_.size() >= options_.executorsMax) {
-    return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_FAILED,
-                                     wire::REASON_EXEC_FAILED,
-                                     "the agent runs its limit of " +
-                                         std::to_string(options_.executorsMax) + " executors"));
+    return refuse(wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                  "the agent runs its limit of " + std::to_string(options_.executorsMax) + " executors");
   }
   if (c && c->tasks.size() >= options_.tasksPerExecutorMax) {
-    return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_FAILED,
-                                     wire::REASON_EXEC_FAILED, "executor runs its limit of tasks"));
+    return refuse(wire::TASK_FAILED, wire::REASON_EXEC_FAILED, "executor runs its limit of tasks");
   }
+  if (c) {
+    c->framework = framework;
+    return addTask(*c, std::move(task));
+  }
+  startExecutor(framework, executor, std::move(task), rootAllowed);
+}
+
+// A new container for `executor`, its first task, and its launch.
+void ExecutorManager::startExecutor(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor,
+                                    wire::TaskInfo task, bool rootAllowed) {
   std::optional<RunAsUser> user;
-  if (!c && !options_.defaultUser.empty()) {
+  if (!options_.defaultUser.empty()) {
     auto resolved = runAsUserFor(framework, executor, rootAllowed);
     if (!resolved) {
       bool refused = resolved.error().errnum == EACCES;
-      return emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), wire::TASK_FAILED,
+      return emit(nullptr, agentStatus(framework.id(), executor.executor_id(), task.task_id(), wire::TASK_FAILED,
                                        refused ? wire::REASON_NOT_AUTHORIZED : wire::REASON_EXEC_FAILED,
                                        resolved.error().message));
     }
     user = std::move(*resolved);
   }
-  if (!c) {
-    Container& fresh = create(framework, executor);
-    fresh.user = std::move(user);
-    fresh.rootAllowed = rootAllowed;
-    Task& t = fresh.tasks[task.task_id()];
-    t.info = std::move(task);
-    launch(fresh);
-    return;
-  }
-  c->framework = framework;
-  addTask(*c, std::move(task));
+  Container& fresh = create(framework, executor);
+  fresh.user = std::move(user);
+  fresh.rootAllowed = rootAllowed;
+  Task& t = fresh.tasks[task.task_id()];
+  t.info = std::move(task);
+  launch(fresh);
 }
 
 void ExecutorManager::addTask(Container& c, wire::TaskInfo task) {
@@ -252,7 +264,7 @@ void ExecutorManager::addTask(Container& c, wire::TaskInfo task) {
   Task& t = c.tasks[id];
   t.info = std::move(task);
   updateLimits(c);
-  if (c.phase == Phase::kRunning && c.conn) sendLaunch(c, t);
+  if (c.life.state() == ContainerState::kRunning && c.conn) sendLaunch(c, t);
   checkpoint(c);
 }
 
@@ -277,11 +289,10 @@ Status ExecutorManager::prepareSandbox(Container& c) {
   return okStatus();
 }
 
-void ExecutorManager::launch(Container& c) {
-  if (Status st = prepareSandbox(c); !st) {
-    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, st.error().describe());
-    return postFinalize(c);
-  }
+// What the executor process is started with (proto/FORMAT.md): its
+// command, environment, user, sandbox and output files; the isolators add
+// their part to `setup` in prepare().
+LaunchSpec ExecutorManager::launchSpec(const Container& c) const {
   LaunchSpec spec;
   const wire::CommandInfo& cmd = c.executor.command();
   if (isBuiltin(c.executor)) {
@@ -317,6 +328,17 @@ void ExecutorManager::launch(Container& c) {
   spec.workDir = c.sandbox;
   spec.stdoutPath = c.sandbox + "/stdout";
   spec.stderrPath = c.sandbox + "/stderr";
+  return spec;
+}
+
+// preparing -> isolating -> registering: sandbox, prepare(), the launcher,
+// isolate() and watch(); any failure ends the container with its reason.
+void ExecutorManager::launch(Container& c) {
+  if (Status st = prepareSandbox(c); !st) {
+    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, st.error().describe());
+    return postFinalize(c);
+  }
+  LaunchSpec spec = launchSpec(c);
   Resources limits = limitsOf(c);
   for (auto& iso : isolators_) {
     if (auto st = iso->prepare(c.id, limits, &spec.setup); !st) {
@@ -331,35 +353,20 @@ void ExecutorManager::launch(Container& c) {
     if (!alive.expired()) onExit(name, gen, e);
   });
   if (!pid) {
-    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
-                  "executor " + spec.argv[0] + " could not start: " + pid.error().describe());
-    LOG_ERROR("container " << c.name << ": " << c.failure->message);
+    std::string why = "executor " + spec.argv[0] + " could not start: " + pid.error().describe();
+    LOG_ERROR("container " << c.name << ": " << why);
+    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, why);
     return postFinalize(c);
   }
   c.pid = *pid;
+  (void)c.life.on(ContainerEvent::kLaunched);
   if (auto start = processStartTime(c.pid)) c.startTime = *start;
   LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
                                << " (pid " << c.pid << ") in " << c.sandbox);
-  for (auto& iso : isolators_) {
-    Status st = iso->isolate(c.id, c.pid);
-    if (st) {
-      st = iso->watch(c.id, [this, alive, name = c.name, gen = c.generation](const Limitation& l) {
-        if (alive.expired()) return;
-        if (Container* c = byName(name, gen)) {
-          c->limitation = l;
-          killContainer(*c, l.message);
-        }
-      });
-    }
-    if (!st) {
-      failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
-                    std::string(iso->name()) + ": " + st.error().describe());
-      killContainer(c, "isolation failed");
-      return;
-    }
-  }
+  if (!isolate(c)) return;
+  (void)c.life.on(ContainerEvent::kIsolated);
   armTimer(c, c.registerTimer, options_.registerTimeout, [this](Container& c) {
-    if (c.phase != Phase::kLaunching) return;
+    if (c.life.state() != ContainerState::kRegistering) return;
     failContainer(c, wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED,
                   "executor did not register within " + seconds(options_.registerTimeout));
     killContainer(c, "executor did not register");
@@ -367,8 +374,35 @@ void ExecutorManager::launch(Container& c) {
   checkpoint(c);
 }
 
+bool ExecutorManager::isolate(Container& c) {
+  for (auto& iso : isolators_) {
+    Status st = iso->isolate(c.id, c.pid);
+    if (st) st = iso->watch(c.id, limitWatcher(c));
+    if (!st) {
+      failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
+                    std::string(iso->name()) + ": " + st.error().describe());
+      killContainer(c, "isolation failed");
+      return false;
+    }
+  }
+  return true;
+}
+
+// A limit an isolator reports ends the container, with that limit as the
+// reason (container.h's precedence).
+std::function<void(const Limitation&)> ExecutorManager::limitWatcher(const Container& c) {
+  std::weak_ptr<int> alive = alive_;
+  return [this, alive, name = c.name, gen = c.generation](const Limitation& l) {
+    if (alive.expired()) return;
+    if (Container* c = byName(name, gen)) {
+      c->life.recordLimitation(l);
+      killContainer(*c, l.message);
+    }
+  };
+}
+
 void ExecutorManager::updateLimits(Container& c) {
-  if (isolators_.empty() || c.pid == 0) return;
+  if (isolators_.empty() || !c.life.hasProcess()) return;
   Resources limits = limitsOf(c);
   for (auto& iso : isolators_) {
     if (auto st = iso->update(c.id, limits); !st) {
@@ -394,7 +428,7 @@ void ExecutorManager::checkpoint(Container& c) {
 }
 
 void ExecutorManager::writeCheckpoint(Container& c) {
-  if (c.pid == 0 || c.exited) return;
+  if (!c.life.hasProcess()) return;
   ExecutorCheckpoint ck;
   ck.container = c.name;
   ck.framework = c.framework;
@@ -469,21 +503,17 @@ void ExecutorManager::shutdownFramework(const std::string& frameworkId) {
     if (c->framework.id() == frameworkId) matching.push_back(c.get());
   }
   for (Container* c : matching) {
-    c->frameworkRemoved = true;
+    c->life.recordFrameworkRemoved();
     for (const auto& n : c->next) {
       emit(nullptr, agentStatus(frameworkId, c->executor.executor_id(), n.task_id(), wire::TASK_KILLED,
                                 wire::REASON_FRAMEWORK_REMOVED, "framework was removed"));
     }
     c->next.clear();
-    if (c->phase != Phase::kRunning || !c->conn) {
+    if (c->life.state() != ContainerState::kRunning || !c->conn) {
       killContainer(*c, "framework " + frameworkId + " was removed");
       continue;
     }
-    c->phase = Phase::kShuttingDown;
-    wire::Envelope e;
-    e.mutable_shutdown_executor()->set_framework_id(frameworkId);
-    e.mutable_shutdown_executor()->set_executor_id(c->executor.executor_id());
-    sendToExecutor(*c, e);
+    sendShutdown(*c);
     armTimer(*c, c->shutdownTimer, options_.shutdownTimeout, [this](Container& c) {
       killContainer(c, "executor did not exit within " + seconds(options_.shutdownTimeout) +
                            " of its shutdown");
@@ -492,28 +522,37 @@ void ExecutorManager::shutdownFramework(const std::string& frameworkId) {
 }
 
 void ExecutorManager::maybeIdle(Container& c) {
-  if (c.phase != Phase::kRunning || !c.tasks.empty() || !c.next.empty()) return;
+  if (c.life.state() != ContainerState::kRunning || !c.tasks.empty() || !c.next.empty()) return;
   armTimer(c, c.idleTimer, options_.idleShutdown, [this](Container& c) {
-    if (c.phase != Phase::kRunning || !c.tasks.empty() || !c.next.empty()) return;
-    c.phase = Phase::kShuttingDown;
-    wire::Envelope e;
-    e.mutable_shutdown_executor()->set_framework_id(c.framework.id());
-    e.mutable_shutdown_executor()->set_executor_id(c.executor.executor_id());
-    sendToExecutor(c, e);
+    if (c.life.state() != ContainerState::kRunning || !c.tasks.empty() || !c.next.empty()) return;
+    sendShutdown(c);
     armTimer(c, c.shutdownTimer, options_.shutdownTimeout, [this](Container& c) {
       killContainer(c, "idle executor did not exit within " + seconds(options_.shutdownTimeout));
     });
   });
 }
 
+// Asks the executor to exit (running -> shutting down); sent again when it
+// re-registers on a new link while shutting down.
+void ExecutorManager::sendShutdown(Container& c) {
+  if (c.life.state() == ContainerState::kRunning) (void)c.life.on(ContainerEvent::kShutdownSent);
+  wire::Envelope e;
+  e.mutable_shutdown_executor()->set_framework_id(c.framework.id());
+  e.mutable_shutdown_executor()->set_executor_id(c.executor.executor_id());
+  sendToExecutor(c, e);
+}
+
 void ExecutorManager::failContainer(Container& c, wire::TaskState state, wire::Reason reason,
                                     const std::string& why) {
-  if (!c.failure) c.failure = Failure{state, reason, why};
+  c.life.recordFailure(state, reason, why);
 }
 
 void ExecutorManager::killContainer(Container& c, const std::string& why) {
-  if (c.killedWhy.empty()) c.killedWhy = why;
-  if (c.pid <= 0 || c.exited) return postFinalize(c);
+  switch (c.life.requestKill(why)) {
+    case KillAction::kNone: return;
+    case KillAction::kFinalize: return postFinalize(c);
+    case KillAction::kSignal: break;
+  }
   LOG_WARNING("killing executor " << c.executor.executor_id() << " of framework "
                                   << c.framework.id() << " (pid " << c.pid << "): " << why);
   // Its process tree goes through pidfds on a worker (a /proc scan); the
@@ -535,10 +574,12 @@ void ExecutorManager::killContainer(Container& c, const std::string& why) {
 void ExecutorManager::onExit(const std::string& name, uint64_t generation, const ExitInfo& exit) {
   Container* c = byName(name, generation);
   if (!c) return;
-  c->exited = true;
-  c->exit = exit;
+  if (Status st = c->life.on(ContainerEvent::kExited, exit); !st) {
+    LOG_ERROR("container " << name << ": exit of pid " << exit.pid << ": " << st.error().describe());
+    return;
+  }
   LOG_INFO("executor " << c->executor.executor_id() << " of framework " << c->framework.id()
-                       << ": " << describeExit(exit));
+                       << ": " << c->life.describeExit());
   if (c->conn && c->conn->open()) {
     // Read what it sent before dying; finalize when the link closes.
     armTimer(*c, c->drainTimer, options_.drainTimeout, [this](Container& c) { finalize(c); });
@@ -555,43 +596,18 @@ void ExecutorManager::postFinalize(Container& c) {
   });
 }
 
+// Decides, once, why the container's unfinished tasks end (the precedence
+// of agent/container.h), sends their terminal updates and starts reaping.
+// A container whose process still runs is finalized by its exit instead.
 void ExecutorManager::finalize(Container& c) {
-  if (c.pid > 0 && !c.exited) return;  // still running: its exit comes later
-  if (c.destroying) return;
-  c.destroying = true;
+  if (!c.life.on(ContainerEvent::kFinalized)) return;
   std::vector<std::string> ids;
   for (const auto& [id, t] : c.tasks) ids.push_back(id);
   for (const auto& id : ids) {
     const Task& t = c.tasks.at(id);
     wire::TaskStatus s = agentStatus(c.framework.id(), c.executor.executor_id(), id,
                                      wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED, "");
-    std::string exitText = describeExit(c.exit);
-    if (!c.everRegistered && c.pid > 0) exitText += " before registering";
-    if (c.limitation) {
-      s.set_reason(c.limitation->reason);
-      s.set_message(c.limitation->message);
-      *s.mutable_usage() = c.limitation->usage;
-    } else if (c.failure) {
-      s.set_state(c.failure->state);
-      s.set_reason(c.failure->reason);
-      s.set_message(c.failure->message);
-    } else if (t.killing) {
-      s.set_state(wire::TASK_KILLED);
-      s.set_reason(t.killReason);
-      s.set_message("task killed with its executor: " + (c.killedWhy.empty() ? exitText : c.killedWhy));
-    } else if (c.frameworkRemoved) {
-      s.set_state(wire::TASK_KILLED);
-      s.set_reason(wire::REASON_FRAMEWORK_REMOVED);
-      s.set_message("framework was removed");
-    } else {
-      if (c.exit.statusKnown && c.exit.signal) {
-        s.set_reason(wire::REASON_EXECUTOR_SIGNALED);
-        s.set_signal(c.exit.signal);
-      } else if (c.exit.statusKnown) {
-        s.set_exit_code(c.exit.exitCode);
-      }
-      s.set_message(c.killedWhy.empty() ? exitText : exitText + " (" + c.killedWhy + ")");
-    }
+    (void)c.life.fillTerminal(t.killing, t.killReason, &s);
     emit(&c, std::move(s));
   }
   if (c.conn) c.conn->close("executor ended");
@@ -640,6 +656,7 @@ void ExecutorManager::destroy(Container& c) {
   wire::FrameworkInfo framework = c.framework;
   std::vector<wire::TaskInfo> next = std::move(c.next);
   bool rootAllowed = c.rootAllowed;
+  (void)c.life.on(ContainerEvent::kReaped);
   containers_.erase(c.name);
   for (auto& task : next) runTask(framework, std::move(task), rootAllowed);
 }
@@ -715,7 +732,7 @@ void ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status
 void ExecutorManager::collectUsage(wire::UsageReport* report) const {
   if (isolators_.empty()) return;
   for (const auto& [name, c] : containers_) {
-    if (c->pid == 0 || c->exited) continue;
+    if (!c->life.hasProcess()) continue;
     wire::ExecutorUsage* u = report->add_executors();
     u->set_framework_id(c->id.frameworkId);
     u->set_executor_id(c->id.executorId);

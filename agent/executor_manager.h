@@ -136,7 +136,14 @@ class ExecutorManager {
   Container* find(const std::string& frameworkId, const std::string& executorId);
   Container* byName(const std::string& name, uint64_t generation);
   Container& create(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor);
+  wire::ExecutorInfo executorFor(const wire::FrameworkInfo& framework, const wire::TaskInfo& task) const;
+  bool runsTask(const std::string& frameworkId, const std::string& taskId) const;
+  void startExecutor(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor,
+                     wire::TaskInfo task, bool rootAllowed);
+  LaunchSpec launchSpec(const Container& c) const;
   void launch(Container& c);
+  bool isolate(Container& c);
+  std::function<void(const Limitation&)> limitWatcher(const Container& c);
   void addTask(Container& c, wire::TaskInfo task);
   void onExit(const std::string& name, uint64_t generation, const ExitInfo& exit);
   void finalize(Container& c);
@@ -145,6 +152,7 @@ class ExecutorManager {
   void failContainer(Container& c, wire::TaskState state, wire::Reason reason, const std::string& why);
   void killContainer(Container& c, const std::string& why);
   void maybeIdle(Container& c);
+  void sendShutdown(Container& c);
   void updateLimits(Container& c);
   void checkpoint(Container& c);
   void writeCheckpoint(Container& c);
@@ -172,6 +180,11 @@ class ExecutorManager {
   void onConnection(std::shared_ptr<class Connection> conn, const std::string& owner, pid_t peerPid);
   void onRegister(const std::shared_ptr<Connection>& conn, const wire::RegisterExecutor& m,
                   const std::string& owner, std::pair<std::string, uint64_t>* bound);
+  std::string registrationRefusal(const Container* c, const wire::RegisterExecutor& m,
+                                  const std::string& owner) const;
+  void acceptUnacknowledged(Container& c, const wire::RegisterExecutor& m);
+  void reattach(Container& c, const wire::RegisterExecutor& m);
+  void resume(Container& c);
   void onExecutorMessage(Container& c, wire::Envelope& e);
   void onLinkClosed(Container& c);
   void sendLaunch(Container& c, Task& t);

@@ -7,26 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "agent/container.h"
 #include "agent/executor_manager.h"
 #include "agent/run_as.h"
 #include "proto/connection.h"
 
 namespace allot {
-
-enum class ContainerPhase {
-  kLaunching,     // started, waiting for RegisterExecutor
-  kRecovering,    // adopted after an agent restart, waiting for its reconnect
-  kRunning,       // registered
-  kShuttingDown,  // ShutdownExecutor sent
-};
-using Phase = ContainerPhase;
-
-// Why every unfinished task of a container ends, when decided by the agent.
-struct Failure {
-  wire::TaskState state;
-  wire::Reason reason;
-  std::string message;
-};
 
 struct ExecutorManager::Task {
   wire::TaskInfo info;
@@ -50,7 +36,8 @@ struct ExecutorManager::Container {
   ContainerId id;
   wire::FrameworkInfo framework;
   wire::ExecutorInfo executor;
-  Phase phase = Phase::kLaunching;
+  // Its state and, once it ends, why its tasks end (agent/container.h).
+  ContainerLifecycle life;
   pid_t pid = 0;
   uint64_t startTime = 0;
   std::string sandbox;
@@ -64,15 +51,7 @@ struct ExecutorManager::Container {
   asio::steady_timer idleTimer;
   asio::steady_timer shutdownTimer;
   asio::steady_timer drainTimer;
-  bool everRegistered = false;
-  bool exited = false;
-  bool frameworkRemoved = false;
   bool checkpointPending = false;
-  bool destroying = false;  // finalized: its cgroup is being reaped
-  ExitInfo exit;
-  std::optional<Limitation> limitation;
-  std::optional<Failure> failure;
-  std::string killedWhy;
 };
 
 }  // namespace allot

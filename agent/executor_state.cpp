@@ -8,16 +8,6 @@ namespace allot {
 
 namespace {
 
-const char* phaseName(ContainerPhase p) {
-  switch (p) {
-    case ContainerPhase::kLaunching: return "launching";
-    case ContainerPhase::kRecovering: return "recovering";
-    case ContainerPhase::kRunning: return "running";
-    case ContainerPhase::kShuttingDown: return "shutting-down";
-  }
-  return "unknown";
-}
-
 // The executor's cgroups as the kernel reports them ("0::/allot/x" on v2,
 // "4:memory:/allot/x" per v1 hierarchy). Bounded: the file is tiny.
 void readCgroups(pid_t pid, google::protobuf::RepeatedPtrField<std::string>* out) {
@@ -34,11 +24,11 @@ void ExecutorManager::fillState(state::AgentState* out) const {
     v->set_framework_id(c->id.frameworkId);
     v->set_executor_id(c->id.executorId);
     v->set_name(name);
-    v->set_phase(c->exited ? "exited" : phaseName(c->phase));
+    v->set_phase(containerStateName(c->life.state()));
     v->set_pid(c->pid);
     v->set_sandbox(c->sandbox);
     limitsOf(*c).toWire(v->mutable_limits());
-    if (c->pid > 0 && !c->exited) {
+    if (c->life.hasProcess()) {
       for (const auto& iso : isolators_) (void)iso->usage(c->id, v->mutable_usage());
       readCgroups(c->pid, v->mutable_cgroups());
     }

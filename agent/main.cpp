@@ -263,21 +263,8 @@ Result<std::unique_ptr<AgentHttp>> startHttp(asio::io_context& io, Agent& agent,
   return http;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  setLogProgram("allot-agent");
-  Settings settings;
-  Flags flags("allot-agent", "Runs the allot agent: offers this node's resources to the master "
-                             "and runs the frameworks' executors.");
-  addFlags(flags, &settings);
-  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
-  auto config = makeConfig(settings);
-  if (!config) {
-    LOG_ERROR(config.error().describe());
-    std::fprintf(stderr, "allot-agent: %s\n", config.error().describe().c_str());
-    return 2;
-  }
+// Builds the agent from its settings and runs its loop until SIGTERM/SIGINT.
+int run(Settings& settings, AgentConfig config) {
   signal(SIGPIPE, SIG_IGN);
   asio::io_context io;
   auto poller = UringPoller::create(io);
@@ -298,7 +285,7 @@ int main(int argc, char** argv) {
     LOG_ERROR("launcher: " << launcher.error().describe());
     return 1;
   }
-  Agent agent(io, std::move(*config), **launcher, *isolators);
+  Agent agent(io, std::move(config), **launcher, *isolators);
   SystemdNotifier notifier(io);
   notifier.status("registering with the master at " + settings.master);
   agent.setRegisteredHook([&notifier](const std::string& agentId) {
@@ -330,4 +317,22 @@ int main(int argc, char** argv) {
   });
   io.run();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setLogProgram("allot-agent");
+  Settings settings;
+  Flags flags("allot-agent", "Runs the allot agent: offers this node's resources to the master "
+                             "and runs the frameworks' executors.");
+  addFlags(flags, &settings);
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  auto config = makeConfig(settings);
+  if (!config) {
+    LOG_ERROR(config.error().describe());
+    std::fprintf(stderr, "allot-agent: %s\n", config.error().describe().c_str());
+    return 2;
+  }
+  return run(settings, std::move(*config));
 }

@@ -1,0 +1,478 @@
+// ExecutorManager unit tests without root: a FakeLauncher and a FakeIsolator
+// (tests/agent/fakes.h) stand in for processes and cgroups; the executor is
+// this test speaking the real protocol on the real executor socket. The
+// fake launcher hands out the test's own pid, so the agent's process-tree
+// check at accept sees the test as the executor.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "agent/checkpoint.h"
+#include "agent/executor_manager.h"
+#include "proto/connection.h"
+#include "proto/state.pb.h"
+#include "tests/agent/fakes.h"
+#ifdef ALLOT_HAVE_ISOLATORS
+#include "base/uring_poller.h"
+#include "isolators/cgroupfs_twin.h"
+#include "isolators/isolator_table.h"
+#endif
+
+namespace allot {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr const char* kFramework = "fw-1";
+constexpr const char* kExecutor = "ex-1";
+
+wire::FrameworkInfo framework() {
+  wire::FrameworkInfo f;
+  f.set_id(kFramework);
+  f.set_name("test");
+  return f;
+}
+
+wire::TaskInfo task(const std::string& id, double cpus, const std::string& executorId = kExecutor) {
+  wire::TaskInfo t;
+  t.set_task_id(id);
+  t.set_name(id);
+  auto* r = t.add_resources();
+  r->set_name("cpus");
+  r->set_scalar(cpus);
+  t.mutable_executor()->set_executor_id(executorId);
+  t.mutable_executor()->mutable_command()->set_shell("exec my-executor");
+  return t;
+}
+
+// This test as an executor, on the agent's socket.
+class TestExecutor {
+ public:
+  void connect(asio::io_context& io, const std::string& path, wire::RegisterExecutor reg) {
+    asio::local::stream_protocol::socket socket(io);
+    socket.connect(asio::local::stream_protocol::endpoint(path));
+    Connection::Options o;
+    o.localRole = wire::ROLE_EXECUTOR;
+    o.localName = "test-executor";
+    o.acceptRoles = {wire::ROLE_AGENT};
+    conn_ = Connection::create(StreamSocket(std::move(socket)), o);
+    Connection::Handlers h;
+    h.onHello = [this, reg](const wire::Hello&) {
+      wire::Envelope e;
+      *e.mutable_register_executor() = reg;
+      (void)conn_->send(e);
+    };
+    h.onMessage = [this](wire::Envelope& e) { received_.push_back(e); };
+    h.onClose = [this](const std::string&) { closed_ = true; };
+    conn_->start(std::move(h));
+  }
+  void send(const std::string& taskId, wire::TaskState state, const std::string& updateId) {
+    wire::Envelope e;
+    wire::TaskStatus* s = e.mutable_status_update()->mutable_status();
+    s->set_task_id(taskId);
+    s->set_state(state);
+    s->set_update_id(updateId);
+    (void)conn_->send(e);
+  }
+  void close() { conn_->close("test executor exits"); }
+
+  size_t count(wire::Envelope::BodyCase body) const {
+    size_t n = 0;
+    for (const auto& e : received_) n += e.body_case() == body;
+    return n;
+  }
+  bool launched(const std::string& taskId) const {
+    for (const auto& e : received_) {
+      if (e.has_launch_task() && e.launch_task().task().task_id() == taskId) return true;
+    }
+    return false;
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  std::shared_ptr<Connection> conn_;
+  std::vector<wire::Envelope> received_;
+  bool closed_ = false;
+};
+
+class ExecutorManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/allot-em-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    checkpoints_ = std::make_unique<CheckpointStore>(dir_ + "/meta");
+    ASSERT_TRUE(checkpoints_->init());
+    options_.workDir = dir_;
+    options_.executorPath = "/nonexistent/allot-executor";  // never started: the launcher is fake
+    options_.defaultKillGrace = 50ms;
+    options_.killSlack = 50ms;
+    options_.idleShutdown = 50ms;
+    options_.drainTimeout = 50ms;
+    options_.shutdownTimeout = 1s;
+    start();
+  }
+  void TearDown() override {
+    manager_.reset();
+    checkpoints_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // A new agent run: fresh launcher, isolators (a FakeIsolator unless
+  // `real` are given) and manager over the same work dir and checkpoints.
+  void start(std::vector<std::unique_ptr<Isolator>> real = {}) {
+    manager_.reset();
+    isolators_ = std::move(real);
+    isolator_ = nullptr;
+    if (isolators_.empty()) {
+      auto iso = std::make_unique<FakeIsolator>();
+      isolator_ = iso.get();
+      isolators_.push_back(std::move(iso));
+    }
+    launcher_ = std::make_unique<FakeLauncher>(io_);
+    ExecutorManager::Callbacks callbacks;
+    callbacks.onUpdate = [this](const wire::TaskStatus& s, std::function<void(Status)> persisted) {
+      updates_.push_back(s);
+      asio::post(io_, [persisted] { persisted(okStatus()); });
+    };
+    manager_ = std::make_unique<ExecutorManager>(io_, *launcher_, isolators_, *checkpoints_, options_,
+                                                 std::move(callbacks));
+    ASSERT_TRUE(manager_->listen());
+    manager_->setAgentId("agent-1");
+  }
+
+  bool runUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout = 5s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      if (io_.stopped()) io_.restart();
+      io_.run_one_for(10ms);
+    }
+    return true;
+  }
+  void runFor(std::chrono::milliseconds d) {
+    runUntil([] { return false; }, d);
+  }
+
+  // The last update of `taskId`, or nullptr.
+  const wire::TaskStatus* last(const std::string& taskId) const {
+    for (auto it = updates_.rbegin(); it != updates_.rend(); ++it) {
+      if (it->task_id() == taskId) return &*it;
+    }
+    return nullptr;
+  }
+  bool reached(const std::string& taskId, wire::TaskState state) const {
+    const wire::TaskStatus* s = last(taskId);
+    return s && s->state() == state;
+  }
+
+  std::string name(const std::string& executorId = kExecutor) const {
+    return ContainerId{kFramework, executorId}.name();
+  }
+
+  // Launches `tasks` on executor kExecutor (pid: this test's) and registers
+  // `exec` as it; every task reaches TASK_RUNNING.
+  pid_t launchRunning(TestExecutor& exec, const std::vector<wire::TaskInfo>& tasks) {
+    launcher_->nextPid(::getpid());
+    for (const auto& t : tasks) manager_->runTask(framework(), t);
+    pid_t pid = launcher_->launched().back();
+    wire::RegisterExecutor reg;
+    reg.set_framework_id(kFramework);
+    reg.set_executor_id(kExecutor);
+    reg.set_executor_secret(launcher_->env(pid, "ALLOT_EXECUTOR_SECRET"));
+    exec.connect(io_, manager_->socketPath(), reg);
+    EXPECT_TRUE(runUntil([&] {
+      for (const auto& t : tasks) {
+        if (!exec.launched(t.task_id())) return false;
+      }
+      return true;
+    }));
+    int n = 0;
+    for (const auto& t : tasks) exec.send(t.task_id(), wire::TASK_RUNNING, "u-running-" + std::to_string(n++));
+    EXPECT_TRUE(runUntil([&] {
+      for (const auto& t : tasks) {
+        if (!reached(t.task_id(), wire::TASK_RUNNING)) return false;
+      }
+      return exec.count(wire::Envelope::kStatusAcknowledgement) >= tasks.size();
+    }));
+    return pid;
+  }
+
+  std::string phase() const {
+    state::AgentState st;
+    manager_->fillState(&st);
+    return st.executors_size() ? st.executors(0).phase() : "";
+  }
+
+  asio::io_context io_;
+  std::string dir_;
+  ExecutorManagerOptions options_;
+  std::unique_ptr<CheckpointStore> checkpoints_;
+  std::vector<std::unique_ptr<Isolator>> isolators_;
+  FakeIsolator* isolator_ = nullptr;
+  std::unique_ptr<FakeLauncher> launcher_;
+  std::unique_ptr<ExecutorManager> manager_;
+  std::vector<wire::TaskStatus> updates_;
+};
+
+TEST_F(ExecutorManagerTest, LaunchGoesThroughTheIsolatorsTheLauncherAndTheExecutorLink) {
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  const FakeIsolator::Record& r = isolator_->record(name());
+  EXPECT_TRUE(r.prepared);
+  EXPECT_EQ(r.pid, pid);
+  ASSERT_FALSE(r.limits.empty());
+  EXPECT_DOUBLE_EQ(r.limits.front().scalar("cpus"), 0.5);
+  const LaunchSpec& spec = launcher_->process(pid).spec;
+  EXPECT_EQ(spec.argv, (std::vector<std::string>{"/bin/sh", "-c", "exec my-executor"}));
+  EXPECT_EQ(launcher_->env(pid, "ALLOT_FRAMEWORK_ID"), kFramework);
+  EXPECT_EQ(launcher_->env(pid, "ALLOT_EXECUTOR_ID"), kExecutor);
+  EXPECT_EQ(launcher_->env(pid, "ALLOT_EXECUTOR_SECRET").size(), 32u);
+  EXPECT_EQ(exec.count(wire::Envelope::kExecutorRegistered), 1u);
+  EXPECT_EQ(phase(), "running");
+  EXPECT_EQ(manager_->liveTaskCount(), 1u);
+}
+
+TEST_F(ExecutorManagerTest, AWrongSecretIsRefused) {
+  launcher_->nextPid(::getpid());
+  manager_->runTask(framework(), task("t1", 0.5));
+  TestExecutor exec;
+  wire::RegisterExecutor reg;
+  reg.set_framework_id(kFramework);
+  reg.set_executor_id(kExecutor);
+  reg.set_executor_secret(std::string(32, '0'));
+  exec.connect(io_, manager_->socketPath(), reg);
+  ASSERT_TRUE(runUntil([&] { return exec.closed(); }));
+  EXPECT_EQ(exec.count(wire::Envelope::kExecutorRegistered), 0u);
+  EXPECT_EQ(phase(), "registering");
+}
+
+TEST_F(ExecutorManagerTest, AKillTheExecutorHonoursEndsTheTaskWithoutSignals) {
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  wire::KillTask kill;
+  kill.set_framework_id(kFramework);
+  kill.set_task_id("t1");
+  manager_->killTask(kill);
+  ASSERT_TRUE(runUntil([&] { return exec.count(wire::Envelope::kKillTask) == 1; }));
+  exec.send("t1", wire::TASK_KILLED, "u-killed");
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_KILLED); }));
+  EXPECT_EQ(last("t1")->update_id(), "u-killed") << "the executor's own update";
+  // Idle now: asked to exit; it does.
+  ASSERT_TRUE(runUntil([&] { return exec.count(wire::Envelope::kShutdownExecutor) == 1; }));
+  EXPECT_EQ(phase(), "shutting-down");
+  launcher_->exitWith(pid, 0);
+  exec.close();
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+  EXPECT_TRUE(launcher_->process(pid).signals.empty());
+  EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+}
+
+TEST_F(ExecutorManagerTest, ATaskThatOutlivesItsKillGraceIsKilledWithItsExecutor) {
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  wire::KillTask kill;
+  kill.set_framework_id(kFramework);
+  kill.set_task_id("t1");
+  kill.set_reason(wire::REASON_REVOKED);
+  manager_->killTask(kill);
+  // The executor ignores the KillTask: after grace + slack the agent SIGKILLs it.
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_KILLED); }));
+  EXPECT_EQ(launcher_->process(pid).signals, std::vector<int>{SIGKILL});
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_REVOKED);
+  EXPECT_NE(last("t1")->message().find("outlived its kill grace period"), std::string::npos);
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+  EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+}
+
+TEST_F(ExecutorManagerTest, AnOomEndsTheContainerWithTheMemoryReason) {
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5), task("t2", 0.5)});
+  Limitation oom;
+  oom.reason = wire::REASON_MEMORY_LIMIT;
+  oom.message = "memory limit 64 MiB exceeded (OOM kill)";
+  oom.usage.set_mem_bytes(64 << 20);
+  isolator_->limit(name(), oom);
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FAILED) && reached("t2", wire::TASK_FAILED); }));
+  EXPECT_EQ(launcher_->process(pid).signals, std::vector<int>{SIGKILL});
+  for (const char* id : {"t1", "t2"}) {
+    EXPECT_EQ(last(id)->reason(), wire::REASON_MEMORY_LIMIT);
+    EXPECT_EQ(last(id)->message(), oom.message);
+    EXPECT_EQ(last(id)->usage().mem_bytes(), 64u << 20);
+  }
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+}
+
+TEST_F(ExecutorManagerTest, AnExecutorCrashFailsItsTasksWithTheExitCode) {
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  launcher_->exitWith(pid, 3);
+  exec.close();
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FAILED); }));
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_EXECUTOR_EXITED);
+  EXPECT_EQ(last("t1")->exit_code(), 3);
+  EXPECT_EQ(last("t1")->message(), "executor exited with status 3");
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+  EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+}
+
+TEST_F(ExecutorManagerTest, AnExecutorThatNeverRegistersIsKilled) {
+  options_.registerTimeout = 50ms;
+  start();
+  manager_->runTask(framework(), task("t1", 0.5));
+  pid_t pid = launcher_->launched().back();
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FAILED); }));
+  EXPECT_EQ(launcher_->process(pid).signals, std::vector<int>{SIGKILL});
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_EXECUTOR_EXITED);
+  EXPECT_EQ(last("t1")->message(), "executor did not register within 0.05 s");
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+}
+
+TEST_F(ExecutorManagerTest, ALaunchFailureFailsTheTaskAndLeavesNothing) {
+  launcher_->failNext("execve: no such file");
+  manager_->runTask(framework(), task("t1", 0.5));
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FAILED); }));
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_EXEC_FAILED);
+  EXPECT_NE(last("t1")->message().find("no such file"), std::string::npos);
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+  EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+}
+
+TEST_F(ExecutorManagerTest, APrepareFailureIsAnIsolationFailureAndCleansUp) {
+  isolator_->failPrepare("memory.limit_in_bytes: EINVAL");
+  manager_->runTask(framework(), task("t1", 0.5));
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FAILED); }));
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_ISOLATION_FAILED);
+  EXPECT_EQ(last("t1")->message(), "fake: memory.limit_in_bytes: EINVAL");
+  EXPECT_TRUE(launcher_->launched().empty());
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+  EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+}
+
+TEST_F(ExecutorManagerTest, FrameworkRemovalShutsTheExecutorDownAndKillsItsTasks) {
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  manager_->shutdownFramework(kFramework);
+  ASSERT_TRUE(runUntil([&] { return exec.count(wire::Envelope::kShutdownExecutor) == 1; }));
+  launcher_->exitWith(pid, 0);
+  exec.close();
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_KILLED); }));
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_FRAMEWORK_REMOVED);
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+}
+
+// Limits follow the tasks of a running executor (the agent's side of
+// isolator update(): each isolator sees executor + every live task).
+TEST_F(ExecutorManagerTest, LimitsFollowTasksAddedToAndRemovedFromARunningExecutor) {
+  TestExecutor exec;
+  launchRunning(exec, {task("t1", 1.0)});
+  manager_->runTask(framework(), task("t2", 2.0));
+  ASSERT_TRUE(runUntil([&] { return exec.launched("t2"); }));
+  const FakeIsolator::Record& r = isolator_->record(name());
+  EXPECT_DOUBLE_EQ(r.limits.back().scalar("cpus"), 3.0);
+  exec.send("t1", wire::TASK_FINISHED, "u-t1-done");
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FINISHED); }));
+  EXPECT_DOUBLE_EQ(r.limits.back().scalar("cpus"), 2.0);
+  manager_->runTask(framework(), task("t3", 0.25));
+  ASSERT_TRUE(runUntil([&] { return exec.launched("t3"); }));
+  EXPECT_DOUBLE_EQ(r.limits.back().scalar("cpus"), 2.25);
+  std::vector<double> seen;
+  for (const auto& l : r.limits) seen.push_back(l.scalar("cpus"));
+  EXPECT_EQ(seen, (std::vector<double>{1.0, 3.0, 2.0, 2.25}));
+}
+
+TEST_F(ExecutorManagerTest, AfterAnAgentRestartALiveExecutorReattachesAndADeadOneIsLost) {
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  std::string secret = launcher_->env(pid, "ALLOT_EXECUTOR_SECRET");
+  // A second executor whose process will not survive (a fake pid: no such process).
+  manager_->runTask(framework(), task("t9", 0.5, "ex-dead"));
+  runFor(50ms);  // checkpoints are written after the handler
+  checkpoints_->flush();
+
+  start();  // the agent restarts; the executors' processes live on
+  manager_->recover(checkpoints_->loadExecutors());
+  EXPECT_EQ(isolator_->recovered().size(), 2u);
+  EXPECT_EQ(launcher_->watched(), std::vector<pid_t>{::getpid()});
+  ASSERT_TRUE(runUntil([&] { return reached("t9", wire::TASK_LOST); }));
+  EXPECT_NE(last("t9")->message().find("exited while the agent was down"), std::string::npos);
+  EXPECT_EQ(phase(), "recovering");
+
+  TestExecutor again;
+  wire::RegisterExecutor reg;
+  reg.set_framework_id(kFramework);
+  reg.set_executor_id(kExecutor);
+  reg.set_executor_secret(secret);
+  *reg.add_tasks() = task("t1", 0.5);
+  again.connect(io_, manager_->socketPath(), reg);
+  ASSERT_TRUE(runUntil([&] { return again.count(wire::Envelope::kExecutorRegistered) == 1; }));
+  EXPECT_EQ(phase(), "running");
+  again.send("t1", wire::TASK_FINISHED, "u-after-restart");
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FINISHED); }));
+  EXPECT_EQ(manager_->liveTaskCount(), 0u);
+}
+
+#ifdef ALLOT_HAVE_ISOLATORS
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+// The real cgroup isolators on a hybrid host's twin (v1 cpu, pids on the
+// cgroup2 hierarchy, containment in cgroup2): the agent keeps each
+// controller's limits in step with the executor's tasks, and reaps every
+// hierarchy at the end. (cgroups/mem is left out: its OOM watch opens
+// memory.oom_control itself, outside the CgroupFs seam, which the twin
+// cannot serve.)
+TEST_F(ExecutorManagerTest, OnAHybridHostLimitsFollowTasksInV1AndV2AndAllCgroupsGo) {
+  char tmpl[] = "/tmp/allot-em-cgroup-XXXXXX";
+  std::string cg = mkdtemp(tmpl);
+  auto fsTwin = std::make_shared<DirCgroupFs>(cg);
+  CgroupHost host = twinCgroupHost(fsTwin, CgroupMode::kHybrid);
+  host.v1.erase("pids");
+  host.v2Usable = {"pids"};
+  auto poller = UringPoller::create(io_);
+  ASSERT_TRUE(poller.ok());
+  IsolatorOptions options;
+  options.poller = poller->get();
+  auto made = createIsolatorsOn(host, "cgroups/cpu,cgroups/pids", options);
+  ASSERT_TRUE(made.ok()) << made.error().describe();
+  start(std::move(*made));
+
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 1.0)});
+  ASSERT_TRUE(reached("t1", wire::TASK_RUNNING)) << last("t1")->message();
+  std::string c = "/allot/" + name() + "/";
+  EXPECT_EQ(readFile(cg + "/cpu" + c + "cpu.shares"), "1024");
+  EXPECT_EQ(readFile(cg + "/unified" + c + "pids.max"), "1024");
+  EXPECT_FALSE(fs::exists(cg + "/unified" + c + "cpu.weight")) << "cpu stays on v1";
+
+  manager_->runTask(framework(), task("t2", 1.0));
+  ASSERT_TRUE(runUntil([&] { return exec.launched("t2"); }));
+  EXPECT_EQ(readFile(cg + "/cpu" + c + "cpu.shares"), "2048");
+  EXPECT_EQ(readFile(cg + "/unified" + c + "pids.max"), "2048");
+
+  exec.send("t1", wire::TASK_FINISHED, "u-t1-done");
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FINISHED); }));
+  EXPECT_EQ(readFile(cg + "/cpu" + c + "cpu.shares"), "1024");
+  EXPECT_EQ(readFile(cg + "/unified" + c + "pids.max"), "1024");
+
+  launcher_->exitWith(pid, 0);
+  exec.close();
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+  for (const char* h : {"/cpu", "/unified"}) EXPECT_FALSE(fs::exists(cg + h + c)) << h;
+  manager_.reset();
+  isolators_.clear();
+  fs::remove_all(cg);
+}
+#endif
+
+}  // namespace
+}  // namespace allot
