@@ -303,7 +303,7 @@ stopAgent() {
   killOurProcesses
   local line
   line=$(grep -o 'loop: longest lateness.*' "$run/agent-$mode.log" | tail -1)
-  echo "- agent loop ($mode): ${line:-no stall report in the agent's log}" >> "$run/loop-stalls.txt"
+  echo "- agent loop ($mode): ${line:-no stall report in the agent log}" >> "$run/loop-stalls.txt"
 }
 
 waitWeb() {

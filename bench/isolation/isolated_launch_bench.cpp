@@ -102,10 +102,14 @@ std::vector<double> allotLaunches(int count, bool network) {
     }
     for (auto it = isolators->rbegin(); it != isolators->rend(); ++it) (void)(*it)->cleanup(id);
   }
-  for (const char* c : {"cpu", "cpuacct", "memory", "freezer"}) {
-    fs::remove(fs::path("/sys/fs/cgroup") / c / options.cgroupsRoot);
-  }
+  // The isolators first: their layer moves this process out of <root>/agent
+  // and removes the root it made; then whatever is left.
   isolators->clear();
+  for (const char* c : {"cpu", "cpuacct", "memory", "freezer", "pids"}) {
+    std::error_code ec;
+    fs::remove(fs::path("/sys/fs/cgroup") / c / options.cgroupsRoot, ec);
+    if (ec) std::cerr << "isolated_launch_bench: removing " << c << "/" << options.cgroupsRoot << ": " << ec.message() << "\n";
+  }
   if (network) (void)removeNetwork(options.network);
   return samples;
 }
