@@ -708,6 +708,7 @@ void ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status
     return;
   }
   applyKillReason(c, &status);
+  applyLimitation(c, &status);
   // Acknowledged once durable; until then the executor keeps it and resends
   // it after a reconnect.
   std::weak_ptr<Connection> conn = c.conn;
@@ -727,6 +728,21 @@ void ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status
     (void)link->send(ack);
   });
   applyStatus(c, status);
+}
+
+// A container that hit a limit is destroyed by the agent: its executor may
+// still report a task it saw die (the agent's kill, or the kernel's OOM
+// kill) before it goes. The limit is what ended that task, so its update
+// says so (a task that finished on its own keeps its FINISHED).
+void ExecutorManager::applyLimitation(const Container& c, wire::TaskStatus* status) const {
+  const auto& limit = c.life.limitation();
+  if (!limit) return;
+  if (status->state() != wire::TASK_FAILED && status->state() != wire::TASK_KILLED) return;
+  std::string seen = status->message();
+  status->set_state(wire::TASK_FAILED);
+  status->set_reason(limit->reason);
+  status->set_message(limit->message + (seen.empty() ? "" : " (executor: " + seen + ")"));
+  *status->mutable_usage() = limit->usage;
 }
 
 void ExecutorManager::collectUsage(wire::UsageReport* report) const {

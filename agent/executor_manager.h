@@ -191,6 +191,7 @@ class ExecutorManager {
   // task_deadline.cpp: max_duration_s for every executor.
   void armMaxDuration(Container& c, Task& t);
   void applyKillReason(const Container& c, wire::TaskStatus* status) const;
+  void applyLimitation(const Container& c, wire::TaskStatus* status) const;
   void sendToExecutor(Container& c, const wire::Envelope& e);
 
   asio::io_context& io_;
