@@ -392,6 +392,28 @@ class MasterPolicyTest : public ::testing::Test {
     master_->peerMessage(peer, e);
   }
 
+  // A registers and fills the 4-cpu agent with four 1-cpu tasks (t0..t3).
+  void fillWithA(std::string* a) {
+    *a = registerFramework(kA, "a");
+    auto offers = offersTo(kA);
+    ASSERT_EQ(offers.size(), 1u);
+    launch(kA, offers[0], 4, "cpus:1;mem:100");
+    ASSERT_EQ(outbox_.take(kAgent, wire::Envelope::kRunTask).size(), 4u);
+  }
+
+  // The agent reports A's revoked tasks KILLED / REVOKED.
+  void reportRevoked(const std::string& a, const std::vector<wire::Envelope>& kills) {
+    for (const auto& k : kills) {
+      wire::Envelope e;
+      auto* s = e.mutable_status_update()->mutable_status();
+      s->set_framework_id(a);
+      s->set_task_id(k.kill_task().task_id());
+      s->set_state(wire::TASK_KILLED);
+      s->set_reason(wire::REASON_REVOKED);
+      master_->peerMessage(kAgent, e);
+    }
+  }
+
   void tickFor(Duration d) {
     for (Duration t{}; t < d; t += 100ms) {
       clock_.advance(100ms);
@@ -413,12 +435,8 @@ TEST_F(MasterPolicyTest, StarvedFrameworkGetsItsGuaranteeBackThroughRevocation) 
   policy.revocation.enabled = true;
   policy.revocation.starvation = 1s;
   start(policy);
-  std::string a = registerFramework(kA, "a");
-  auto offers = offersTo(kA);
-  ASSERT_EQ(offers.size(), 1u);
-  launch(kA, offers[0], 4, "cpus:1;mem:100");
-  auto runs = outbox_.take(kAgent, wire::Envelope::kRunTask);
-  ASSERT_EQ(runs.size(), 4u);
+  std::string a;
+  ASSERT_NO_FATAL_FAILURE(fillWithA(&a));
   std::string b = registerFramework(kB, "b");
   tickFor(3s);
   auto kills = outbox_.take(kAgent, wire::Envelope::kKillTask);
@@ -433,15 +451,7 @@ TEST_F(MasterPolicyTest, StarvedFrameworkGetsItsGuaranteeBackThroughRevocation) 
   EXPECT_TRUE(outbox_.take(kAgent, wire::Envelope::kKillTask).empty()) << "revoked twice";
   EXPECT_EQ(master_->revocationCount(), 2u);
   // The agent reports them killed; A hears REVOKED, then B is offered.
-  for (const auto& k : kills) {
-    wire::Envelope e;
-    auto* s = e.mutable_status_update()->mutable_status();
-    s->set_framework_id(a);
-    s->set_task_id(k.kill_task().task_id());
-    s->set_state(wire::TASK_KILLED);
-    s->set_reason(wire::REASON_REVOKED);
-    master_->peerMessage(kAgent, e);
-  }
+  reportRevoked(a, kills);
   auto toA = outbox_.take(kA, wire::Envelope::kStatusUpdate);
   ASSERT_EQ(toA.size(), 2u);
   EXPECT_EQ(toA[0].status_update().status().reason(), wire::REASON_REVOKED);
@@ -461,26 +471,15 @@ TEST_F(MasterPolicyTest, RevokedResourcesAreWithheldFromTheVictimForAFewRounds) 
   policy.revocation.enabled = true;
   policy.revocation.starvation = 1s;
   start(policy);
-  std::string a = registerFramework(kA, "a");
-  auto offers = offersTo(kA);
-  ASSERT_EQ(offers.size(), 1u);
-  launch(kA, offers[0], 4, "cpus:1;mem:100");
-  ASSERT_EQ(outbox_.take(kAgent, wire::Envelope::kRunTask).size(), 4u);
+  std::string a;
+  ASSERT_NO_FATAL_FAILURE(fillWithA(&a));
   registerFramework(kB, "b");
   tickFor(3s);
   auto kills = outbox_.take(kAgent, wire::Envelope::kKillTask);
   ASSERT_EQ(kills.size(), 2u);
   // B leaves before the kills land: nobody else wants the freed resources.
   master_->peerClosed(kB);
-  for (const auto& k : kills) {
-    wire::Envelope e;
-    auto* s = e.mutable_status_update()->mutable_status();
-    s->set_framework_id(a);
-    s->set_task_id(k.kill_task().task_id());
-    s->set_state(wire::TASK_KILLED);
-    s->set_reason(wire::REASON_REVOKED);
-    master_->peerMessage(kAgent, e);
-  }
+  reportRevoked(a, kills);
   outbox_.take(kA, wire::Envelope::kStatusUpdate);
   tickFor(2500ms);
   EXPECT_TRUE(offersTo(kA).empty()) << "the victim was offered what was just revoked from it";
@@ -499,11 +498,8 @@ TEST_F(MasterPolicyTest, AQuotaMinimumTriggersRevocation) {
   policy.revocation.enabled = true;
   policy.revocation.starvation = 1s;
   start(policy);
-  std::string a = registerFramework(kA, "a");
-  auto offers = offersTo(kA);
-  ASSERT_EQ(offers.size(), 1u);
-  launch(kA, offers[0], 4, "cpus:1;mem:100");
-  ASSERT_EQ(outbox_.take(kAgent, wire::Envelope::kRunTask).size(), 4u);
+  std::string a;
+  ASSERT_NO_FATAL_FAILURE(fillWithA(&a));
   registerFramework(kB, "b");
   tickFor(3s);
   auto kills = outbox_.take(kAgent, wire::Envelope::kKillTask);
@@ -522,11 +518,8 @@ TEST_F(MasterPolicyTest, ResourcesLeftFreeStopFurtherRevocation) {
   policy.revocation.enabled = true;
   policy.revocation.starvation = 1s;
   start(policy);
-  std::string a = registerFramework(kA, "a");
-  auto offers = offersTo(kA);
-  ASSERT_EQ(offers.size(), 1u);
-  launch(kA, offers[0], 4, "cpus:1;mem:100");
-  ASSERT_EQ(outbox_.take(kAgent, wire::Envelope::kRunTask).size(), 4u);
+  std::string a;
+  ASSERT_NO_FATAL_FAILURE(fillWithA(&a));
   registerFramework(kB, "b");
   wire::Envelope f;
   res("cpus:3").toWire(f.mutable_set_filters()->mutable_filters()->mutable_min_free());
@@ -534,23 +527,15 @@ TEST_F(MasterPolicyTest, ResourcesLeftFreeStopFurtherRevocation) {
   tickFor(3s);
   auto kills = outbox_.take(kAgent, wire::Envelope::kKillTask);
   ASSERT_EQ(kills.size(), 2u);
-  for (const auto& k : kills) {
-    wire::Envelope e;
-    auto* s = e.mutable_status_update()->mutable_status();
-    s->set_framework_id(a);
-    s->set_task_id(k.kill_task().task_id());
-    s->set_state(wire::TASK_KILLED);
-    s->set_reason(wire::REASON_REVOKED);
-    master_->peerMessage(kAgent, e);
-  }
+  reportRevoked(a, kills);
   tickFor(2500ms);  // less than the hold (3 allocation intervals)
   EXPECT_TRUE(outbox_.take(kAgent, wire::Envelope::kKillTask).empty()) << "revoked again";
   EXPECT_EQ(master_->revocationCount(), 2u);
 }
 
 // The operator grants a guarantee per principal (ACL `guarantee=`), not
-// only per role: B's principal (the empty one of a plaintext link) has
-// cpus:2, so two of A's tasks are revoked for it.
+// only per role: every principal here (the empty one of a plaintext link)
+// may hold cpus:3, so B is owed 3 cpus, but A keeps its own 3.
 TEST_F(MasterPolicyTest, APrincipalsGuaranteeFromTheAclsIsHonoured) {
   PolicyOptions policy;
   policy.revocation.enabled = true;
@@ -558,11 +543,8 @@ TEST_F(MasterPolicyTest, APrincipalsGuaranteeFromTheAclsIsHonoured) {
   auto acls = Acls::parse("register_agent *\nregister_framework * guarantee=cpus:3;mem:300\n", "acls");
   ASSERT_TRUE(acls.ok()) << acls.error().describe();
   start(policy, *acls);
-  std::string a = registerFramework(kA, "a");
-  auto offers = offersTo(kA);
-  ASSERT_EQ(offers.size(), 1u);
-  launch(kA, offers[0], 4, "cpus:1;mem:100");
-  ASSERT_EQ(outbox_.take(kAgent, wire::Envelope::kRunTask).size(), 4u);
+  std::string a;
+  ASSERT_NO_FATAL_FAILURE(fillWithA(&a));
   registerFramework(kB, "b");
   tickFor(3s);
   // A holds the same guarantee: it keeps 3 of its 4 one-cpu tasks only if
