@@ -35,9 +35,13 @@ void Master::forgetTask(FrameworkRecord& fw, const std::string& taskId, bool rec
       // victim, which may relaunch at once, is not offered them again on
       // this agent for a few allocation rounds (a refusal, so they count
       // toward its share meanwhile, as declined resources do).
-      std::optional<Duration> hold;
-      if (t->second.revoking) hold = kRevokedHoldRounds * options_.allocationInterval;
-      allocator_->recover(fw.handle, agent->second.handle, t->second.charged, hold, clock_.now());
+      if (t->second.revoking) {
+        allocator_->recoverRevoked(fw.handle, agent->second.handle, t->second.charged,
+                                   kRevokedHoldRounds * options_.allocationInterval, clock_.now());
+      } else {
+        allocator_->recover(fw.handle, agent->second.handle, t->second.charged, std::nullopt,
+                            clock_.now());
+      }
       allocationPending_ = true;
     }
   }

@@ -123,6 +123,13 @@ class Allocator {
   // grow beyond what was refused.
   virtual void recover(FrameworkHandle framework, AgentHandle agent, const Resources& resources,
                        std::optional<Duration> refuse, TimePoint now) = 0;
+  // Returns resources revoked from the framework to the agent's free pool
+  // and holds the agent from it for `hold` even if its free resources grow
+  // meanwhile (another framework returning part of an offer must not hand
+  // the victim back what was revoked for the starved one). Holds made while
+  // one runs add up.
+  virtual void recoverRevoked(FrameworkHandle framework, AgentHandle agent,
+                              const Resources& resources, Duration hold, TimePoint now) = 0;
 
   // Appends this round's grants to *grants.
   virtual void allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) = 0;

@@ -175,26 +175,53 @@ void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
                              TimePoint now) {
   CHECK(frameworks_[framework].live && agents_[agent].live);
   AgentSlot& a = agents_[agent];
-  FrameworkSlot& fw = frameworks_[framework];
-  charge(fw, resources, -1);
+  charge(frameworks_[framework], resources, -1);
   a.free += resources;
   freeChanged(a);
   markDirty(agent);
-
-  if (refuse && *refuse > Duration::zero()) {
-    auto [it, inserted] = fw.refusals.try_emplace(agent);
-    if (inserted) {
-      ++refusalCount_;
-      a.refusedBy.push_back(framework);
-    } else {
-      chargeRefused(fw, it->second.counted, -1);
-    }
-    it->second = Refusal{a.free, resources, now + *refuse};
-    chargeRefused(fw, resources, 1);
-    setBit(&fw.refusedBits, agent);
-    expiries_.push(Expiry{now + *refuse, framework, agent});
-  }
+  if (refuse && *refuse > Duration::zero()) this->refuse(framework, agent, resources, *refuse, false, now);
   dropRefusalsOutgrownBy(agent);
+}
+
+void OfferAllocator::recoverRevoked(FrameworkHandle framework, AgentHandle agent,
+                                    const Resources& resources, Duration hold, TimePoint now) {
+  CHECK(frameworks_[framework].live && agents_[agent].live);
+  AgentSlot& a = agents_[agent];
+  charge(frameworks_[framework], resources, -1);
+  a.free += resources;
+  freeChanged(a);
+  markDirty(agent);
+  if (hold > Duration::zero()) refuse(framework, agent, resources, hold, true, now);
+  dropRefusalsOutgrownBy(agent);
+}
+
+// Records (or renews) the framework's refusal of the agent. A refusal made
+// while a hold runs keeps the hold: the later expiry wins and the counted
+// resources add up, so neither a short decline nor the next revoked task's
+// return shortens what the victim is kept from.
+void OfferAllocator::refuse(FrameworkHandle framework, AgentHandle agent,
+                            const Resources& resources, Duration duration, bool held,
+                            TimePoint now) {
+  AgentSlot& a = agents_[agent];
+  FrameworkSlot& fw = frameworks_[framework];
+  auto [it, inserted] = fw.refusals.try_emplace(agent);
+  Refusal next{a.free, resources, now + duration, held};
+  if (inserted) {
+    ++refusalCount_;
+    a.refusedBy.push_back(framework);
+  } else {
+    Refusal& old = it->second;
+    chargeRefused(fw, old.counted, -1);
+    if (old.held && old.expiry > now) {
+      next.held = true;
+      next.expiry = std::max(next.expiry, old.expiry);
+      next.counted = old.counted + resources;
+    }
+  }
+  it->second = std::move(next);
+  chargeRefused(fw, it->second.counted, 1);
+  setBit(&fw.refusedBits, agent);
+  expiries_.push(Expiry{now + duration, framework, agent});
 }
 
 void OfferAllocator::dropRefusal(FrameworkHandle framework, AgentHandle agent) {
@@ -220,7 +247,7 @@ void OfferAllocator::dropRefusalsOutgrownBy(AgentHandle agent) {
       list.pop_back();
       continue;
     }
-    if (!it->second.refused.contains(a.free)) {
+    if (!it->second.held && !it->second.refused.contains(a.free)) {
       dropRefusal(list[i], agent);
       list[i] = list.back();
       list.pop_back();

@@ -48,6 +48,8 @@ class OfferAllocator final : public Allocator {
                     const Resources& resources) override;
   void recover(FrameworkHandle framework, AgentHandle agent, const Resources& resources,
                std::optional<Duration> refuse, TimePoint now) override;
+  void recoverRevoked(FrameworkHandle framework, AgentHandle agent, const Resources& resources,
+                      Duration hold, TimePoint now) override;
   void allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) override;
   double dominantShare(FrameworkHandle framework) const override;
   double orderingShare(FrameworkHandle framework) const override;
@@ -76,6 +78,7 @@ class OfferAllocator final : public Allocator {
     Resources refused;   // the agent's free resources when refused
     Resources counted;   // the declined resources, counted in the ordering
     TimePoint expiry;
+    bool held = false;   // from a revocation: kept while the agent's free grows
   };
 
   using Dense = std::vector<int64_t>;                       // by name index
@@ -161,6 +164,9 @@ class OfferAllocator final : public Allocator {
   std::vector<std::string> names_;        // interned scalar names
   std::vector<int64_t> totalMillis_;      // by name index
   size_t refusalCount_ = 0;
+
+  void refuse(FrameworkHandle framework, AgentHandle agent, const Resources& resources,
+              Duration duration, bool held, TimePoint now);
   bool fullPending_ = false;  // the next round considers every agent
   // Reused by every round (allocation rounds run many times a second).
   Bits availScratch_;

@@ -195,6 +195,41 @@ TEST(Filters, RefusalEndsWhenTheAgentHasMoreFree) {
   EXPECT_EQ(grants[0].resources, res("cpus:4;mem:100"));
 }
 
+// What was revoked from a victim stays withheld from it for the hold even
+// when the agent's free resources grow: here another framework returns the
+// unused part of its offer (the policy_integration flake: the victim won
+// the freed cpus back and was revoked again, round after round).
+TEST(Filters, RevocationHoldOutlastsTheAgentsFreeGrowing) {
+  auto a = make("drf");
+  FakeClock clock;
+  AgentHandle agent = a->addAgent(res("cpus:4;mem:100"));
+  FrameworkHandle victim = addActive(*a);
+  FrameworkHandle other = addActive(*a);
+  a->allocateUsed(victim, agent, res("cpus:4;mem:40"));
+  std::vector<Grant> grants;
+  a->allocate(clock.now(), true, &grants);  // mem:60 goes to `other`
+  ASSERT_EQ(grants.size(), 1u);
+  ASSERT_EQ(grants[0].framework, other);
+  a->recoverRevoked(victim, agent, res("cpus:1;mem:10"), std::chrono::seconds(3), clock.now());
+  a->recoverRevoked(victim, agent, res("cpus:1;mem:10"), std::chrono::seconds(3), clock.now());
+  a->recover(other, agent, grants[0].resources, std::nullopt, clock.now());  // free grows
+  a->setActive(other, false);
+  grants.clear();
+  clock.advance(std::chrono::seconds(2));
+  a->allocate(clock.now(), true, &grants);
+  EXPECT_TRUE(grants.empty()) << "the victim was offered what was revoked from it";
+  // A short decline of its own does not shorten the hold either.
+  a->recover(victim, agent, Resources(), std::chrono::milliseconds(100), clock.now());
+  clock.advance(std::chrono::milliseconds(500));
+  a->allocate(clock.now(), true, &grants);
+  EXPECT_TRUE(grants.empty()) << "a decline cut the hold short";
+  clock.advance(std::chrono::milliseconds(600));
+  a->allocate(clock.now(), true, &grants);
+  ASSERT_EQ(grants.size(), 1u) << "the hold never ended";
+  EXPECT_EQ(grants[0].framework, victim);
+  EXPECT_EQ(grants[0].resources, res("cpus:2;mem:80"));
+}
+
 TEST(Filters, StandingAgentListAndMinimumFree) {
   auto a = make("drf");
   FakeClock clock;
