@@ -10,6 +10,7 @@
 #include "master/allocator/revocation.h"
 #include "master/master.h"
 #include "master/policy.h"
+#include "tests/master/master_fixture.h"
 
 namespace allot {
 namespace {
@@ -321,19 +322,7 @@ TEST(PolicyFlags, ParseAndReject) {
 
 // ---------------------------------------------------------------- the master
 
-class RecordingOutbox final : public Outbox {
- public:
-  void send(PeerId peer, const wire::Envelope& e) override { sent[peer].push_back(e); }
-  void close(PeerId peer, const std::string&) override { closed.push_back(peer); }
-  std::vector<wire::Envelope> take(PeerId peer, wire::Envelope::BodyCase kind) {
-    std::vector<wire::Envelope> out, rest;
-    for (auto& e : sent[peer]) (e.body_case() == kind ? out : rest).push_back(e);
-    sent[peer] = rest;
-    return out;
-  }
-  std::map<PeerId, std::vector<wire::Envelope>> sent;
-  std::vector<PeerId> closed;
-};
+using testing::RecordingOutbox;
 
 constexpr PeerId kAgent = 1, kA = 2, kB = 3;
 
