@@ -84,6 +84,10 @@ class CapturingOutbox final : public Outbox {
 struct Step {
   uint8_t selector = 0;
   wire::Envelope envelope;
+  // False when the step's bytes hold no '$': no string in it can be a
+  // placeholder, and the reflection walk over (up to 10,000) entries is
+  // skipped.
+  bool placeholders = true;
 };
 
 std::vector<Step> parseScript(const uint8_t* data, size_t size) {
@@ -96,10 +100,31 @@ std::vector<Step> parseScript(const uint8_t* data, size_t size) {
                    (uint32_t{data[at + 3]} << 8) | data[at + 4];
     at += 5;
     if (len > size - at) len = static_cast<uint32_t>(size - at);
+    s.placeholders = std::memchr(data + at, '$', len) != nullptr;
     if (s.envelope.ParseFromArray(data + at, static_cast<int>(len))) steps.push_back(std::move(s));
     at += len;
   }
   return steps;
+}
+
+// Where each step's header starts and its body's length, without parsing
+// the bodies (the mutator parses only the step it changes).
+struct StepSpan {
+  size_t at = 0;
+  size_t len = 0;
+};
+
+std::vector<StepSpan> scanScript(const uint8_t* data, size_t size) {
+  std::vector<StepSpan> spans;
+  size_t at = 0;
+  while (at + 5 <= size && spans.size() < kStepsMax) {
+    size_t len = (size_t{data[at + 1]} << 24) | (size_t{data[at + 2]} << 16) |
+                 (size_t{data[at + 3]} << 8) | data[at + 4];
+    len = std::min(len, size - at - 5);
+    spans.push_back({at, len});
+    at += 5 + len;
+  }
+  return spans;
 }
 
 std::string serializeScript(const std::vector<Step>& steps) {
@@ -202,7 +227,11 @@ std::string mutateString(const std::string& s, std::mt19937_64& rng) {
   static const size_t kLengths[] = {0, 1, 63, 64, 65, 255, 256, 257, 4096, 4097, 70000};
   static const char* kIds[] = {"$offer", "$fw", "$agent", "$task", "root", "nobody", "*"};
   switch (rng() % 4) {
-    case 0: return std::string(kLengths[rng() % std::size(kLengths)], static_cast<char>('a' + rng() % 26));
+    case 0: {
+      // The long ones (past the 4 KiB and 64 KiB limits) one time in 8.
+      size_t pick = rng() % 8 ? rng() % (std::size(kLengths) - 3) : std::size(kLengths) - 1 - rng() % 3;
+      return std::string(kLengths[pick], static_cast<char>('a' + rng() % 26));
+    }
     case 1: return kIds[rng() % std::size(kIds)];
     case 2: return s + s;
     default: {
@@ -224,16 +253,26 @@ uint64_t mutateInt(std::mt19937_64& rng) {
   return kValues[rng() % std::size(kValues)];
 }
 
+// Sizes a repeated field is grown to now and then: just under and just past
+// the named limits in proto/input_limits.h (32 resources, 64 attributes,
+// 1,000 offers/tasks, 1,024 ranges/argv, 10,000 reconcile/agent entries).
+constexpr int kRepeatedSizes[] = {32, 33, 64, 65, 1000, 1001, 1024, 1025, 10000, 10001};
+
 void mutateField(Message* m, const FieldDescriptor* f, std::mt19937_64& rng, int depth) {
   const Reflection* r = m->GetReflection();
   if (f->is_repeated()) {
     int n = r->FieldSize(*m, f);
     if (n > 0 && rng() % 3 == 0) {
-      r->RemoveLast(m, f);
+      // Drop the last one, or cut to a random length (keeps the corpus
+      // from only ever growing: big inputs cost every later execution).
+      int keep = rng() % 2 ? n - 1 : static_cast<int>(rng() % static_cast<uint64_t>(n));
+      while (r->FieldSize(*m, f) > keep) r->RemoveLast(m, f);
       return;
     }
-    // Grow by one, or by many (past the limits) now and then.
-    int grow = rng() % 8 == 0 ? static_cast<int>(rng() % 2048) : 1;
+    // Grow by one, or (rarely: each such input slows every later execution
+    // that mutates it) to just under or past a limit.
+    int grow = 1;
+    if (rng() % 32 == 0) grow = std::max(1, kRepeatedSizes[rng() % std::size(kRepeatedSizes)] - n);
     for (int i = 0; i < grow; ++i) {
       switch (f->cpp_type()) {
         case FieldDescriptor::CPPTYPE_STRING: r->AddString(m, f, mutateString("x", rng)); break;
@@ -347,7 +386,7 @@ class Harness {
     std::vector<PeerId> opened;
     for (Step& step : steps) {
       wire::Envelope& e = step.envelope;
-      substituteAll(&e, out_, rng);
+      if (step.placeholders) substituteAll(&e, out_, rng);
       switch (step.selector % 8) {
         case 0: send(out_.agentPeer, e); break;
         case 1: send(out_.frameworkPeer, e); break;
@@ -493,22 +532,39 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t maxSize);
 
+// Mutates one step and copies the others as bytes: parsing and
+// re-serializing the whole script for every mutation cost more than running
+// it once the corpus held inputs of a few hundred KiB.
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t maxSize,
                                           unsigned int seed) {
   std::mt19937_64 rng(seed);
   if (rng() % 16 == 0) return LLVMFuzzerMutate(data, size, maxSize);
-  std::vector<Step> steps = parseScript(data, size);
   static const std::vector<Step> pool = seeds();
-  if (steps.empty() || (rng() % 4 == 0 && steps.size() < kStepsMax)) {
-    Step s = pool[rng() % pool.size()];
-    steps.insert(steps.begin() + static_cast<long>(steps.empty() ? 0 : rng() % (steps.size() + 1)), s);
+  std::vector<StepSpan> spans = scanScript(data, size);
+  std::vector<Step> replacement(1);
+  size_t pick = 0, cut = 0;  // spans[pick, pick + cut) are replaced
+  if (spans.empty() || (rng() % 4 == 0 && spans.size() < kStepsMax)) {
+    replacement[0] = pool[rng() % pool.size()];
+    pick = spans.empty() ? 0 : rng() % (spans.size() + 1);
   } else {
-    Step& s = steps[rng() % steps.size()];
-    if (rng() % 8 == 0) s.selector = static_cast<uint8_t>(rng());
-    else mutateMessage(&s.envelope, rng, 0);
+    pick = rng() % spans.size();
+    cut = 1;
+    Step& s = replacement[0];
+    s.selector = data[spans[pick].at];
+    if (!s.envelope.ParseFromArray(data + spans[pick].at + 5, static_cast<int>(spans[pick].len))) {
+      s = pool[rng() % pool.size()];
+    } else if (rng() % 8 == 0) {
+      s.selector = static_cast<uint8_t>(rng());
+    } else {
+      mutateMessage(&s.envelope, rng, 0);
+    }
   }
-  std::string bytes = serializeScript(steps);
-  if (bytes.size() > maxSize) return LLVMFuzzerMutate(data, size, maxSize);
-  std::memcpy(data, bytes.data(), bytes.size());
-  return bytes.size();
+  size_t from = pick < spans.size() ? spans[pick].at : size;
+  size_t to = pick + cut < spans.size() ? spans[pick + cut].at : (cut ? size : from);
+  std::string middle = serializeScript(replacement);
+  size_t newSize = from + middle.size() + (size - to);
+  if (newSize > maxSize) return LLVMFuzzerMutate(data, size, maxSize);
+  std::memmove(data + from + middle.size(), data + to, size - to);
+  std::memcpy(data + from, middle.data(), middle.size());
+  return newSize;
 }
