@@ -40,6 +40,8 @@ struct Settings {
   double refuseSeconds = 5;
   double failoverTimeoutS = 60;
   int64_t maxFrameBytes = static_cast<int64_t>(kMaxFrameBytes);
+  int64_t maxPendingHandshakes = static_cast<int64_t>(kMaxPendingHandshakes);
+  double handshakeTimeoutS = 10;
   double statsIntervalS = 60;
   TlsFiles tls;
   bool insecure = false;
@@ -86,6 +88,11 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addDouble("registration-timeout", &s->registrationTimeoutS,
                   "seconds a scheduler or agent may stay connected without registering");
   flags.addInt("max-frame-bytes", &s->maxFrameBytes, "largest protocol frame accepted");
+  flags.addInt("max-pending-handshakes", &s->maxPendingHandshakes,
+               "connections at once that are accepted but not through TLS + Hello; beyond "
+               "it, new connections wait in the listen backlog");
+  flags.addDouble("handshake-timeout", &s->handshakeTimeoutS,
+                  "seconds a new connection has to finish TLS + Hello");
   flags.addDouble("stats-interval", &s->statsIntervalS,
                   "seconds between 'stats:' log lines (0: none)");
   addTlsFlags(flags, &s->tls);
@@ -139,6 +146,15 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
     return Error{"--max-frame-bytes must be between 1024 and " + std::to_string(kMaxFrameBytes)};
   }
   server.maxFrameBytes = static_cast<size_t>(s.maxFrameBytes);
+  if (s.maxPendingHandshakes < 1 || s.maxPendingHandshakes > 65536) {
+    return Error{"--max-pending-handshakes must be between 1 and 65536"};
+  }
+  server.maxPendingHandshakes = static_cast<size_t>(s.maxPendingHandshakes);
+  if (!(s.handshakeTimeoutS >= 0.01 && s.handshakeTimeoutS <= 3600)) {
+    return Error{"--handshake-timeout must be between 0.01 and 3600 seconds"};
+  }
+  server.handshakeTimeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      secondsToDuration(s.handshakeTimeoutS));
   if (!(s.statsIntervalS >= 0)) return Error{"--stats-interval must be >= 0"};
   server.statsInterval = secondsToDuration(s.statsIntervalS);
   auto positive = [](double v) { return v > 0 && v < 1e7; };

@@ -20,6 +20,12 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
                          "Protocol messages sent to agents and schedulers.");
   operatorKills_ = counter("allot_master_operator_kills_total",
                            "Tasks killed through the operator API (allotctl kill).");
+  acceptPauses_ = counter("allot_master_accept_pauses_total",
+                          "Times the master stopped accepting because --max-pending-handshakes "
+                          "connections were mid-handshake (the rest waited in the listen backlog).");
+  abandoned_ = counter("allot_master_connections_abandoned_total",
+                       "Accepted connections whose peer had already closed (gave up in the "
+                       "backlog); closed without a handshake.");
   // 10 us .. 1 s: an event-driven round is microseconds, a full cycle over
   // 10,000 agents a few milliseconds.
   allocationSeconds_ = &p::BuildHistogram()
@@ -38,6 +44,11 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
   agents_ = gauge("allot_master_agents", "Registered agents (connected or awaiting re-registration).");
   draining_ = gauge("allot_master_agents_draining", "Agents in maintenance (allotctl drain).");
   frameworks_ = gauge("allot_master_frameworks", "Registered frameworks.");
+  pendingHandshakes_ = gauge("allot_master_pending_handshakes",
+                             "Connections accepted whose TLS handshake + Hello has not finished.");
+  pendingHandshakesMax_ = gauge("allot_master_pending_handshakes_max",
+                                "The most connections ever mid-handshake at once (never above "
+                                "--max-pending-handshakes).");
   offers_ = gauge("allot_master_offers_outstanding", "Offers sent and not yet answered.");
 }
 

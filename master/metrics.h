@@ -29,6 +29,11 @@ class MasterMetrics {
   prometheus::Counter& messagesOut() { return *messagesOut_; }
   prometheus::Counter& tasksKilledByOperator() { return *operatorKills_; }
   prometheus::Histogram& allocationSeconds() { return *allocationSeconds_; }
+  // The accept path (master/server.cpp), set where it happens.
+  prometheus::Counter& acceptPauses() { return *acceptPauses_; }
+  prometheus::Counter& connectionsAbandoned() { return *abandoned_; }
+  prometheus::Gauge& pendingHandshakes() { return *pendingHandshakes_; }
+  prometheus::Gauge& pendingHandshakesMax() { return *pendingHandshakesMax_; }
 
   // Gauges, set before each scrape.
   prometheus::Family<prometheus::Gauge>& tasksByState() { return *tasks_; }
@@ -49,6 +54,10 @@ class MasterMetrics {
   prometheus::Counter* messagesOut_;
   prometheus::Counter* operatorKills_;
   prometheus::Histogram* allocationSeconds_;
+  prometheus::Counter* acceptPauses_;
+  prometheus::Counter* abandoned_;
+  prometheus::Gauge* pendingHandshakes_;
+  prometheus::Gauge* pendingHandshakesMax_;
   prometheus::Family<prometheus::Gauge>* tasks_;
   prometheus::Gauge* agents_;
   prometheus::Gauge* draining_;

@@ -1,5 +1,7 @@
 #include "master/server.h"
 
+#include <poll.h>
+
 #include "base/log.h"
 
 namespace allot {
@@ -47,7 +49,8 @@ void MasterServer::scheduleStats() {
     if (ec || stopped_) return;
     TimePoint now = clock_.now();
     double seconds = std::chrono::duration<double>(now - statsSince_).count();
-    LOG_INFO("stats: peers=" << connections_.size() << " agents=" << master_->agentCount()
+    LOG_INFO("stats: peers=" << connections_.size() << " pending_handshakes="
+                             << pendingHandshakes_ << " agents=" << master_->agentCount()
                              << " frameworks=" << master_->frameworkCount()
                              << " tasks=" << master_->taskCount()
                              << " offers=" << master_->offerCount()
@@ -70,7 +73,21 @@ void MasterServer::stop() {
   for (auto& [peer, conn] : connections) conn->close("master shutting down");
 }
 
+bool MasterServer::acceptAllowed() const {
+  return pendingHandshakes_ < options_.maxPendingHandshakes;
+}
+
+// At the limit no accept is outstanding: new connections wait in the
+// listen backlog (the kernel completes their TCP handshake) instead of
+// being accepted and starved of CPU by the handshakes already running.
+// handshakeEnded() resumes.
 void MasterServer::acceptNext() {
+  if (stopped_) return;
+  if (!acceptAllowed()) {
+    if (!acceptPaused_) master_->metrics().acceptPauses().Increment();
+    acceptPaused_ = true;
+    return;
+  }
   acceptor_.async_accept([this](const boost::system::error_code& ec,
                                 asio::ip::tcp::socket socket) {
     if (stopped_) return;
@@ -90,11 +107,12 @@ void MasterServer::acceptNext() {
   });
 }
 
-// Drains the backlog (up to kAcceptBatch) without going back to the loop.
-// Any error (would_block: the backlog is empty; EMFILE and friends) ends the
-// batch: the asynchronous accept that follows reports and paces the rest.
+// Drains the backlog (up to kAcceptBatch, and while below the pending
+// handshake limit) without going back to the loop. Any error (would_block:
+// the backlog is empty; EMFILE and friends) ends the batch: the
+// asynchronous accept that follows reports and paces the rest.
 void MasterServer::acceptPending() {
-  for (int i = 0; i < kAcceptBatch && !stopped_; ++i) {
+  for (int i = 0; i < kAcceptBatch && !stopped_ && acceptAllowed(); ++i) {
     boost::system::error_code ec;
     asio::ip::tcp::socket socket(io_);
     acceptor_.accept(socket, ec);
@@ -103,9 +121,32 @@ void MasterServer::acceptPending() {
   }
 }
 
+void MasterServer::handshakeEnded() {
+  --pendingHandshakes_;
+  master_->metrics().pendingHandshakes().Set(static_cast<double>(pendingHandshakes_));
+  if (acceptPaused_ && !stopped_ && acceptAllowed()) {
+    acceptPaused_ = false;
+    acceptNext();
+  }
+}
+
+namespace {
+// A peer that gave up while its connection waited in the backlog (its own
+// handshake timeout, a reconnect storm) has already sent FIN: serving it
+// would spend a TLS handshake's CPU on nobody.
+bool peerGaveUp(asio::ip::tcp::socket& socket) {
+  pollfd p{socket.native_handle(), POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+}  // namespace
+
 void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
   if (connections_.size() >= options_.maxPeers) {
     LOG_WARNING("refusing a connection: " << options_.maxPeers << " peers already");
+    return;
+  }
+  if (peerGaveUp(socket)) {
+    master_->metrics().connectionsAbandoned().Increment();
     return;
   }
   boost::system::error_code ignored;
@@ -118,11 +159,17 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
   copts.leaderEpoch = options_.leaderEpoch;
   copts.tls = options_.tls;
   copts.tlsSide = TlsSide::kServer;
+  copts.handshakeTimeout = options_.handshakeTimeout;
   auto conn = Connection::create(std::move(socket), copts);
   PeerId peer = nextPeer_++;
   connections_[peer] = conn;
+  ++pendingHandshakes_;
+  pendingHandshakesMax_ = std::max(pendingHandshakesMax_, pendingHandshakes_);
+  master_->metrics().pendingHandshakes().Set(static_cast<double>(pendingHandshakes_));
+  master_->metrics().pendingHandshakesMax().Set(static_cast<double>(pendingHandshakesMax_));
   Connection::Handlers handlers;
   handlers.onHello = [this, peer, weak = std::weak_ptr<Connection>(conn)](const wire::Hello& hello) {
+    handshakeEnded();
     auto conn = weak.lock();
     master_->peerConnected(peer, hello, conn ? conn->peer() : PeerIdentity{});
   };
@@ -136,7 +183,9 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
     auto it = connections_.find(peer);
     if (it == connections_.end()) return;
     LOG_DEBUG("peer " << peer << " (" << it->second->peerAddress() << ") closed: " << reason);
+    bool pending = !it->second->handshaken();
     connections_.erase(it);
+    if (pending) handshakeEnded();
     master_->peerClosed(peer);
     afterEvent();
   };

@@ -1,6 +1,7 @@
 // MasterServer: the master's sockets and timers around the Master state
 // machine. Accepts TCP connections, runs the handshake (schedulers and
-// agents only), feeds messages to Master, ticks it every kTickInterval and
+// agents only; at most maxPendingHandshakes at once, the rest wait in the
+// listen backlog), feeds messages to Master, ticks it every kTickInterval and
 // runs an event-driven allocation round soon after any event that freed
 // resources (coalesced: a burst of events costs one round).
 //
@@ -18,10 +19,23 @@
 
 namespace allot {
 
+// The default bound on unfinished handshakes: a TLS handshake costs the
+// master ~1.3 ms of CPU (docs/benchmarks.md "TLS handshakes"), so 256 in
+// flight finish within ~0.35 s of CPU, far inside the peers' 10 s handshake
+// timeout even on a loaded machine, and keep enough in flight to hide
+// loopback and scheduling latency for plaintext Hellos.
+constexpr size_t kMaxPendingHandshakes = 256;
+
 struct ServerOptions {
   HostPort listen{"127.0.0.1", 5050};
   size_t maxFrameBytes = kMaxFrameBytes;
   size_t maxPeers = 200000;
+  // Connections accepted but not yet through TLS + Hello. At this many the
+  // master stops accepting: further connections wait in the kernel's listen
+  // backlog until a pending one finishes or times out (docs/decisions.md).
+  size_t maxPendingHandshakes = kMaxPendingHandshakes;
+  // TLS handshake + Hello must complete within this (Connection's timer).
+  std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
   // A "stats:" log line this often (0: never): peers, messages per second.
   Duration statsInterval = std::chrono::seconds(60);
   // Null: plaintext. Otherwise every peer must complete mutual TLS with
@@ -38,6 +52,7 @@ class MasterServer final : public Outbox {
                                                       MasterOptions masterOptions);
 
   uint16_t port() const { return port_; }
+  size_t pendingHandshakes() const { return pendingHandshakes_; }
   Master& master() { return *master_; }
   // Listening starts in create(); peers are accepted from start() on (a
   // standby master calls it once elected, with its epoch).
@@ -65,6 +80,8 @@ class MasterServer final : public Outbox {
   void acceptNext();
   void acceptPending();
   void onAccepted(asio::ip::tcp::socket socket);
+  bool acceptAllowed() const;
+  void handshakeEnded();
   void scheduleTick();
   void afterEvent();
   void scheduleStats();
@@ -81,6 +98,11 @@ class MasterServer final : public Outbox {
   TimePoint statsSince_;
   std::unique_ptr<Master> master_;
   std::unordered_map<PeerId, std::shared_ptr<Connection>> connections_;
+  // Connections in connections_ whose TLS + Hello has not finished.
+  size_t pendingHandshakes_ = 0;
+  size_t pendingHandshakesMax_ = 0;
+  // No accept outstanding because pendingHandshakes_ reached the limit.
+  bool acceptPaused_ = false;
   PeerId nextPeer_ = 1;
   uint16_t port_ = 0;
   bool allocationPosted_ = false;

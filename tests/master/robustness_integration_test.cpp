@@ -12,6 +12,7 @@
 #include <functional>
 #include <regex>
 
+#include "http/client.h"
 #include "proto/connection.h"
 #include "proto/frame.h"
 #include "proto/input_limits.h"
@@ -178,6 +179,71 @@ TEST_F(Robustness, BurstBeyondOneAcceptBatchIsServed) {
   EXPECT_EQ(served, 600);
   peers.clear();
   expectClusterStillWorks();
+}
+
+// ---------------------------------------------------------------- the handshake bound
+
+// The value of an unlabelled metric on the master's /metrics (-1: none).
+double metricValue(uint16_t httpPort, const std::string& name) {
+  auto got = http::fetch(HostPort{"127.0.0.1", httpPort}, "GET", "/metrics");
+  if (!got || got->status != 200) return -1;
+  std::istringstream in(got->body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+// Connections that never finish their handshake (a reconnect storm's
+// timed-out peers, a slow-loris client) hold at most
+// --max-pending-handshakes slots; the rest wait in the listen backlog, and a
+// real agent queued behind them still registers and runs a task. Peers that
+// gave up while in the backlog are closed without a handshake.
+TEST(HandshakeBound, PendingHandshakesStayWithinTheLimitAndAnAgentStillRegisters) {
+  Cluster cluster;
+  if (auto why = cluster.missing(); !why.empty()) GTEST_SKIP() << why;
+  constexpr int kLimit = 8;
+  std::string httpPortFile = cluster.dir() + "/http.port";
+  ASSERT_TRUE(cluster.startMaster({"--max-pending-handshakes", std::to_string(kLimit),
+                                   "--handshake-timeout", "1", "--http-listen", "127.0.0.1:0",
+                                   "--http-port-file", httpPortFile}))
+      << cluster.masterLog();
+  uint16_t httpPort = 0;
+  ASSERT_TRUE(testing::waitFor(
+      [&] { return static_cast<bool>(std::ifstream(httpPortFile) >> httpPort); }, 10s));
+
+  // Peers that connect while the master is stopped and give up before it
+  // resumes: accepted, found closed, never handshaken.
+  pid_t master = cluster.masterProcess().pid();
+  ASSERT_EQ(kill(master, SIGSTOP), 0);
+  {
+    std::vector<std::unique_ptr<RawPeer>> quitters;
+    for (int i = 0; i < 20; ++i) {
+      quitters.push_back(std::make_unique<RawPeer>(cluster.masterPort(), wire::ROLE_UNKNOWN));
+      ASSERT_TRUE(quitters.back()->connected());
+    }
+  }
+  ASSERT_EQ(kill(master, SIGCONT), 0);
+  EXPECT_TRUE(testing::waitFor(
+      [&] { return metricValue(httpPort, "allot_master_connections_abandoned_total") == 20; }, 10s));
+
+  // Five times the limit of silent connections: the master holds exactly
+  // the limit mid-handshake and times them out a batch per second.
+  std::vector<std::unique_ptr<RawPeer>> silent;
+  for (int i = 0; i < 5 * kLimit; ++i) {
+    silent.push_back(std::make_unique<RawPeer>(cluster.masterPort(), wire::ROLE_UNKNOWN));
+    ASSERT_TRUE(silent.back()->connected());
+  }
+  EXPECT_TRUE(testing::waitFor(
+      [&] { return metricValue(httpPort, "allot_master_pending_handshakes") == kLimit; }, 5s));
+  ASSERT_TRUE(cluster.startAgent()) << cluster.agentLog() << cluster.masterLog();
+  Child ok = cluster.execute({"--command", "true", "--resources", "cpus:0.1;mem:16"});
+  EXPECT_EQ(exitStatus(ok.wait(30s)), 0) << ok.out() << ok.err();
+  EXPECT_EQ(metricValue(httpPort, "allot_master_pending_handshakes_max"), kLimit);
+  EXPECT_GE(metricValue(httpPort, "allot_master_accept_pauses_total"), 1);
+  EXPECT_NE(cluster.masterLog().find("handshake timed out after 1000 ms"), std::string::npos);
+  EXPECT_EQ(kill(master, 0), 0) << "master died:\n" << cluster.masterLog();
 }
 
 // ---------------------------------------------------------------- one test per limit
