@@ -4,6 +4,14 @@
 // address has only ~28k ephemeral ports). Agents register their resources,
 // heartbeat, and "run" each task by answering RUNNING and, after the
 // task's duration (TaskInfo.data holds the seconds as text), FINISHED.
+//
+// Reconnection, as the real agent's link does it (proto/reconnecting_link.h):
+// an attempt (TCP connect, TLS + Hello, registration) that fails, is closed,
+// or takes longer than --attempt-timeout is retried after the production
+// Backoff (full jitter, --reconnect-min doubling to --reconnect-max, reset by
+// a registration); an agent that loses a registered link re-registers with
+// its id and secret. At most --connect-burst agents are mid-attempt or
+// waiting to retry while ramping up. The report lines count retries.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -18,6 +26,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/connection.h"
+#include "proto/reconnecting_link.h"
 #include "proto/tls.h"
 #include "proto/resources.h"
 
@@ -32,18 +41,30 @@ struct Settings {
   int64_t sourceAddresses = 4;
   int64_t connectBurst = 256;
   int64_t firstSource = 2;  // 127.0.0.<firstSource> is the first source address
+  // The real agent's defaults (agent/master_link.h, ReconnectingLink).
+  double attemptTimeoutS = 10;
+  double reconnectMinS = 0.1;
+  double reconnectMaxS = 5;
   TlsFiles tls;
 };
 
 struct Agent {
   std::shared_ptr<Connection> conn;
+  std::shared_ptr<asio::ip::tcp::socket> connecting;  // while the TCP connect runs
   std::string id;
+  std::string secret;
   std::unique_ptr<asio::steady_timer> heartbeat;
+  // Bounds an attempt (connect -> AgentRegistered), then times the retry.
+  std::unique_ptr<asio::steady_timer> attempt;
+  std::unique_ptr<Backoff> backoff;  // made at the first failure
   // Running emulated tasks by "framework/task", so a KillTask (a revocation,
   // a drain, a framework's kill) ends them as a real agent would.
   std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> running;
   double interval = 5;
   uint64_t sequence = 0;
+  uint64_t generation = 0;  // callbacks of an older attempt see a newer value and stop
+  bool registered = false;
+  bool everRegistered = false;
 };
 
 class Emulator {
@@ -63,6 +84,15 @@ class Emulator {
   void connectNext() {
     if (next_ >= s_.agents) return;
     size_t index = next_++;
+    Agent& agent = agents_[index];
+    agent.heartbeat = std::make_unique<asio::steady_timer>(io_);
+    agent.attempt = std::make_unique<asio::steady_timer>(io_);
+    attemptConnect(index);
+  }
+
+  void attemptConnect(size_t index) {
+    Agent& agent = agents_[index];
+    uint64_t generation = ++agent.generation;
     auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
     // 127.0.0.2, 127.0.0.3, ...: every loopback address has its own ports.
     auto source = asio::ip::make_address_v4(0x7f000000u + s_.firstSource + index % s_.sourceAddresses);
@@ -74,40 +104,79 @@ class Emulator {
                 << ec.message() << "\n";
       std::exit(1);
     }
+    agent.connecting = socket;
+    agent.attempt->expires_after(secondsToDuration(s_.attemptTimeoutS));
+    agent.attempt->async_wait([this, index, generation](const boost::system::error_code& ec) {
+      // A registration that arrived while this expiry was queued stands.
+      if (!ec && !agents_[index].registered) fail(index, generation, "attempt timed out");
+    });
     asio::ip::tcp::endpoint to(asio::ip::make_address(master_.host), master_.port);
-    socket->async_connect(to, [this, socket, index](const boost::system::error_code& ec) {
-      if (ec) {
-        ++failed_;
-        std::cerr << "agent_emulator: agent " << index << ": connect: " << ec.message() << "\n";
-        connectNext();
-        return;
-      }
-      socket->set_option(asio::ip::tcp::no_delay(true));
-      attach(index, std::move(*socket));
+    socket->async_connect(to, [this, socket, index, generation](const boost::system::error_code& ec) {
+      if (generation != agents_[index].generation) return;
+      agents_[index].connecting.reset();
+      if (ec) return fail(index, generation, "connect: " + ec.message());
+      boost::system::error_code ignored;
+      socket->set_option(asio::ip::tcp::no_delay(true), ignored);
+      attach(index, generation, std::move(*socket));
     });
   }
 
-  void attach(size_t index, asio::ip::tcp::socket socket) {
+  // Ends the current attempt or link of agent `index` (if `generation` is
+  // still current) and schedules the next attempt after the backoff.
+  void fail(size_t index, uint64_t generation, const std::string& reason) {
+    Agent& agent = agents_[index];
+    if (generation != agent.generation) return;
+    uint64_t next = ++agent.generation;
+    if (agent.connecting) agent.connecting->close();
+    agent.connecting.reset();
+    if (auto conn = std::move(agent.conn)) conn->close(reason);
+    agent.heartbeat->cancel();
+    if (agent.registered) {
+      ++disconnects_;
+      agent.registered = false;
+    } else {
+      ++failed_;
+    }
+    if (failed_ + disconnects_ <= 20 || (failed_ + disconnects_) % 1000 == 0) {
+      LOG_WARNING("agent " << index << ": " << reason << " (" << failed_ << " failed attempts, "
+                           << disconnects_ << " lost links so far)");
+    }
+    if (!agent.backoff) {
+      agent.backoff = std::make_unique<Backoff>(secondsToDuration(s_.reconnectMinS),
+                                                secondsToDuration(s_.reconnectMaxS), index + 1);
+    }
+    ++retries_;
+    agent.attempt->expires_after(agent.backoff->next());
+    agent.attempt->async_wait([this, index, next](const boost::system::error_code& ec) {
+      if (!ec && next == agents_[index].generation) attemptConnect(index);
+    });
+  }
+
+  void attach(size_t index, uint64_t generation, asio::ip::tcp::socket socket) {
     Agent& agent = agents_[index];
     Connection::Options o;
     o.localRole = wire::ROLE_AGENT;
     o.localName = "emulated-agent-" + std::to_string(index);
     o.tls = tls_;
     o.requirePeerCertRole = tls_ ? "master" : "";
+    o.handshakeTimeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(secondsToDuration(s_.attemptTimeoutS));
     agent.conn = Connection::create(std::move(socket), o);
-    agent.heartbeat = std::make_unique<asio::steady_timer>(io_);
     Connection::Handlers h;
     h.onHello = [this, index](const wire::Hello&) {
+      Agent& agent = agents_[index];
       wire::Envelope e;
-      auto* info = e.mutable_register_agent()->mutable_info();
+      auto* reg = e.mutable_register_agent();
+      auto* info = reg->mutable_info();
+      info->set_id(agent.id);
       info->set_hostname("emu-" + std::to_string(index));
       resources_.toWire(info->mutable_resources());
-      (void)agents_[index].conn->send(e);
+      reg->set_agent_secret(agent.secret);
+      (void)agent.conn->send(e);
     };
     h.onMessage = [this, index](wire::Envelope& e) { onMessage(index, e); };
-    h.onClose = [this, index](const std::string& reason) {
-      ++closed_;
-      LOG_WARNING("agent " << index << " disconnected: " << reason);
+    h.onClose = [this, index, generation](const std::string& reason) {
+      fail(index, generation, "link closed: " + reason);
     };
     agent.conn->start(std::move(h));
   }
@@ -115,16 +184,27 @@ class Emulator {
   void onMessage(size_t index, const wire::Envelope& e) {
     Agent& agent = agents_[index];
     if (e.has_agent_registered()) {
+      agent.attempt->cancel();
       agent.id = e.agent_registered().agent_id();
+      agent.secret = e.agent_registered().agent_secret();
       agent.interval = e.agent_registered().heartbeat_interval_s();
+      agent.registered = true;
+      if (agent.backoff) agent.backoff->reset();
+      heartbeat(index, true);
+      if (agent.everRegistered) {
+        ++reregistered_;
+        return;
+      }
+      agent.everRegistered = true;
       ++registered_;
       if (registered_ == agents_.size()) {
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-        std::printf("emulator: all %zu agents registered in %.2f s (%.0f registrations/s, %s)\n",
-                    registered_, s, registered_ / s, tls_ ? "mutual TLS" : "plaintext");
+        std::printf("emulator: all %zu agents registered in %.2f s (%.0f registrations/s, %s; "
+                    "%zu failed attempts, %zu retries)\n",
+                    registered_, s, registered_ / s, tls_ ? "mutual TLS" : "plaintext", failed_,
+                    retries_);
         std::fflush(stdout);
       }
-      heartbeat(index, true);
       connectNext();
     } else if (e.has_run_task()) {
       runTask(index, e.run_task());
@@ -140,7 +220,7 @@ class Emulator {
                          : agent.interval;
     agent.heartbeat->expires_after(secondsToDuration(delay));
     agent.heartbeat->async_wait([this, index](const boost::system::error_code& ec) {
-      if (ec || !agents_[index].conn->open()) return;
+      if (ec || !agents_[index].registered) return;
       wire::Envelope e;
       e.mutable_heartbeat()->set_sequence(++agents_[index].sequence);
       (void)agents_[index].conn->send(e);
@@ -159,7 +239,8 @@ class Emulator {
     s->set_reason(reason);
     if (state == wire::TASK_FINISHED) s->set_exit_code(0);
     s->set_update_id(taskId + (state == wire::TASK_RUNNING ? "/r" : "/f"));
-    (void)agents_[index].conn->send(e);
+    // Not registered: lost with the link (the emulator keeps no update log).
+    if (agents_[index].registered) (void)agents_[index].conn->send(e);
   }
 
   void runTask(size_t index, const wire::RunTask& run) {
@@ -174,7 +255,7 @@ class Emulator {
     timer->async_wait([this, index, fw, id, key](const boost::system::error_code& ec) {
       if (ec) return;  // killed
       agents_[index].running.erase(key);
-      if (!agents_[index].conn->open()) return;
+      if (!agents_[index].registered) return;
       ++finished_;
       sendStatus(index, fw, id, wire::TASK_FINISHED);
     });
@@ -196,8 +277,10 @@ class Emulator {
     report_.expires_after(std::chrono::seconds(5));
     report_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
-      std::printf("emulator: registered=%zu failed=%zu closed=%zu launched=%zu finished=%zu killed=%zu\n",
-                  registered_, failed_, closed_, launched_, finished_, killed_);
+      std::printf("emulator: registered=%zu failed=%zu retries=%zu lost_links=%zu reregistrations=%zu "
+                  "launched=%zu finished=%zu killed=%zu\n",
+                  registered_, failed_, retries_, disconnects_, reregistered_, launched_, finished_,
+                  killed_);
       std::fflush(stdout);
       scheduleReport();
     });
@@ -212,8 +295,8 @@ class Emulator {
   asio::steady_timer report_;
   std::mt19937_64 random_{7};
   std::chrono::steady_clock::time_point started_;
-  size_t next_ = 0, registered_ = 0, failed_ = 0, closed_ = 0, launched_ = 0, finished_ = 0,
-         killed_ = 0;
+  size_t next_ = 0, registered_ = 0, failed_ = 0, retries_ = 0, disconnects_ = 0,
+         reregistered_ = 0, launched_ = 0, finished_ = 0, killed_ = 0;
 };
 
 void raiseFileLimit() {
@@ -240,6 +323,10 @@ int main(int argc, char** argv) {
   flags.addInt("source-addresses", &s.sourceAddresses, "loopback source addresses (127.0.0.2..)");
   flags.addInt("connect-burst", &s.connectBurst, "connections in flight while ramping up");
   flags.addInt("first-source", &s.firstSource, "last octet of the first source address 127.0.0.X");
+  flags.addDouble("attempt-timeout", &s.attemptTimeoutS,
+                  "seconds an attempt (connect, TLS + Hello, registration) may take");
+  flags.addDouble("reconnect-min", &s.reconnectMinS, "first backoff bound after a failure (seconds)");
+  flags.addDouble("reconnect-max", &s.reconnectMaxS, "largest backoff bound (seconds)");
   addTlsFlags(flags, &s.tls);
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
   auto tls = tlsContextFromFlags(s.tls, TlsSide::kClient);
@@ -249,8 +336,9 @@ int main(int argc, char** argv) {
   }
   auto master = parseHostPort(s.master);
   auto resources = Resources::parse(s.resources);
-  if (!master || !resources || s.agents < 1 || s.sourceAddresses < 1 || s.firstSource < 1 || s.firstSource + s.sourceAddresses > 254) {
-    std::cerr << "agent_emulator: bad --master, --resources, --agents or --source-addresses\n";
+  if (!master || !resources || s.agents < 1 || s.sourceAddresses < 1 || s.firstSource < 1 || s.firstSource + s.sourceAddresses > 254 ||
+      !(s.attemptTimeoutS > 0) || !(s.reconnectMinS > 0) || !(s.reconnectMaxS >= s.reconnectMinS)) {
+    std::cerr << "agent_emulator: bad --master, --resources, --agents, --source-addresses or timing flag\n";
     return 2;
   }
   raiseFileLimit();
