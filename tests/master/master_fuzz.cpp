@@ -1,11 +1,8 @@
 // libFuzzer target for the master's handlers, structure-aware: an input is
 // a script of (peer, Envelope) steps fed to a Master that already has an
-// agent and a framework registered and offers out. The custom mutator keeps
-// inputs well-formed: it parses the script, mutates one envelope's fields
-// through protobuf reflection (lengths up to and past the limits, NaN and
-// huge numbers, repeated fields grown), splices in valid seed messages, and
-// lets libFuzzer's byte mutator loose now and then. Placeholders in ids
-// ("$offer", "$fw", "$agent", "$task") are replaced by live ones, so
+// agent and a framework registered and offers out. The script format and
+// the reflection mutator are tests/fuzz/envelope_script.h. Placeholders in
+// ids ("$offer", "$fw", "$agent", "$task") are replaced by live ones, so
 // mutated AcceptOffers, KillTask, StatusUpdate... reach deep into the
 // handlers instead of stopping at "unknown offer".
 //
@@ -22,22 +19,17 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/descriptor.h>
-#include <google/protobuf/reflection.h>
 #include <google/protobuf/stubs/logging.h>
 
 #include "base/clock.h"
 #include "master/master.h"
 #include "proto/resources.h"
+#include "tests/fuzz/envelope_script.h"
 
 namespace {
 
 using namespace allot;
-using google::protobuf::FieldDescriptor;
-using google::protobuf::Message;
-using google::protobuf::Reflection;
-
-constexpr size_t kStepsMax = 64;
+using namespace allot::fuzz;
 
 // What the master sends, as far as the harness needs it: live ids for the
 // placeholders, the base peers' ids and secrets, and the links it closed
@@ -77,67 +69,6 @@ class CapturingOutbox final : public Outbox {
   PeerId answered = 0;                      // the last base peer a registration answered
   std::vector<PeerId> closed;
 };
-
-// ---------------------------------------------------------------- script format
-// step := selector:u8 length:u32be envelope-bytes
-
-struct Step {
-  uint8_t selector = 0;
-  wire::Envelope envelope;
-  // False when the step's bytes hold no '$': no string in it can be a
-  // placeholder, and the reflection walk over (up to 10,000) entries is
-  // skipped.
-  bool placeholders = true;
-};
-
-std::vector<Step> parseScript(const uint8_t* data, size_t size) {
-  std::vector<Step> steps;
-  size_t at = 0;
-  while (at + 5 <= size && steps.size() < kStepsMax) {
-    Step s;
-    s.selector = data[at];
-    uint32_t len = (uint32_t{data[at + 1]} << 24) | (uint32_t{data[at + 2]} << 16) |
-                   (uint32_t{data[at + 3]} << 8) | data[at + 4];
-    at += 5;
-    if (len > size - at) len = static_cast<uint32_t>(size - at);
-    s.placeholders = std::memchr(data + at, '$', len) != nullptr;
-    if (s.envelope.ParseFromArray(data + at, static_cast<int>(len))) steps.push_back(std::move(s));
-    at += len;
-  }
-  return steps;
-}
-
-// Where each step's header starts and its body's length, without parsing
-// the bodies (the mutator parses only the step it changes).
-struct StepSpan {
-  size_t at = 0;
-  size_t len = 0;
-};
-
-std::vector<StepSpan> scanScript(const uint8_t* data, size_t size) {
-  std::vector<StepSpan> spans;
-  size_t at = 0;
-  while (at + 5 <= size && spans.size() < kStepsMax) {
-    size_t len = (size_t{data[at + 1]} << 24) | (size_t{data[at + 2]} << 16) |
-                 (size_t{data[at + 3]} << 8) | data[at + 4];
-    len = std::min(len, size - at - 5);
-    spans.push_back({at, len});
-    at += 5 + len;
-  }
-  return spans;
-}
-
-std::string serializeScript(const std::vector<Step>& steps) {
-  std::string out;
-  for (const auto& s : steps) {
-    std::string body = s.envelope.SerializeAsString();
-    out.push_back(static_cast<char>(s.selector));
-    uint32_t len = static_cast<uint32_t>(body.size());
-    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(len >> shift));
-    out += body;
-  }
-  return out;
-}
 
 // ---------------------------------------------------------------- seeds
 
@@ -219,99 +150,6 @@ std::vector<Step> seeds() {
   return out;
 }
 
-// ---------------------------------------------------------------- reflection mutator
-
-void mutateMessage(Message* m, std::mt19937_64& rng, int depth);
-
-std::string mutateString(const std::string& s, std::mt19937_64& rng) {
-  static const size_t kLengths[] = {0, 1, 63, 64, 65, 255, 256, 257, 4096, 4097, 70000};
-  static const char* kIds[] = {"$offer", "$fw", "$agent", "$task", "root", "nobody", "*"};
-  switch (rng() % 4) {
-    case 0: {
-      // The long ones (past the 4 KiB and 64 KiB limits) one time in 8.
-      size_t pick = rng() % 8 ? rng() % (std::size(kLengths) - 3) : std::size(kLengths) - 1 - rng() % 3;
-      return std::string(kLengths[pick], static_cast<char>('a' + rng() % 26));
-    }
-    case 1: return kIds[rng() % std::size(kIds)];
-    case 2: return s + s;
-    default: {
-      std::string out = s;
-      if (!out.empty()) out[rng() % out.size()] = static_cast<char>(rng());
-      return out;
-    }
-  }
-}
-
-double mutateDouble(std::mt19937_64& rng) {
-  static const double kValues[] = {0, -1, 0.001, 1, 1e6, 1e6 + 1, 1e12, 1e13, 1e300, -1e300,
-                                   NAN, INFINITY, -INFINITY, 5e-324};
-  return kValues[rng() % std::size(kValues)];
-}
-
-uint64_t mutateInt(std::mt19937_64& rng) {
-  static const uint64_t kValues[] = {0, 1, 2, 0xffff, 0xffffffffull, 0x7fffffffffffffffull, ~0ull};
-  return kValues[rng() % std::size(kValues)];
-}
-
-// Sizes a repeated field is grown to now and then: just under and just past
-// the named limits in proto/input_limits.h (32 resources, 64 attributes,
-// 1,000 offers/tasks, 1,024 ranges/argv, 10,000 reconcile/agent entries).
-constexpr int kRepeatedSizes[] = {32, 33, 64, 65, 1000, 1001, 1024, 1025, 10000, 10001};
-
-void mutateField(Message* m, const FieldDescriptor* f, std::mt19937_64& rng, int depth) {
-  const Reflection* r = m->GetReflection();
-  if (f->is_repeated()) {
-    int n = r->FieldSize(*m, f);
-    if (n > 0 && rng() % 3 == 0) {
-      // Drop the last one, or cut to a random length (keeps the corpus
-      // from only ever growing: big inputs cost every later execution).
-      int keep = rng() % 2 ? n - 1 : static_cast<int>(rng() % static_cast<uint64_t>(n));
-      while (r->FieldSize(*m, f) > keep) r->RemoveLast(m, f);
-      return;
-    }
-    // Grow by one, or (rarely: each such input slows every later execution
-    // that mutates it) to just under or past a limit.
-    int grow = 1;
-    if (rng() % 32 == 0) grow = std::max(1, kRepeatedSizes[rng() % std::size(kRepeatedSizes)] - n);
-    for (int i = 0; i < grow; ++i) {
-      switch (f->cpp_type()) {
-        case FieldDescriptor::CPPTYPE_STRING: r->AddString(m, f, mutateString("x", rng)); break;
-        case FieldDescriptor::CPPTYPE_MESSAGE: {
-          Message* child = r->AddMessage(m, f);
-          if (i == 0 || rng() % 16 == 0) mutateMessage(child, rng, depth + 1);
-          break;
-        }
-        default: return;
-      }
-    }
-    return;
-  }
-  switch (f->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_STRING: r->SetString(m, f, mutateString(r->GetString(*m, f), rng)); break;
-    case FieldDescriptor::CPPTYPE_DOUBLE: r->SetDouble(m, f, mutateDouble(rng)); break;
-    case FieldDescriptor::CPPTYPE_FLOAT: r->SetFloat(m, f, static_cast<float>(mutateDouble(rng))); break;
-    case FieldDescriptor::CPPTYPE_INT32: r->SetInt32(m, f, static_cast<int32_t>(mutateInt(rng))); break;
-    case FieldDescriptor::CPPTYPE_INT64: r->SetInt64(m, f, static_cast<int64_t>(mutateInt(rng))); break;
-    case FieldDescriptor::CPPTYPE_UINT32: r->SetUInt32(m, f, static_cast<uint32_t>(mutateInt(rng))); break;
-    case FieldDescriptor::CPPTYPE_UINT64: r->SetUInt64(m, f, mutateInt(rng)); break;
-    case FieldDescriptor::CPPTYPE_BOOL: r->SetBool(m, f, !r->GetBool(*m, f)); break;
-    case FieldDescriptor::CPPTYPE_ENUM: r->SetEnumValue(m, f, static_cast<int>(rng() % 24) - 2); break;
-    case FieldDescriptor::CPPTYPE_MESSAGE: mutateMessage(r->MutableMessage(m, f), rng, depth + 1); break;
-  }
-}
-
-void mutateMessage(Message* m, std::mt19937_64& rng, int depth) {
-  const auto* d = m->GetDescriptor();
-  if (d->field_count() == 0 || depth > 6) return;
-  const FieldDescriptor* f = d->field(static_cast<int>(rng() % d->field_count()));
-  // Envelope: stay inside the body that is set, most of the time.
-  if (d == wire::Envelope::descriptor() && m->GetReflection()->HasField(*m, f) == false && rng() % 4) {
-    auto* e = static_cast<wire::Envelope*>(m);
-    if (e->body_case() != wire::Envelope::BODY_NOT_SET) f = d->FindFieldByNumber(e->body_case());
-  }
-  mutateField(m, f, rng, depth);
-}
-
 // ---------------------------------------------------------------- harness
 //
 // One master per fuzz process, reused across inputs (building one per input
@@ -346,36 +184,6 @@ void substitute(std::string* s, const CapturingOutbox& out, std::mt19937_64& rng
   else if (*s == "$task") *s = out.tasks.empty() ? "t1" : out.tasks[rng() % out.tasks.size()];
 }
 
-// Replaces placeholders in every string field, depth first.
-void substituteAll(Message* m, const CapturingOutbox& out, std::mt19937_64& rng, int depth = 0) {
-  if (depth > 8) return;
-  const Reflection* r = m->GetReflection();
-  std::vector<const FieldDescriptor*> fields;
-  r->ListFields(*m, &fields);
-  for (const auto* f : fields) {
-    if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
-      if (f->is_repeated()) {
-        for (int i = 0; i < r->FieldSize(*m, f); ++i) {
-          std::string v = r->GetRepeatedString(*m, f, i);
-          substitute(&v, out, rng);
-          r->SetRepeatedString(m, f, i, v);
-        }
-      } else {
-        std::string v = r->GetString(*m, f);
-        substitute(&v, out, rng);
-        r->SetString(m, f, v);
-      }
-    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      if (f->is_map()) continue;
-      if (f->is_repeated()) {
-        for (int i = 0; i < r->FieldSize(*m, f); ++i) substituteAll(r->MutableRepeatedMessage(m, f, i), out, rng, depth + 1);
-      } else {
-        substituteAll(r->MutableMessage(m, f), out, rng, depth + 1);
-      }
-    }
-  }
-}
-
 class Harness {
  public:
   // Placeholders are replaced in `steps` itself (no copy per step).
@@ -386,7 +194,7 @@ class Harness {
     std::vector<PeerId> opened;
     for (Step& step : steps) {
       wire::Envelope& e = step.envelope;
-      if (step.placeholders) substituteAll(&e, out_, rng);
+      if (step.placeholders) substituteAll(&e, [&](std::string* s) { substitute(s, out_, rng); });
       switch (step.selector % 8) {
         case 0: send(out_.agentPeer, e); break;
         case 1: send(out_.frameworkPeer, e); break;
@@ -519,6 +327,7 @@ class Harness {
 // parses or serializes, which on stderr cost more than the run itself.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   google::protobuf::SetLogHandler([](google::protobuf::LogLevel, const char*, int, const std::string&) {});
+  allot::fuzz::mutationIds() = {"$offer", "$fw", "$agent", "$task", "root", "nobody", "*"};
   return 0;
 }
 
@@ -530,41 +339,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return 0;
 }
 
-extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t maxSize);
-
-// Mutates one step and copies the others as bytes: parsing and
-// re-serializing the whole script for every mutation cost more than running
-// it once the corpus held inputs of a few hundred KiB.
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t maxSize,
                                           unsigned int seed) {
-  std::mt19937_64 rng(seed);
-  if (rng() % 16 == 0) return LLVMFuzzerMutate(data, size, maxSize);
   static const std::vector<Step> pool = seeds();
-  std::vector<StepSpan> spans = scanScript(data, size);
-  std::vector<Step> replacement(1);
-  size_t pick = 0, cut = 0;  // spans[pick, pick + cut) are replaced
-  if (spans.empty() || (rng() % 4 == 0 && spans.size() < kStepsMax)) {
-    replacement[0] = pool[rng() % pool.size()];
-    pick = spans.empty() ? 0 : rng() % (spans.size() + 1);
-  } else {
-    pick = rng() % spans.size();
-    cut = 1;
-    Step& s = replacement[0];
-    s.selector = data[spans[pick].at];
-    if (!s.envelope.ParseFromArray(data + spans[pick].at + 5, static_cast<int>(spans[pick].len))) {
-      s = pool[rng() % pool.size()];
-    } else if (rng() % 8 == 0) {
-      s.selector = static_cast<uint8_t>(rng());
-    } else {
-      mutateMessage(&s.envelope, rng, 0);
-    }
-  }
-  size_t from = pick < spans.size() ? spans[pick].at : size;
-  size_t to = pick + cut < spans.size() ? spans[pick + cut].at : (cut ? size : from);
-  std::string middle = serializeScript(replacement);
-  size_t newSize = from + middle.size() + (size - to);
-  if (newSize > maxSize) return LLVMFuzzerMutate(data, size, maxSize);
-  std::memmove(data + from + middle.size(), data + to, size - to);
-  std::memcpy(data + from, middle.data(), middle.size());
-  return newSize;
+  return mutateScript(data, size, maxSize, seed, pool);
 }
