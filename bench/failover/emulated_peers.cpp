@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -48,6 +49,11 @@ struct FrameworkPeer {
   std::string secret;
   bool registered = false;
   bool launched = false;
+  std::string agentId;  // where its tasks run
+  // Reconciliation after kill `reconcileRound`: the tasks still to be
+  // confirmed RUNNING by an explicit answer.
+  std::unordered_set<std::string> unconfirmed;
+  size_t asked = 0;
 };
 
 class Worker {
@@ -275,6 +281,7 @@ class Worker {
   }
 
   void onStatus(FrameworkPeer& f, const wire::TaskStatus& s) {
+    if (s.reason() == wire::REASON_RECONCILIATION) return reconciled(f, s);
     if (s.state() == wire::TASK_RUNNING && s.reason() != wire::REASON_RECONCILIATION &&
         runningSeen_.insert(s.task_id()).second) {
       event('U', std::to_string(runningSeen_.size()));
@@ -311,6 +318,7 @@ class Worker {
       return;
     }
     f.launched = true;
+    f.agentId = offer.agent_id();
     auto* a = e.mutable_accept_offers();
     a->add_offer_ids(offer.offer_id());
     for (int64_t k = 0; k <= s_.rounds; ++k) {
@@ -328,6 +336,56 @@ class Worker {
     (void)f.link->send(quiet);
   }
 
+  // ------------------------------------------------------------ reconciliation
+  // The true state of a framework's task after kill `round_`: round j's task
+  // finished at kill j, the long-lived one and later rounds' still run.
+  // Nullopt: not one of its tasks.
+  std::optional<wire::TaskState> trueState(const FrameworkPeer& f, const std::string& task) const {
+    if (task == f.id + "-long") return wire::TASK_RUNNING;
+    std::string prefix = f.id + "-r";
+    if (!task.starts_with(prefix)) return std::nullopt;
+    int64_t j = std::atoll(task.c_str() + prefix.size());
+    return j <= reconcileRound_ ? wire::TASK_FINISHED : wire::TASK_RUNNING;
+  }
+
+  // Every framework asks twice: explicitly for the tasks it believes run
+  // (each answer must be RUNNING), and implicitly (every task the master
+  // knows; each answer must be the task's true state).
+  void reconcileAll(int64_t round) {
+    reconcileRound_ = round;
+    for (auto& fp : frameworks_) {
+      FrameworkPeer& f = *fp;
+      if (isProbe(f) || !f.launched) continue;
+      f.unconfirmed.clear();
+      wire::Envelope e;
+      auto* explicitly = e.mutable_reconcile();
+      auto ask = [&](const std::string& task) {
+        f.unconfirmed.insert(task);
+        auto* ref = explicitly->add_tasks();
+        ref->set_task_id(task);
+        ref->set_agent_id(f.agentId);
+      };
+      ask(f.id + "-long");
+      for (int64_t j = round + 1; j <= s_.rounds; ++j) ask(f.id + "-r" + std::to_string(j));
+      f.asked = f.unconfirmed.size();
+      (void)f.link->send(e);
+      wire::Envelope implicitly;
+      implicitly.mutable_reconcile();
+      (void)f.link->send(implicitly);
+    }
+  }
+
+  void reconciled(FrameworkPeer& f, const wire::TaskStatus& s) {
+    if (s.state() == wire::TASK_LOST) event('L', s.task_id());
+    if (s.state() != trueState(f, s.task_id())) {
+      event('W', s.task_id() + ":" + wire::TaskState_Name(s.state()));
+      return;
+    }
+    if (f.unconfirmed.erase(s.task_id()) && f.unconfirmed.empty()) {
+      event('C', std::to_string(f.asked));
+    }
+  }
+
   // ------------------------------------------------------------ driver
   void readCommand() {
     asio::async_read_until(input_, command_, '\n', [this](const boost::system::error_code& ec, size_t) {
@@ -341,6 +399,7 @@ class Worker {
       in >> verb >> k;
       in.ignore(1 << 20, '\n');
       if (verb == "finish") finishRound(k);
+      if (verb == "reconcile") reconcileAll(k);
       readCommand();
     });
   }
@@ -361,6 +420,7 @@ class Worker {
   size_t frameworksRegistered_ = 0;
   uint16_t acceptedPort_ = 0;
   uint16_t offerPort_ = 0;
+  int64_t reconcileRound_ = 0;
   std::unordered_set<std::string> runningSeen_;
   std::unordered_set<std::string> finishedSeen_;
 };

@@ -15,7 +15,10 @@
 // Each framework but the probe launches one long-lived task plus one task
 // per kill round ("<framework>-r<k>"); the driver's "finish <k>" line on
 // stdin makes the agents end round k's tasks (TASK_FINISHED) right at the
-// kill, so those terminal updates are in flight across the failover.
+// kill, so those terminal updates are in flight across the failover. After
+// the round recovered, "reconcile <k>" makes every framework reconcile with
+// the new leader: explicitly (the tasks it believes run) and implicitly
+// (every task the master knows), each answer checked against the truth.
 //
 // Events on stdout, one line each, times in CLOCK_MONOTONIC nanoseconds
 // (steady_clock: comparable across processes):
@@ -26,6 +29,11 @@
 //   U <t> <n>         tasks reported RUNNING so far (set-up)
 //   T <t> <k>         a framework received round k's TASK_FINISHED (once per task)
 //   L <t> <task>      a framework received TASK_LOST
+//   C <t> <n>         a framework's explicit reconciliation confirmed all its
+//                     n running tasks RUNNING (after the driver's "reconcile <k>")
+//   W <t> <task>:<state>  a reconciliation answer that is not the task's true
+//                     state (RUNNING for the long task and rounds after k,
+//                     FINISHED for rounds up to k)
 #pragma once
 
 #include <cstdint>

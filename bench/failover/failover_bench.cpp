@@ -14,7 +14,11 @@
 //   agents      every agent has re-registered
 //   frameworks  every framework has re-registered
 //   offers      the probe framework's first offer from the new leader
-// and the tasks reported LOST and the round's terminal updates that did not
+// then, once the round recovered, every framework reconciles with the new
+// leader (explicitly for the tasks it believes run, and implicitly) and the
+// bench counts the running tasks confirmed RUNNING, the answers that were
+// not a task's true state (must be 0), and the milliseconds from asking to
+// the last confirmation; and the tasks reported LOST and the round's terminal updates that did not
 // reach their framework (both must be 0: the round waits for the updates up
 // to --round-timeout), and the CPU time the new leader and the client
 // workers spent from the kill to recovery. One CSV line per kill on stdout.
@@ -128,7 +132,8 @@ class Bench {
       return fail("set-up did not finish: running " + std::to_string(running()) + " of " +
                   std::to_string(tasks) + " tasks; " + describeWorkers());
     std::printf("agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,"
-                "frameworks_ms,offers_ms,tasks_lost,updates_lost,leader_cpu_ms,clients_cpu_ms,load1\n");
+                "frameworks_ms,offers_ms,tasks_lost,updates_lost,reconciled,reconcile_wrong,reconcile_ms,"
+                "leader_cpu_ms,clients_cpu_ms,load1\n");
     std::fflush(stdout);
     for (int k = 1; k <= s_.kills; ++k) {
       if (int rc = killRound(k); rc != 0) return rc;
@@ -273,6 +278,11 @@ class Bench {
       case 'U': w.running = std::stoll(value); break;
       case 'T': ++finished_[std::stoll(value)]; break;
       case 'L': ++lost_; break;
+      case 'C': reconciled_ += std::stoll(value); break;
+      case 'W':
+        ++reconcileWrong_;
+        LOG_WARNING("reconciliation answered " << value);
+        break;
       default: LOG_WARNING("worker event not understood: " << line);
     }
   }
@@ -324,11 +334,7 @@ class Bench {
     round_.k = k;
     for (auto& w : workers_) w.agentsDropped = w.frameworksDropped = false;
     // The agents end round k's tasks now: their updates race the kill.
-    std::string command = "finish " + std::to_string(k) + "\n";
-    for (auto& w : workers_) {
-      if (::write(w.in, command.data(), command.size()) != static_cast<ssize_t>(command.size()))
-        return fail("cannot write to a worker: " + describeWorkers());
-    }
+    if (int rc = tellWorkers("finish " + std::to_string(k)); rc != 0) return rc;
     runFor(std::chrono::milliseconds(10));
     std::vector<double> mastersCpu, workersCpu;
     for (auto& m : masters_) mastersCpu.push_back(m.pid > 0 ? cpuMs(m.pid) : 0);
@@ -353,19 +359,44 @@ class Bench {
         leaderCpu = cpuMs(masters_[i].pid) - mastersCpu[i];
     }
     for (size_t i = 0; i < workers_.size(); ++i) clientsCpu += cpuMs(workers_[i].pid) - workersCpu[i];
+    double reconcileMs = -1;
+    int64_t running = (s_.frameworks - 1) * (1 + s_.kills - k);
+    if (done) {
+      if (int rc = tellWorkers("reconcile " + std::to_string(k)); rc != 0) return rc;
+      int64_t asked = nowNs();
+      reconciled_ = 0;
+      bool confirmed = waitFor([&] { return reconciled_ >= running; }, s_.roundTimeoutS);
+      if (confirmed) reconcileMs = (nowNs() - asked) / 1e6;
+      // Answers that arrive after the last confirmation are checked too.
+      runFor(std::chrono::milliseconds(200));
+    }
     double load = 0;
     std::ifstream("/proc/loadavg") >> load;
-    std::printf("%lld,%lld,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%lld,%lld,%.0f,%.0f,%.2f\n",
+    std::printf("%lld,%lld,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%lld,%lld,%lld,%lld,%.0f,%.0f,%.0f,%.2f\n",
                 static_cast<long long>(s_.agents), static_cast<long long>(s_.frameworks),
                 s_.signal.c_str(), k, round_.elected, round_.detected, round_.accepting,
                 round_.agents, round_.frameworks, round_.offers, static_cast<long long>(lost_),
-                static_cast<long long>(std::max<int64_t>(0, expected - finished_[k])), leaderCpu,
-                clientsCpu, load);
+                static_cast<long long>(std::max<int64_t>(0, expected - finished_[k])),
+                static_cast<long long>(reconciled_), static_cast<long long>(reconcileWrong_),
+                reconcileMs, leaderCpu, clientsCpu, load);
     std::fflush(stdout);
     if (!done) return fail("round " + std::to_string(k) + " did not recover within --round-timeout: " + describeWorkers());
+    if (reconciled_ < running || reconcileWrong_ > 0)
+      return fail("round " + std::to_string(k) + ": reconciliation confirmed " +
+                  std::to_string(reconciled_) + " of " + std::to_string(running) +
+                  " running tasks, " + std::to_string(reconcileWrong_) + " wrong answers");
     stopMaster(masters_[leaderIndex], SIGKILL);
     masters_[leaderIndex] = spawnMaster(static_cast<int>(leaderIndex));
     runFor(std::chrono::milliseconds(500));  // it joins as a standby
+    return 0;
+  }
+
+  int tellWorkers(const std::string& line) {
+    std::string command = line + "\n";
+    for (auto& w : workers_) {
+      if (::write(w.in, command.data(), command.size()) != static_cast<ssize_t>(command.size()))
+        return fail("cannot write to a worker: " + describeWorkers());
+    }
     return 0;
   }
 
@@ -402,6 +433,8 @@ class Bench {
   std::unique_ptr<LeaderDetector> detector_;
   std::optional<Leader> leader_;
   int64_t lost_ = 0;
+  int64_t reconciled_ = 0;      // running tasks confirmed in this round's reconciliation
+  int64_t reconcileWrong_ = 0;  // answers, over the run, that were not the true state
   std::map<int64_t, int64_t> finished_;  // round -> terminal updates its frameworks received
   Round round_;
 };

@@ -5,6 +5,11 @@
 #       [--frameworks 200] [--kills 5] [--zk-session-timeout 1]
 #       [--signals "kill term"] [--out DIR]
 #
+# After each recovered kill every framework reconciles with the new leader:
+# "reconciled" counts its running tasks confirmed RUNNING (with the median
+# ms from asking to the last answer), "wrong" the answers that were not a
+# task's true state (must be 0).
+#
 # Starts one ZooKeeper server on a free loopback port (tickTime 200 ms, its
 # own data dir), then for each agent count and each signal (SIGKILL, SIGTERM)
 # runs failover_bench: three masters, the agents and frameworks, --kills
@@ -75,7 +80,7 @@ for _ in $(seq 1 200); do
 done
 
 csv="$out/failover.csv"
-echo "agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,updates_lost,leader_cpu_ms,clients_cpu_ms,load1" > "$csv"
+echo "agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,updates_lost,reconciled,reconcile_wrong,reconcile_ms,leader_cpu_ms,clients_cpu_ms,load1" > "$csv"
 run=0
 failed=0
 for agents in $sizes; do
@@ -100,7 +105,8 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 print(f"allot failover (zk session {sys.argv[2]} s), medians over kills [min-max]; "
       "anchors: paper 4000-8000 ms full recovery, Mesos default 10 s session")
 print(f"{'agents':>7} {'signal':>6} {'elected':>16} {'detected':>16} {'accepting':>16} {'agents':>16} "
-      f"{'frameworks':>16} {'offers':>16} {'lost':>5} {'upd':>4} {'leaderCPU':>16} {'clientCPU':>16} {'load':>5}")
+      f"{'frameworks':>16} {'offers':>16} {'lost':>5} {'upd':>4} {'reconciled':>16} {'wrong':>5} "
+      f"{'leaderCPU':>16} {'clientCPU':>16} {'load':>5}")
 groups = {}
 for r in rows: groups.setdefault((int(r['agents']), r['signal']), []).append(r)
 for (agents, sig), rs in sorted(groups.items()):
@@ -110,8 +116,11 @@ for (agents, sig), rs in sorted(groups.items()):
     lost = max(int(r['tasks_lost']) for r in rs)  # cumulative within a run
     updates = sum(int(r['updates_lost']) for r in rs)
     load = max(float(r['load1']) for r in rs)
+    wrong = max(int(r['reconcile_wrong']) for r in rs)  # cumulative within a run
+    reconciled = f"{sum(int(r['reconciled']) for r in rs)} in {col('reconcile_ms')}"
     print(f"{agents:>7} {sig:>6} {col('elected_ms'):>16} {col('detected_ms'):>16} {col('accepting_ms'):>16} "
           f"{col('agents_ms'):>16} {col('frameworks_ms'):>16} {col('offers_ms'):>16} {lost:>5} {updates:>4} "
+          f"{reconciled:>16} {wrong:>5} "
           f"{col('leader_cpu_ms'):>16} {col('clients_cpu_ms'):>16} {load:>5.1f}")
 PY
 cat "$out/summary.txt"
