@@ -386,7 +386,10 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
 
 void ExecutorManager::fillRegistration(wire::RegisterAgent* registration) const {
   std::set<std::string> frameworks;
-  for (const auto& [name, c] : containers_) {
+  for (const auto& entry : containers_) {
+    // Not a structured binding: the lambda below captures it (clang < 16
+    // cannot, and the agent fuzz target is built with clang).
+    const auto& c = entry.second;
     if (frameworks.insert(c->framework.id()).second) *registration->add_frameworks() = c->framework;
     wire::ExecutorState* state = registration->add_executors();
     *state->mutable_info() = c->executor;
