@@ -54,6 +54,7 @@ struct Settings {
   std::string guarantee;
   bool revocation = false;
   double revocationGraceS = 30;
+  double reservationTimeoutS = 10;
   double revocationGraceMaxS = 300;
   std::string longTaskMax;
 };
@@ -112,6 +113,9 @@ void addFlags(Flags& flags, Settings* s) {
                   "\"mpi:cpus:8;mem:8192\"; frameworks of other roles get none");
   flags.addBool("revocation", &s->revocation,
                 "revoke tasks of frameworks above their guarantee and fair share for starved ones");
+  flags.addDouble("reservation-timeout", &s->reservationTimeoutS,
+                  "seconds an agent's freed resources may be held for a starved framework of "
+                  "large tasks (its standing min_free) before others get them; 0: never");
   flags.addDouble("revocation-grace", &s->revocationGraceS,
                   "seconds a revoked task has before its executor is killed");
   flags.addDouble("revocation-grace-max", &s->revocationGraceMaxS,
@@ -198,6 +202,10 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
   if (!(s.revocationGraceMaxS >= s.revocationGraceS && s.revocationGraceMaxS < 1e7)) {
     return Error{"--revocation-grace-max must be at least --revocation-grace"};
   }
+  if (!(s.reservationTimeoutS >= 0 && s.reservationTimeoutS < 1e7)) {
+    return Error{"--reservation-timeout must be >= 0"};
+  }
+  policy.reservationTimeout = secondsToDuration(s.reservationTimeoutS);
   policy.revocation.enabled = s.revocation;
   policy.revocation.grace = secondsToDuration(s.revocationGraceS);
   policy.revocation.graceMax = secondsToDuration(s.revocationGraceMaxS);

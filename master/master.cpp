@@ -37,6 +37,8 @@ Result<std::unique_ptr<Master>> Master::create(MasterOptions options, const Cloc
                                                Outbox& outbox) {
   if (options.masterId.empty()) options.masterId = randomMasterId();
   AllocatorOptions allocatorOptions{options.minOffer, std::random_device{}(), options.policy.roles};
+  allocatorOptions.reservationTimeout = options.policy.reservationTimeout;
+  allocatorOptions.reservationHysteresis = options.policy.revocation.hysteresis;
   auto allocator = createAllocator(options.allocator, allocatorOptions);
   if (!allocator) return allocator.error();
   return std::unique_ptr<Master>(

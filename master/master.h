@@ -41,6 +41,7 @@
 #include "base/result.h"
 #include "master/acls.h"
 #include "master/allocator/allocator.h"
+#include "master/allocator/revocation.h"
 #include "master/metrics.h"
 #include "master/ids.h"
 #include "master/policy.h"
@@ -266,6 +267,21 @@ class Master {
 
   // revocation.cpp: policy the paper describes (issue 15).
   void revokeForStarved(TimePoint now);
+  // revocation.cpp: what revokeForStarved gathered, for the placed pass.
+  struct RevocationScratch {
+    struct Ref {
+      FrameworkRecord* fw;
+      TaskRecord* task;
+      AgentRecord* agent;
+    };
+    std::vector<RevocableTask> tasks;
+    std::vector<Ref> refs;
+    std::unordered_map<AgentHandle, std::vector<size_t>> byAgent;  // indices into tasks
+    std::unordered_set<AgentHandle> revokingOn;  // agents with tasks being revoked
+  };
+  void revokePlaced(TimePoint now, std::vector<RevocationFramework>* inputs, RevocationScratch* s,
+                    std::vector<RevocationRole>* roles);
+  void sendRevocation(FrameworkRecord& fw, TaskRecord& task);
   // Tasks of this accept already launched count: launchTask records each.
   Status checkLongTaskCap(const AgentRecord& agent, const wire::TaskInfo& task,
                           const Resources& charged) const;

@@ -44,6 +44,9 @@ struct PolicyOptions {
   std::map<std::string, Resources> guarantees;   // --guarantee, by role
   RevocationOptions revocation;
   LongTaskCap longTaskMax;                       // --long-task-max
+  // --reservation-timeout: how long an agent may be held for a framework of
+  // large tasks (AllocatorOptions::reservationTimeout); zero: never held.
+  Duration reservationTimeout = std::chrono::seconds(10);
 };
 
 // Flag parsers. Lists are whitespace-separated ROLE:VALUE entries (the role

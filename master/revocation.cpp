@@ -1,6 +1,8 @@
 // The policy half of the master (issue 15): revocation for starved
 // frameworks and the per-agent long-task cap. The choices live in
 // master/allocator/revocation.*; this file gathers inputs and sends kills.
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <unordered_map>
 
@@ -63,28 +65,26 @@ void Master::revokeForStarved(TimePoint now) {
   }
   if (!anyStarved) return;
 
-  struct Ref {
-    FrameworkRecord* fw;
-    TaskRecord* task;
-  };
-  std::vector<RevocableTask> tasks;
-  std::vector<Ref> refs;
+  RevocationScratch s;
   size_t index = 0;  // frameworks_ in the same order as `inputs`
   for (auto& [id, fw] : frameworks_) {
     RevocationFramework& in = inputs[index++];
     for (auto& [taskId, task] : fw.tasks) {
+      auto agent = agents_.find(task.info.agent_id());
       if (task.revoking) {
         // Already on its way out: freed for the need, and no longer the
         // victim's when its guarantee and fair share are checked.
         in.allocation -= task.charged;
+        if (agent != agents_.end()) s.revokingOn.insert(agent->second.handle);
         continue;
       }
-      auto agent = agents_.find(task.info.agent_id());
       if (agent == agents_.end() || !agent->second.peer) continue;  // cannot kill now
-      tasks.push_back(RevocableTask{fw.handle, task.charged, task.launchedAt});
-      refs.push_back(Ref{&fw, &task});
+      s.tasks.push_back(RevocableTask{fw.handle, task.charged, task.launchedAt, agent->second.handle});
+      s.refs.push_back(RevocationScratch::Ref{&fw, &task, &agent->second});
+      s.byAgent[agent->second.handle].push_back(s.tasks.size() - 1);
     }
   }
+  revokePlaced(now, &inputs, &s, &roles);
   // Resources nobody holds count as freed too: a starved framework that
   // does not take them (its filters, or its tasks do not fit the pieces)
   // would otherwise have more revoked every cycle while the freed pieces
@@ -94,22 +94,71 @@ void Master::revokeForStarved(TimePoint now) {
   Resources allocated;
   for (const RevocationFramework& in : inputs) allocated += in.allocation;
   Resources freed = total - allocated;
-  for (size_t i : planRevocations(inputs, tasks, total, freed, opt.hysteresis, std::move(roles))) {
-    FrameworkRecord& fw = *refs[i].fw;
-    TaskRecord& task = *refs[i].task;
-    task.revoking = true;
-    ++revocations_;
-    wire::Envelope e;
-    auto* k = e.mutable_kill_task();
-    k->set_framework_id(fw.id);
-    k->set_task_id(task.info.task_id());
-    k->set_agent_id(task.info.agent_id());
-    k->set_grace_s(std::chrono::duration<double>(revocationGrace(opt, fw.info)).count());
-    k->set_reason(wire::REASON_REVOKED);
-    LOG_INFO("revoking task " << task.info.task_id() << " of framework " << fw.id << " ("
-                              << task.charged.toString() << ", grace " << k->grace_s() << " s)");
-    outbox_.send(*agents_.at(task.info.agent_id()).peer, e);
+  for (size_t i : planRevocations(inputs, s.tasks, total, freed, opt.hysteresis, std::move(roles))) {
+    if (!s.refs[i].task->revoking) sendRevocation(*s.refs[i].fw, *s.refs[i].task);
   }
+}
+
+// Placement-aware revocation (docs/decisions.md): a starved framework of
+// stated task size (min_free) with agents held for it has tasks revoked on
+// each held agent where nothing is being revoked yet, enough for as many of
+// its tasks as its deficit needs (at least one, at most what the agent
+// holds), or nothing there. Its hold lasts until the revoked tasks are gone.
+void Master::revokePlaced(TimePoint now, std::vector<RevocationFramework>* inputs,
+                          RevocationScratch* s, std::vector<RevocationRole>* roles) {
+  const RevocationOptions& opt = options_.policy.revocation;
+  Resources total = allocator_->totalResources();
+  size_t index = 0;
+  for (auto& [id, fw] : frameworks_) {
+    RevocationFramework& in = (*inputs)[index++];
+    if (!in.starved || fw.minFree.empty() || taskFits(total, fw.minFree) == 0) continue;
+    std::vector<AgentHandle> held = allocator_->reservations(fw.handle);
+    if (held.empty()) continue;
+    in.placed = true;
+    // Victims lose more than down to their fair share only for what the
+    // guarantee itself owes (see below: need within the guarantee deficit).
+    Resources owed = in.guarantee - in.allocation;
+    double perTask = rawShare(fw.minFree, total);
+    double deficit = std::max(0.0, in.fairShare - in.orderingShare);
+    int64_t wanted = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(deficit / std::max(perTask, 1e-9))));
+    for (AgentHandle agent : held) {
+      if (wanted <= 0) break;
+      if (s->revokingOn.count(agent)) continue;  // earlier revocations still ending there
+      auto onAgent = s->byAgent.find(agent);
+      if (onAgent == s->byAgent.end()) continue;
+      Resources agentTotal = allocator_->freeResources(agent);
+      for (size_t i : onAgent->second) agentTotal += s->tasks[i].resources;
+      int64_t k = std::min(wanted, taskFits(agentTotal, fw.minFree));
+      if (k <= 0) continue;
+      Resources need;
+      for (int64_t j = 0; j < k; ++j) need += fw.minFree;
+      auto chosen = planPlacedRevocation(inputs, s->tasks, onAgent->second, fw.handle,
+                                         allocator_->freeResources(agent), need, total,
+                                         owed.contains(need), roles);
+      if (chosen.empty()) continue;
+      for (size_t i : chosen) sendRevocation(*s->refs[i].fw, *s->refs[i].task);
+      s->revokingOn.insert(agent);
+      wanted -= k;
+      Duration grace = std::chrono::seconds(0);
+      for (size_t i : chosen) grace = std::max(grace, revocationGrace(opt, s->refs[i].fw->info));
+      allocator_->extendReservation(fw.handle, agent, now + grace + 2 * opt.starvation);
+    }
+  }
+}
+
+void Master::sendRevocation(FrameworkRecord& fw, TaskRecord& task) {
+  task.revoking = true;
+  ++revocations_;
+  wire::Envelope e;
+  auto* k = e.mutable_kill_task();
+  k->set_framework_id(fw.id);
+  k->set_task_id(task.info.task_id());
+  k->set_agent_id(task.info.agent_id());
+  k->set_grace_s(std::chrono::duration<double>(revocationGrace(options_.policy.revocation, fw.info)).count());
+  k->set_reason(wire::REASON_REVOKED);
+  LOG_INFO("revoking task " << task.info.task_id() << " of framework " << fw.id << " ("
+                            << task.charged.toString() << ", grace " << k->grace_s() << " s)");
+  outbox_.send(*agents_.at(task.info.agent_id()).peer, e);
 }
 
 Status Master::checkLongTaskCap(const AgentRecord& agent, const wire::TaskInfo& task,

@@ -56,6 +56,8 @@ using FrameworkHandle = uint32_t;
 
 constexpr size_t kMaxAgents = 1u << 20;
 constexpr size_t kMaxFrameworks = 1u << 16;
+// Roles configured by flag or at run time (allotctl role, HTTP /roles).
+constexpr size_t kConfiguredRolesMax = 1024;
 
 struct FrameworkParams {
   double weight = 1.0;      // DRF weight and lottery tickets; > 0
@@ -81,7 +83,22 @@ struct AllocatorOptions {
   uint64_t seed = 1;  // for lottery draws
   // Operator configuration by role name (--role-weight, --quota).
   std::map<std::string, RoleConfig> roles;
+  // Reservations for large tasks (docs/decisions.md): a framework that
+  // states its task size (a standing minFree), is below (1 - hysteresis) x
+  // its fair share and finds no agent its task fits in a round has agents
+  // held for it: their freed resources accumulate for it instead of going
+  // to frameworks of smaller tasks, for at most this long. Zero: off.
+  Duration reservationTimeout = std::chrono::seconds(10);
+  double reservationHysteresis = 0.1;
 };
+
+// Bounds on reservations: per framework, and a fraction of the live agents
+// for the whole cluster (at least one agent).
+constexpr size_t kReservationsPerFrameworkMax = 8;
+constexpr double kReservedAgentsFractionMax = 0.25;
+// Starved frameworks considered for new reservations per round (lowest
+// share first): bounds the agent scans a round may do.
+constexpr size_t kReservationScansPerRound = 16;
 
 struct Grant {
   FrameworkHandle framework = 0;
@@ -130,6 +147,21 @@ class Allocator {
   // one runs add up.
   virtual void recoverRevoked(FrameworkHandle framework, AgentHandle agent,
                               const Resources& resources, Duration hold, TimePoint now) = 0;
+
+  // The agents held for the framework (reservations), oldest first.
+  virtual std::vector<AgentHandle> reservations(FrameworkHandle framework) const = 0;
+  // Keeps the framework's reservation of the agent until at least `until`
+  // (a revocation there is under way); no-op when the agent is not held for it.
+  virtual void extendReservation(FrameworkHandle framework, AgentHandle agent, TimePoint until) = 0;
+  virtual size_t reservedAgentCount() const = 0;
+
+  // Sets a role's weight and quota at run time (allotctl role, HTTP /roles).
+  // The caller validates the values (weight > 0, name length). The role is
+  // kept like a configured one from then on; an error once
+  // kConfiguredRolesMax roles are configured and this is a new one.
+  virtual Status setRoleConfig(const std::string& role, const RoleConfig& config) = 0;
+  // Every role the allocator knows (configured or with frameworks), by name.
+  virtual std::vector<std::string> roleNames() const = 0;
 
   // Appends this round's grants to *grants.
   virtual void allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) = 0;

@@ -32,13 +32,32 @@ OfferAllocator::OfferAllocator(AllocatorOptions options, OrderingFactory makeOrd
       makeOrdering_(std::move(makeOrdering)),
       roleQueue_(makeDrfOrdering()) {
   roles_[roleFor("")].configured = true;  // the default role
-  for (const auto& [name, config] : options_.roles) {
-    RoleSlot& role = roles_[roleFor(name)];
-    role.configured = true;
-    role.config = config;
-    if (!(role.config.weight > 0)) role.config.weight = 1;
-    role.quotaMillis = sparse(config.quota);
+  for (const auto& [name, config] : options_.roles) (void)setRoleConfig(name, config);
+}
+
+Status OfferAllocator::setRoleConfig(const std::string& name, const RoleConfig& config) {
+  auto it = roleIndex_.find(name);
+  bool known = it != roleIndex_.end() && roles_[it->second].configured;
+  if (!known && configuredRoles_ >= kConfiguredRolesMax) {
+    return Error{"too many configured roles (at most " + std::to_string(kConfiguredRolesMax) + ")"};
   }
+  RoleSlot& role = roles_[roleFor(name)];
+  if (!role.configured) ++configuredRoles_;
+  role.configured = true;
+  role.config = config;
+  if (!(role.config.weight > 0)) role.config.weight = 1;
+  role.quotaMillis = sparse(config.quota);
+  fullPending_ = true;  // a larger quota or weight may change who gets what
+  return okStatus();
+}
+
+std::vector<std::string> OfferAllocator::roleNames() const {
+  std::vector<std::string> names;
+  for (const RoleSlot& r : roles_) {
+    if (r.live) names.push_back(r.name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 AgentHandle OfferAllocator::addAgent(const Resources& total) {
@@ -57,6 +76,7 @@ AgentHandle OfferAllocator::addAgent(const Resources& total) {
   slot.total = total;
   slot.free = total;
   total_ += total;
+  ++liveAgents_;
   addDense(&totalMillis_, total, 1);
   freeChanged(slot);
   markDirty(handle);
@@ -65,6 +85,8 @@ AgentHandle OfferAllocator::addAgent(const Resources& total) {
 
 void OfferAllocator::removeAgent(AgentHandle handle) {
   CHECK(handle < agents_.size() && agents_[handle].live);
+  release(handle);
+  --liveAgents_;
   AgentSlot& slot = agents_[handle];
   for (FrameworkHandle fw : slot.refusedBy) {
     if (frameworks_[fw].live) dropRefusal(fw, handle);
@@ -81,6 +103,7 @@ void OfferAllocator::setAgentActive(AgentHandle handle, bool active) {
   CHECK(handle < agents_.size() && agents_[handle].live);
   agents_[handle].active = active;
   if (active) markDirty(handle);
+  if (!active) release(handle);
 }
 
 FrameworkHandle OfferAllocator::addFramework(const FrameworkParams& params) {
@@ -105,6 +128,7 @@ FrameworkHandle OfferAllocator::addFramework(const FrameworkParams& params) {
 
 void OfferAllocator::removeFramework(FrameworkHandle handle) {
   CHECK(handle < frameworks_.size() && frameworks_[handle].live);
+  releaseAll(handle);
   FrameworkSlot& slot = frameworks_[handle];
   refusalCount_ -= slot.refusals.size();
   // The caller recovered everything; whatever is left (refusals) leaves the
@@ -145,6 +169,7 @@ void OfferAllocator::setActive(FrameworkHandle handle, bool active) {
   // A framework that starts wanting offers must see every agent, not just
   // the ones that changed since the last round.
   if (active && !frameworks_[handle].active) fullPending_ = true;
+  if (!active) releaseAll(handle);
   frameworks_[handle].active = active;
 }
 
@@ -153,6 +178,7 @@ void OfferAllocator::setStandingFilters(FrameworkHandle handle,
                                         const Resources& minFree) {
   FrameworkSlot& slot = frameworks_[handle];
   CHECK(slot.live);
+  releaseAll(handle);  // held for the old task size or agent list
   slot.agentListSet = !agentList.empty();
   slot.allowedBits.clear();
   for (AgentHandle a : agentList) setBit(&slot.allowedBits, a);
@@ -334,6 +360,7 @@ std::optional<AgentHandle> OfferAllocator::findAgent(const FrameworkSlot& fw, co
   for (; cursor->word < availEnd_; ++cursor->word, cursor->rejected = 0) {
     size_t w = cursor->word;
     uint64_t bits = avail[w] & ~wordAt(fw.refusedBits, w) & ~cursor->rejected;
+    bits &= ~(wordAt(reservedBits_, w) & ~wordAt(fw.reservedBits, w));  // held for others
     if (fw.agentListSet) bits &= wordAt(fw.allowedBits, w);
     while (bits) {
       unsigned bit = std::countr_zero(bits);
@@ -370,6 +397,8 @@ FrameworkOrdering::Entry OfferAllocator::roleEntry(uint32_t role) const {
 
 void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) {
   expireRefusals(now);
+  expireReservations(now);
+  unplacedScratch_.clear();
   for (RoleSlot& r : roles_) {
     r.entries.clear();
     r.belowGuarantee = 0;
@@ -405,11 +434,13 @@ void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>*
     FrameworkSlot& fw = frameworks_[f];
     auto agent = findAgent(fw, avail, &cursors[f]);
     if (!agent) {  // the framework is done for this round; its role is not
+      if (!fw.minFree.empty()) unplacedScratch_.push_back(f);
       role.belowGuarantee -= entry->belowGuarantee;
       roleQueue_->push(roleEntry(r));
       continue;
     }
     AgentSlot& a = agents_[*agent];
+    if (a.reservedFor == f) release(*agent);  // what it was held for
     Resources granted;
     if (role.quotaMillis.empty()) {
       granted = std::move(a.free);  // the whole agent: no copy
@@ -428,6 +459,7 @@ void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>*
     role.ordering->push(next);
     if (!capped(role)) roleQueue_->push(roleEntry(r));
   }
+  if (!unplacedScratch_.empty()) reserveForStarved(now);
 }
 
 double OfferAllocator::shareOf(const Dense& allocated, const Dense* refused) const {
@@ -479,7 +511,7 @@ uint32_t OfferAllocator::roleFor(const std::string& name) {
     freeRoleHandles_.pop_back();
   } else {
     // Roles are at most the live frameworks plus the configured ones.
-    CHECK(roles_.size() < kMaxFrameworks + options_.roles.size() + 1);
+    CHECK(roles_.size() < kMaxFrameworks + kConfiguredRolesMax + 1);
     handle = static_cast<uint32_t>(roles_.size());
     roles_.emplace_back();
   }

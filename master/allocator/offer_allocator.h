@@ -50,6 +50,11 @@ class OfferAllocator final : public Allocator {
                std::optional<Duration> refuse, TimePoint now) override;
   void recoverRevoked(FrameworkHandle framework, AgentHandle agent, const Resources& resources,
                       Duration hold, TimePoint now) override;
+  std::vector<AgentHandle> reservations(FrameworkHandle framework) const override;
+  void extendReservation(FrameworkHandle framework, AgentHandle agent, TimePoint until) override;
+  size_t reservedAgentCount() const override { return reserved_.size(); }
+  Status setRoleConfig(const std::string& role, const RoleConfig& config) override;
+  std::vector<std::string> roleNames() const override;
   void allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) override;
   double dominantShare(FrameworkHandle framework) const override;
   double orderingShare(FrameworkHandle framework) const override;
@@ -72,6 +77,9 @@ class OfferAllocator final : public Allocator {
     Resources total;
     Resources free;
     std::vector<FrameworkHandle> refusedBy;  // may hold stale entries
+    // Held for one framework (reservations.cpp): others are not offered it.
+    std::optional<FrameworkHandle> reservedFor;
+    TimePoint reservedUntil;
   };
 
   struct Refusal {
@@ -111,6 +119,9 @@ class OfferAllocator final : public Allocator {
     bool agentListSet = false;
     Bits allowedBits;
     Resources minFree;
+    std::vector<AgentHandle> reserved;  // at most kReservationsPerFrameworkMax
+    Bits reservedBits;                  // the same agents
+    TimePoint reserveAgainAt;           // after a reservation expired unused
   };
 
   struct Expiry {
@@ -148,6 +159,14 @@ class OfferAllocator final : public Allocator {
   bool capped(const RoleSlot& role) const;
   FrameworkOrdering::Entry roleEntry(uint32_t role) const;
   Resources chopToQuota(const RoleSlot& role, const Resources& free) const;
+  // reservations (reservations.cpp)
+  void reserve(FrameworkHandle framework, AgentHandle agent, TimePoint now);
+  void release(AgentHandle agent);
+  void releaseAll(FrameworkHandle framework);
+  void expireReservations(TimePoint now);
+  void reserveForStarved(TimePoint now);
+  std::optional<AgentHandle> closestAgent(FrameworkHandle framework) const;
+  double reservedCover(const FrameworkSlot& fw) const;
 
   AllocatorOptions options_;
   OrderingFactory makeOrdering_;
@@ -173,6 +192,12 @@ class OfferAllocator final : public Allocator {
   size_t availBegin_ = 0, availEnd_ = 0;  // words of availScratch_ with candidates
   std::vector<Cursor> cursorsScratch_;
   std::priority_queue<Expiry, std::vector<Expiry>, std::greater<Expiry>> expiries_;
+  std::vector<AgentHandle> reserved_;  // every held agent
+  Bits reservedBits_;                  // the same agents
+  size_t liveAgents_ = 0;
+  size_t configuredRoles_ = 0;
+  std::vector<FrameworkHandle> unplacedScratch_;  // this round: minFree fit nowhere
+  std::vector<double> fairScratch_;
 };
 
 }  // namespace allot

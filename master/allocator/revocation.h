@@ -17,6 +17,11 @@
 //   recently started (least work lost), then the smallest.
 // - Resources already being revoked count toward the need, so nothing is
 //   revoked twice for the same starvation.
+// - Placement-aware (planPlacedRevocation): a starved framework that states
+//   its task size and has agents held for it (reservations) has tasks
+//   revoked on one held agent at a time, all or nothing: enough that its
+//   task fits there, or none. Its need is then left out of the spread-out
+//   plan (`placed`).
 #pragma once
 
 #include <cstddef>
@@ -40,6 +45,7 @@ struct RevocationFramework {
   size_t role = kNoRole;    // index into the roles given to planRevocations
   Resources roleDeficit;    // its role's quota minimum not yet held (one
                             // framework per role carries it)
+  bool placed = false;      // starved, served by planPlacedRevocation only
   static constexpr size_t kNoRole = static_cast<size_t>(-1);
 };
 
@@ -54,6 +60,7 @@ struct RevocableTask {
   FrameworkHandle framework = 0;
   Resources resources;
   TimePoint launchedAt;
+  AgentHandle agent = 0;  // where it runs (planPlacedRevocation)
 };
 
 // Returns indices into `tasks` to revoke, in the order chosen.
@@ -62,6 +69,22 @@ std::vector<size_t> planRevocations(const std::vector<RevocationFramework>& fram
                                     const std::vector<RevocableTask>& tasks,
                                     const Resources& total, const Resources& inFlight,
                                     double hysteresis, std::vector<RevocationRole> roles = {});
+
+// Tasks to revoke among `onAgent` (indices into `tasks`, all on one agent
+// whose free resources are `free`) so that `need` fits there; empty when
+// the allowed victims' tasks there cannot make it fit. Least costly first,
+// with the victim rules above (fair share kept unless `forGuarantee`).
+// The chosen tasks' resources leave their frameworks' allocations (and
+// their roles') in *frameworks and *roles, for the plans that follow.
+std::vector<size_t> planPlacedRevocation(std::vector<RevocationFramework>* frameworks,
+                                         const std::vector<RevocableTask>& tasks,
+                                         const std::vector<size_t>& onAgent,
+                                         FrameworkHandle beneficiary, const Resources& free,
+                                         const Resources& need, const Resources& total,
+                                         bool forGuarantee, std::vector<RevocationRole>* roles);
+
+// How many `task`s fit in `r` (0 when `task` has no positive scalar).
+int64_t taskFits(const Resources& r, const Resources& task);
 
 // Whether `r` holds a positive amount of any scalar.
 bool anyScalar(const Resources& r);

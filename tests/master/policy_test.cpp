@@ -496,12 +496,12 @@ TEST_F(MasterPolicyTest, AQuotaMinimumTriggersRevocation) {
   for (const auto& k : kills) EXPECT_EQ(k.kill_task().framework_id(), a);
 }
 
-// B's guarantee is 2 cpus but it only takes agents with 3 cpus free (a
-// standing filter): after A's two tasks are revoked, the 2 free cpus stay
-// unused while they are withheld from A, and nothing more is revoked for B
-// meanwhile (free resources count as freed), where every cycle used to
-// revoke again.
-TEST_F(MasterPolicyTest, ResourcesLeftFreeStopFurtherRevocation) {
+// B's guarantee is 2 cpus but its tasks need 3 cpus on one agent (a
+// standing filter, so revocation is placement-aware): fitting one would
+// take A below its fair share (2 of the 4 cpus) for more than B's
+// guarantee owes, so nothing is revoked, where 2 tasks used to be revoked
+// and their cpus sat idle.
+TEST_F(MasterPolicyTest, NothingIsRevokedWhereTheStarvedTaskCannotFit) {
   PolicyOptions policy;
   policy.guarantees["b"] = res("cpus:2;mem:200");
   policy.revocation.enabled = true;
@@ -512,6 +512,26 @@ TEST_F(MasterPolicyTest, ResourcesLeftFreeStopFurtherRevocation) {
   registerFramework(kB, "b");
   wire::Envelope f;
   res("cpus:3").toWire(f.mutable_set_filters()->mutable_filters()->mutable_min_free());
+  master_->peerMessage(kB, f);
+  tickFor(5s);
+  EXPECT_TRUE(outbox_.take(kAgent, wire::Envelope::kKillTask).empty());
+  EXPECT_EQ(master_->revocationCount(), 0u);
+}
+
+// B's tasks need 2 cpus on one agent, as much as its guarantee: two of A's
+// tasks are revoked on the agent held for B, and nothing more while the
+// freed cpus are withheld from A (free resources count as freed).
+TEST_F(MasterPolicyTest, ResourcesLeftFreeStopFurtherRevocation) {
+  PolicyOptions policy;
+  policy.guarantees["b"] = res("cpus:2;mem:200");
+  policy.revocation.enabled = true;
+  policy.revocation.starvation = 1s;
+  start(policy);
+  std::string a;
+  ASSERT_NO_FATAL_FAILURE(fillWithA(&a));
+  registerFramework(kB, "b");
+  wire::Envelope f;
+  res("cpus:2").toWire(f.mutable_set_filters()->mutable_filters()->mutable_min_free());
   master_->peerMessage(kB, f);
   tickFor(3s);
   auto kills = outbox_.take(kAgent, wire::Envelope::kKillTask);
