@@ -349,7 +349,10 @@ void ExecutorManager::launch(Container& c) {
   }
   spec.env.insert(spec.env.end(), spec.setup.env.begin(), spec.setup.env.end());
   std::weak_ptr<int> alive = alive_;
-  auto pid = launcher_.launch(spec, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
+  // start(), not launch(): the loop does not wait for the child's setup
+  // and exec (v1 cgroup joins wait for RCU grace periods); a failed step
+  // comes back as the exit's setupError (onExit).
+  auto pid = launcher_.start(spec, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
     if (!alive.expired()) onExit(name, gen, e);
   });
   if (!pid) {
@@ -574,6 +577,10 @@ void ExecutorManager::killContainer(Container& c, const std::string& why) {
 void ExecutorManager::onExit(const std::string& name, uint64_t generation, const ExitInfo& exit) {
   Container* c = byName(name, generation);
   if (!c) return;
+  if (!exit.setupError.empty()) {
+    failContainer(*c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                  "executor " + launchSpec(*c).argv[0] + " could not start: " + exit.setupError);
+  }
   if (Status st = c->life.on(ContainerEvent::kExited, exit); !st) {
     LOG_ERROR("container " << name << ": exit of pid " << exit.pid << ": " << st.error().describe());
     return;

@@ -161,11 +161,16 @@ std::string CgroupLayer::dir(const ContainerId& id, const std::string& controlle
 }
 
 Status CgroupLayer::create(const ContainerId& id, ChildSetup* setup) {
+  // Every cgroup isolator's prepare() calls this: the directories are made
+  // by the first (each mkdir of a v1 cgroup takes the kernel's cgroup_mutex).
+  bool made = created_.count(id.name()) > 0;
   for (const auto& h : hierarchies()) {
     std::string dir = h + "/" + root_ + "/" + id.name();
-    if (Status st = fs().makeDir(dir); !st) return st;
-    if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset")) {
-      if (Status st = prepareCpuset(dir); !st) return st;
+    if (!made) {
+      if (Status st = fs().makeDir(dir); !st) return st;
+      if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset")) {
+        if (Status st = prepareCpuset(dir); !st) return st;
+      }
     }
     if (h == host_.v2) {
       auto it = dirFds_.find(id.name());
@@ -181,11 +186,21 @@ Status CgroupLayer::create(const ContainerId& id, ChildSetup* setup) {
       if (std::find(files.begin(), files.end(), procs) == files.end()) files.push_back(procs);
     }
   }
+  created_.insert(id.name());
+  if (setup) handedToChild_.insert(id.name());
   return okStatus();
 }
 
 Status CgroupLayer::join(const ContainerId& id, pid_t pid) {
   dirFds_.erase(id.name());
+  // A child the launcher started with create()'s setup joins on its own
+  // (born in the v2 directory, writes the v1 cgroup.procs files before
+  // exec, and fails its launch otherwise); with Launcher::start() it may
+  // not have got there yet, and a write from here would both race it and
+  // block the agent's loop (a v1 cgroup.procs write waits for an RCU grace
+  // period). So only a container whose directories were not handed to a
+  // child (adopted, or made by an older agent) is joined from here.
+  if (handedToChild_.count(id.name())) return okStatus();
   for (const auto& h : hierarchies()) {
     std::string dir = h + "/" + root_ + "/" + id.name();
     auto members = fs().procs(dir);
@@ -251,6 +266,14 @@ Status CgroupLayer::destroy(const ContainerId& id) { return destroyByName(id.nam
 
 Status CgroupLayer::destroyByName(const std::string& name) {
   dirFds_.erase(name);
+  created_.erase(name);
+  handedToChild_.erase(name);
+  // The agent reaps on its worker pool first (reapJob), and every cgroup
+  // isolator's cleanup() comes here after it: nothing left is the common
+  // case, answered without a freeze, a kill or a wait.
+  bool any = false;
+  for (const auto& h : hierarchies()) any = any || fs().exists(h + "/" + root_ + "/" + name);
+  if (!any) return okStatus();
   return reap(name);
 }
 

@@ -74,8 +74,10 @@ class CgroupLayer {
   // child joins them (v2: a directory fd for CLONE_INTO_CGROUP; v1: the
   // cgroup.procs files). Idempotent.
   Status create(const ContainerId& id, ChildSetup* setup);
-  // Makes sure `pid` is in every directory (a no-op when it was born there;
-  // a process that already exited is fine). Closes the v2 directory fd.
+  // Makes sure `pid` is in every directory (a process that already exited
+  // is fine). Closes the v2 directory fd. A no-op after create() handed the
+  // joining to the child's setup (the launcher joins it before exec, or the
+  // launch fails): the child may still be on its way (Launcher::start()).
   Status join(const ContainerId& id, pid_t pid);
   // Kills every process of the container and removes its directories.
   // Idempotent; a container that never existed is fine.
@@ -109,6 +111,8 @@ class CgroupLayer {
   std::set<std::string> controllers_;
   int64_t rootCpuWeight_;
   std::map<std::string, UniqueFd> dirFds_;  // v2 directory fds until join()
+  std::set<std::string> created_;           // containers whose directories create() made
+  std::set<std::string> handedToChild_;     // create() gave their joining to a child's setup
   // Hierarchy -> the cgroup the agent left for <root>/agent (to go back).
   std::map<std::string, std::string> agentCameFrom_;
 };

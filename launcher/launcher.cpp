@@ -276,14 +276,15 @@ int childMain(void* arg) {
   runChild(*a->prepared, a->sink);
 }
 
-// Starts the child with a pidfd. Without a cgroup directory this is a
-// vfork-style clone (CLONE_VM | CLONE_VFORK, as posix_spawn does: no page
-// tables copied, the parent resumes once the child has exec'd or failed).
-// CLONE_INTO_CGROUP needs clone3, which here is fork-like. fork +
+// Starts the child with a pidfd. Without a cgroup directory, and when the
+// caller waits for the exec anyway (`vforkOk`), this is a vfork-style clone
+// (CLONE_VM | CLONE_VFORK, as posix_spawn does: no page tables copied, the
+// parent resumes once the child has exec'd or failed). Otherwise clone3
+// (fork-like; CLONE_INTO_CGROUP with a cgroup directory). fork +
 // pidfd_open is the last resort where clone3 is refused.
-pid_t startChild(ChildArgs* args, int* pidfd) {
+pid_t startChild(ChildArgs* args, int* pidfd, bool vforkOk) {
   const ChildSetup& setup = args->prepared->spec->setup;
-  if (setup.cgroupDirFd < 0) {
+  if (setup.cgroupDirFd < 0 && vforkOk) {
     constexpr size_t kStackBytes = 256 * 1024;
     static thread_local std::vector<char> stack(kStackBytes);
     int pid = clone(childMain, stack.data() + stack.size(),
@@ -291,10 +292,13 @@ pid_t startChild(ChildArgs* args, int* pidfd) {
     return pid;
   }
   clone_args ca{};
-  ca.flags = CLONE_PIDFD | CLONE_INTO_CGROUP;
+  ca.flags = CLONE_PIDFD;
   ca.pidfd = reinterpret_cast<uint64_t>(pidfd);
   ca.exit_signal = SIGCHLD;
-  ca.cgroup = static_cast<uint64_t>(setup.cgroupDirFd);
+  if (setup.cgroupDirFd >= 0) {
+    ca.flags |= CLONE_INTO_CGROUP;
+    ca.cgroup = static_cast<uint64_t>(setup.cgroupDirFd);
+  }
   long pid = syscall(SYS_clone3, &ca, sizeof ca);
   if (pid == 0) runChild(*args->prepared, args->sink);
   if (pid >= 0 || (errno != ENOSYS && errno != EPERM)) return static_cast<pid_t>(pid);
@@ -302,6 +306,18 @@ pid_t startChild(ChildArgs* args, int* pidfd) {
   if (pid == 0) runChild(*args->prepared, args->sink);
   if (pid > 0) *pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   return static_cast<pid_t>(pid);
+}
+
+// What a failed child reported, as launch() and ExitInfo::setupError say it.
+std::string describeFailure(const ChildFailure& failure, const LaunchSpec& spec) {
+  std::string what = stepName(failure.step);
+  if (failure.step == Step::kExec) what += " " + spec.argv[0];
+  if (failure.step == Step::kCgroup) what += " " + spec.setup.cgroupProcsFiles[failure.index];
+  if (failure.step == Step::kReadOnly) what += std::string(" ") + kRootReadOnlyPaths[failure.index].path;
+  if (failure.step == Step::kChdir) what += " " + spec.workDir;
+  if (failure.step == Step::kStdout) what += " " + spec.stdoutPath;
+  if (failure.step == Step::kStderr) what += " " + spec.stderrPath;
+  return what;
 }
 
 ExitInfo exitInfoFrom(pid_t pid, const siginfo_t& info) {
@@ -332,64 +348,11 @@ class RealLauncher final : public Launcher {
   }
 
   Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) override {
-    if (spec.argv.empty()) return Error{"launch: empty argv"};
-    Prepared prepared = prepare(spec);
-    // The vfork-style clone shares memory (see startChild); clone3 does not.
-    bool sharesMemory = spec.setup.cgroupDirFd < 0;
-    ChildFailure failure{};
-    UniqueFd readEnd, writeEnd;
-    ChildArgs args{&prepared, {}};
-    if (sharesMemory) {
-      args.sink.shared = &failure;
-    } else {
-      int pipeFds[2];
-      if (pipe2(pipeFds, O_CLOEXEC) != 0) return Error::fromErrno("pipe2");
-      readEnd = UniqueFd(pipeFds[0]);
-      writeEnd = UniqueFd(pipeFds[1]);
-      args.sink.pipeFd = writeEnd.get();
-    }
-    int pidfd = -1;
-    // No signal handler may run in the child before it has reset them.
-    sigset_t all, previous;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &previous);
-    pid_t pid = startChild(&args, &pidfd);
-    int cloneErrno = errno;
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-    errno = cloneErrno;
-    if (pid < 0) return Error::fromErrno("clone3/fork for " + spec.argv[0]);
-    UniqueFd pidfdOwner(pidfd);
-    writeEnd.reset();
-    // The child has exec'd or failed a step by now (vfork), or the pipe
-    // says which (EOF on exec): "no such executable" is an error of
-    // launch() instead of an exit 127.
-    bool failed = static_cast<int>(failure.step) != 0;
-    if (!sharesMemory) {
-      ssize_t n;
-      do {
-        n = read(readEnd.get(), &failure, sizeof failure);
-      } while (n < 0 && errno == EINTR);
-      failed = n == static_cast<ssize_t>(sizeof failure);
-    }
-    if (failed) {
-      siginfo_t info{};
-      // io_uring task work can interrupt blocking calls on this thread.
-      while (waitid(P_PID, pid, &info, WEXITED) != 0 && errno == EINTR) {
-      }
-      std::string what = stepName(failure.step);
-      if (failure.step == Step::kExec) what += " " + spec.argv[0];
-      if (failure.step == Step::kCgroup) what += " " + spec.setup.cgroupProcsFiles[failure.index];
-      if (failure.step == Step::kReadOnly) what += std::string(" ") + kRootReadOnlyPaths[failure.index].path;
-      if (failure.step == Step::kChdir) what += " " + spec.workDir;
-      if (failure.step == Step::kStdout) what += " " + spec.stdoutPath;
-      if (failure.step == Step::kStderr) what += " " + spec.stderrPath;
-      return Error{what, failure.errnum};
-    }
-    if (pidfd < 0) return Error::fromErrno("pidfd_open for pid " + std::to_string(pid));
-    if (Status st = supervise(pid, std::move(pidfdOwner), true, std::move(onExit)); !st) {
-      return st.error();
-    }
-    return pid;
+    return spawn(spec, std::move(onExit), true);
+  }
+
+  Result<pid_t> start(const LaunchSpec& spec, ExitCallback onExit) override {
+    return spawn(spec, std::move(onExit), false);
   }
 
   Status watch(pid_t pid, ExitCallback onExit) override {
@@ -425,7 +388,76 @@ class RealLauncher final : public Launcher {
     UringPoller::WatchId watch = 0;
     bool ourChild = false;
     ExitCallback onExit;
+    // start(): the child's failure pipe (non-blocking) and what it ran.
+    UniqueFd failurePipe;
+    std::shared_ptr<const LaunchSpec> spec;
   };
+
+  // launch() (waitForExec) and start(): see launcher.h.
+  Result<pid_t> spawn(const LaunchSpec& spec, ExitCallback onExit, bool waitForExec) {
+    if (spec.argv.empty()) return Error{"launch: empty argv"};
+    Prepared prepared = prepare(spec);
+    // The vfork-style clone shares memory (see startChild); clone3 does not.
+    bool sharesMemory = waitForExec && spec.setup.cgroupDirFd < 0;
+    ChildFailure failure{};
+    UniqueFd readEnd, writeEnd;
+    ChildArgs args{&prepared, {}};
+    if (sharesMemory) {
+      args.sink.shared = &failure;
+    } else {
+      int pipeFds[2];
+      if (pipe2(pipeFds, O_CLOEXEC | (waitForExec ? 0 : O_NONBLOCK)) != 0) return Error::fromErrno("pipe2");
+      readEnd = UniqueFd(pipeFds[0]);
+      writeEnd = UniqueFd(pipeFds[1]);
+      args.sink.pipeFd = writeEnd.get();
+    }
+    int pidfd = -1;
+    // No signal handler may run in the child before it has reset them.
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    pid_t pid = startChild(&args, &pidfd, waitForExec);
+    int cloneErrno = errno;
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    errno = cloneErrno;
+    if (pid < 0) return Error::fromErrno("clone3/fork for " + spec.argv[0]);
+    UniqueFd pidfdOwner(pidfd);
+    writeEnd.reset();
+    if (!waitForExec) {
+      // The failure (if any) is read when the child exits (onExited): its
+      // write precedes its exit. A child that exec'd leaves the pipe empty.
+      if (pidfd < 0) return Error::fromErrno("pidfd_open for pid " + std::to_string(pid));
+      Status st = supervise(pid, std::move(pidfdOwner), true, std::move(onExit));
+      if (!st) return st.error();
+      Child& child = children_.at(pid);
+      child.failurePipe = std::move(readEnd);
+      child.spec = std::make_shared<LaunchSpec>(spec);
+      return pid;
+    }
+    // The child has exec'd or failed a step by now (vfork), or the pipe
+    // says which (EOF on exec): "no such executable" is an error of
+    // launch() instead of an exit 127.
+    bool failed = static_cast<int>(failure.step) != 0;
+    if (!sharesMemory) {
+      ssize_t n;
+      do {
+        n = read(readEnd.get(), &failure, sizeof failure);
+      } while (n < 0 && errno == EINTR);
+      failed = n == static_cast<ssize_t>(sizeof failure);
+    }
+    if (failed) {
+      siginfo_t info{};
+      // io_uring task work can interrupt blocking calls on this thread.
+      while (waitid(P_PID, pid, &info, WEXITED) != 0 && errno == EINTR) {
+      }
+      return Error{describeFailure(failure, spec), failure.errnum};
+    }
+    if (pidfd < 0) return Error::fromErrno("pidfd_open for pid " + std::to_string(pid));
+    if (Status st = supervise(pid, std::move(pidfdOwner), true, std::move(onExit)); !st) {
+      return st.error();
+    }
+    return pid;
+  }
 
   Status supervise(pid_t pid, UniqueFd pidfd, bool ourChild, ExitCallback onExit) {
     int fd = pidfd.get();
@@ -452,6 +484,13 @@ class RealLauncher final : public Launcher {
     if (waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &info, WEXITED | WNOHANG) == 0 &&
         info.si_pid == pid) {
       exit = exitInfoFrom(pid, info);
+    }
+    if (child.failurePipe) {
+      ChildFailure failure{};
+      ssize_t n = read(child.failurePipe.get(), &failure, sizeof failure);
+      if (n == static_cast<ssize_t>(sizeof failure)) {
+        exit.setupError = describeFailure(failure, *child.spec) + ": " + std::strerror(failure.errnum);
+      }
     }
     child.pidfd.reset();
     child.onExit(exit);

@@ -93,7 +93,8 @@ struct ExitInfo {
   int exitCode = 0;
   int signal = 0;            // killed by this signal
   bool coreDumped = false;
-  // Set when the child could not exec or failed a setup step: what failed.
+  // Set when a child started by start() could not exec or failed a setup
+  // step: what failed, with its errno's text.
   std::string setupError;
 };
 
@@ -112,6 +113,15 @@ class Launcher {
   // "no such executable" is an error here, not a mysterious exit 127).
   // onExit fires exactly once.
   virtual Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) = 0;
+
+  // Starts a process without waiting for its setup and exec: returns its
+  // pid once clone returned (an Error only when clone itself failed), so the
+  // caller's thread never waits for the child's cgroup joins (v1
+  // cgroup.procs writes wait for an RCU grace period), user switch or exec.
+  // A child that fails a setup step or exec exits 127 and its onExit carries
+  // ExitInfo::setupError naming the step. Never the vfork-style clone.
+  // Default (launchers with nothing to wait for, e.g. fakes): launch().
+  virtual Result<pid_t> start(const LaunchSpec& spec, ExitCallback onExit) { return launch(spec, std::move(onExit)); }
 
   // Supervises a process this launcher did not start (e.g. an executor
   // recovered after an agent restart). Its exit status is unknown.

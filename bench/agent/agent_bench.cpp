@@ -12,8 +12,13 @@
 // With --tls-dir DIR (made by scripts/allot-certs) the link is mutual TLS:
 // the fake master presents DIR/master.crt, the agent DIR/agent.crt (its
 // /metrics is then HTTPS, read with the master certificate).
+// With --isolation LIST (root) the agent isolates its executors (cgroups
+// root allot-bench-<pid>, removed at the end); with --executor-per-task each
+// task is its own framework's, so every launch makes a container and every
+// task's end reaps one (executors idle 0.1 s exit): the agent's heaviest
+// path, for the loop-stall target.
 // Usage: agent_bench --agent PATH [--launches 1000] [--running 100] [--window 10]
-//                    [--tls-dir DIR]
+//                    [--tls-dir DIR] [--isolation LIST] [--executor-per-task]
 #include <signal.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
@@ -117,9 +122,11 @@ class FakeMaster {
     }
   }
 
+  // With executorPerTask every task is its own framework's, so it gets its
+  // own command executor (and container: cgroups made and removed).
   void run(const std::string& id, const std::string& shell) {
     wire::Envelope e;
-    e.mutable_run_task()->mutable_framework()->set_id("bench-fw");
+    e.mutable_run_task()->mutable_framework()->set_id(frameworkOf(id));
     e.mutable_run_task()->mutable_framework()->set_name("agent_bench");
     auto* t = e.mutable_run_task()->mutable_task();
     t->set_task_id(id);
@@ -130,12 +137,17 @@ class FakeMaster {
 
   void kill(const std::string& id) {
     wire::Envelope e;
-    e.mutable_kill_task()->set_framework_id("bench-fw");
+    e.mutable_kill_task()->set_framework_id(frameworkOf(id));
     e.mutable_kill_task()->set_task_id(id);
     e.mutable_kill_task()->set_grace_s(1);
     (void)conn_->send(e);
   }
 
+  std::string frameworkOf(const std::string& taskId) const {
+    return executorPerTask ? "bench-fw-" + taskId : "bench-fw";
+  }
+
+  bool executorPerTask = false;
   bool registered = false;
   std::map<std::string, wire::TaskState> states;
   std::map<std::string, Clock::time_point> sentAt, runningAt;
@@ -222,6 +234,27 @@ std::vector<pid_t> executorPids(const std::string& dir) {
   return out;
 }
 
+// What the agent left of its cgroups root (executors killed by the bench
+// after the agent stopped): deepest directories first, in every hierarchy.
+void removeCgroupRoot(const std::string& root) {
+  std::vector<fs::path> dirs;
+  for (const auto& h : fs::directory_iterator("/sys/fs/cgroup")) {
+    fs::path top = h.path() / root;
+    std::error_code ec;
+    if (!fs::is_directory(top, ec)) continue;
+    for (const auto& d : fs::recursive_directory_iterator(top, ec)) {
+      if (d.is_directory(ec)) dirs.push_back(d.path());
+    }
+    dirs.push_back(top);
+  }
+  std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
+    return a.string().size() > b.string().size();
+  });
+  for (const auto& d : dirs) {
+    for (int attempt = 0; attempt < 100 && ::rmdir(d.c_str()) != 0 && errno == EBUSY; ++attempt) usleep(10000);
+  }
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -244,6 +277,13 @@ int main(int argc, char** argv) {
   flags.addDouble("window", &windowS, "seconds per CPU/RSS window");
   flags.addString("command", &command, "shell command of each timed launch");
   flags.addString("dir", &base, "parent of the agent's temporary work dir (its file system matters)");
+  std::string isolation;
+  flags.addString("isolation", &isolation,
+                  "the agent's --isolation (as root; its cgroups root is allot-bench-<pid>)");
+  bool executorPerTask = false;
+  flags.addBool("executor-per-task", &executorPerTask,
+                "every task in its own executor (a container made and reaped per launch; executors "
+                "idle 0.1 s exit)");
   std::string tlsDir;
   flags.addString("tls-dir", &tlsDir,
                   "mutual TLS with the certificates scripts/allot-certs wrote into DIR");
@@ -264,6 +304,7 @@ int main(int argc, char** argv) {
   }
   asio::io_context io;
   FakeMaster master(io, tls);
+  master.executorPerTask = executorPerTask;
   http::ClientTls metricsTls;
   if (tls) {
     auto ctx = makeTlsContext({tlsDir + "/master.crt", tlsDir + "/master.key", tlsDir + "/ca.crt"},
@@ -287,9 +328,14 @@ int main(int argc, char** argv) {
     std::string m = "127.0.0.1:" + std::to_string(master.port());
     std::vector<std::string> args = {agent, "--master", m, "--work-dir", dir + "/work",
                                      "--resources", "cpus:64;mem:65536;disk:1024",
-                                     "--recovery-timeout", "10", "--executor-idle-timeout", "30",
+                                     "--recovery-timeout", "10", "--executor-idle-timeout",
+                                     executorPerTask ? "0.1" : "30",
                                      "--http-listen", "127.0.0.1:0", "--http-port-file",
                                      dir + "/http.port"};
+    if (!isolation.empty()) {
+      args.insert(args.end(), {"--isolation", isolation, "--cgroups-root",
+                               "allot-bench-" + std::to_string(getppid())});
+    }
     if (tls) {
       args.insert(args.end(), {"--tls-cert", tlsDir + "/agent.crt", "--tls-key",
                                tlsDir + "/agent.key", "--tls-ca", tlsDir + "/ca.crt"});
@@ -325,7 +371,8 @@ int main(int argc, char** argv) {
     stallsBefore = loopStalls(scrape(httpPort, metricsTls));
     loadBefore = loadAverage();
     for (int64_t i = 0; i < launches && rc == 0; ++i) {
-      if (i == 1) {
+      if (i == 1 && executorPerTask) agentCpuStart = sample(pid).cpuSeconds;
+      if (i == 1 && !executorPerTask) {
         agentCpuStart = sample(pid).cpuSeconds;
         auto ex = executorPids(dir);
         executorPid = ex.empty() ? 0 : ex[0];
@@ -381,6 +428,7 @@ int main(int argc, char** argv) {
     auto cwd = fs::read_symlink(e.path() / "cwd", ec);
     if (!ec && cwd.string().rfind(dir, 0) == 0) ::kill(std::stoi(e.path().filename()), SIGKILL);
   }
+  if (!isolation.empty()) removeCgroupRoot("allot-bench-" + std::to_string(getpid()));
   if (rc != 0) return rc;
   fs::remove_all(dir);
   double p50 = percentile(latenciesMs, 0.5), p99 = percentile(latenciesMs, 0.99);
@@ -401,6 +449,8 @@ int main(int argc, char** argv) {
               phaseTicks);
   std::printf("| loop lateness, longest since the agent started | %.2f ms | < 10 ms | |\n", maxLateMs);
   std::printf("| link to the master | %s | | |\n", tls ? "mutual TLS 1.3" : "plaintext");
+  std::printf("| isolation | %s%s | | |\n", isolation.empty() ? "none" : isolation.c_str(),
+              executorPerTask ? ", an executor per task" : ", one command executor");
   std::printf("\nload average (1 min) %s before the launches, %s after, on %ld CPUs\n", loadBefore.c_str(),
               loadAfter.c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   bool met = idle.rssMib < 20 && idleCpu < 1 && busy.rssMib < 20 && busyCpu < 1 && p50 < 2 && phaseTicks > 0 &&

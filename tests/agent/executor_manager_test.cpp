@@ -343,6 +343,21 @@ TEST_F(ExecutorManagerTest, ALaunchFailureFailsTheTaskAndLeavesNothing) {
   EXPECT_TRUE(isolator_->record(name()).cleanedUp);
 }
 
+// The agent starts executors without waiting for their exec
+// (Launcher::start): a child that fails its setup after the launch
+// returned still fails its tasks as an exec failure, and leaves nothing.
+TEST_F(ExecutorManagerTest, ASetupFailureAfterStartFailsTheTaskAsAnExecFailure) {
+  launcher_->failSetupNext("exec /no/such/executor: No such file or directory");
+  manager_->runTask(framework(), task("t1", 0.5));
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FAILED); }));
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_EXEC_FAILED);
+  EXPECT_NE(last("t1")->message().find("could not start: exec /no/such/executor"), std::string::npos)
+      << last("t1")->message();
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+  EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+  EXPECT_FALSE(launcher_->alive(launcher_->launched().back()));
+}
+
 TEST_F(ExecutorManagerTest, APrepareFailureIsAnIsolationFailureAndCleansUp) {
   isolator_->failPrepare("memory.limit_in_bytes: EINVAL");
   manager_->runTask(framework(), task("t1", 0.5));

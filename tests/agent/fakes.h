@@ -35,6 +35,23 @@ class FakeLauncher final : public Launcher {
   void nextPid(pid_t pid) { nextPid_ = pid; }
   // The next launch fails with this error.
   void failNext(std::string why) { failNext_ = std::move(why); }
+  // The next start() returns a pid, then that child "fails a setup step":
+  // it exits 127 with ExitInfo::setupError = why (as a real child that
+  // cannot exec does after Launcher::start returned).
+  void failSetupNext(std::string why) { failSetupNext_ = std::move(why); }
+
+  Result<pid_t> start(const LaunchSpec& spec, ExitCallback onExit) override {
+    auto pid = launch(spec, std::move(onExit));
+    if (pid && failSetupNext_) {
+      ExitInfo e;
+      e.statusKnown = e.exited = true;
+      e.exitCode = 127;
+      e.setupError = *failSetupNext_;
+      failSetupNext_.reset();
+      exit(*pid, e);
+    }
+    return pid;
+  }
 
   Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) override {
     if (failNext_) {
@@ -110,6 +127,7 @@ class FakeLauncher final : public Launcher {
   pid_t fakePid_ = 4'000'000;  // above any pid the host hands out by default
   pid_t nextPid_ = 0;
   std::optional<std::string> failNext_;
+  std::optional<std::string> failSetupNext_;
   std::map<pid_t, Process> processes_;
   std::vector<pid_t> launched_;
   std::vector<pid_t> watched_;

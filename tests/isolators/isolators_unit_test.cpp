@@ -71,6 +71,15 @@ class FakeCgroups : public ::testing::Test {
     ADD_FAILURE() << "no isolator " << name;
     return *isolators_.front();
   }
+  // What the launcher's child does with prepare()'s setup before it execs:
+  // born in the v2 directory, it writes its pid into each v1 cgroup.procs
+  // (isolate() leaves that to it).
+  void childJoins(const ChildSetup& setup, pid_t pid) {
+    for (const auto& f : setup.cgroupProcsFiles) ASSERT_TRUE(fs_->writeFile(f, std::to_string(pid)).ok());
+    if (setup.cgroupDirFd < 0) return;
+    std::string dir = fs::read_symlink("/proc/self/fd/" + std::to_string(setup.cgroupDirFd)).string();
+    ASSERT_TRUE(fs_->writeFile(dir + "/cgroup.procs", std::to_string(pid)).ok());
+  }
   Status cleanupAll(const ContainerId& id) {
     for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
       if (Status st = (*it)->cleanup(id); !st) return st;
@@ -350,6 +359,7 @@ TEST_F(FakeCgroups, V1CleanupFreezesKillsEveryMemberAndRemovesEveryDirectory) {
   make(CgroupMode::kLegacy, "cgroups/cpu,cgroups/mem");
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
+  childJoins(setup, 4242);
   for (auto& iso : isolators_) ASSERT_TRUE(iso->isolate(id_, 4242).ok());
   // A process the executor forked after it joined.
   std::string c = "/allot/fw-1.exec%2F1";
@@ -365,10 +375,28 @@ TEST_F(FakeCgroups, V1CleanupFreezesKillsEveryMemberAndRemovesEveryDirectory) {
   for (const char* h : {"cpu", "cpuacct", "memory", "freezer"}) EXPECT_FALSE(fs::exists(dir_ + "/" + h + c)) << h;
 }
 
+// The agent starts executors without waiting for their exec
+// (Launcher::start), so isolate() must neither race the child's own joins
+// nor block the loop on a v1 cgroup.procs write: it writes nothing.
+TEST_F(FakeCgroups, IsolateLeavesJoiningToTheChildsSetup) {
+  make(CgroupMode::kHybrid, "cgroups/cpu,cgroups/mem");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->isolate(id_, 4242).ok());
+  std::string c = "/allot/fw-1.exec%2F1/cgroup.procs";
+  for (const char* h : {"/cpu", "/memory", "/freezer", "/unified"}) {
+    EXPECT_EQ(read(dir_ + h + c), "<missing " + dir_ + h + c + ">") << h;
+  }
+  EXPECT_GE(setup.cgroupDirFd, 0);
+  EXPECT_EQ(setup.cgroupProcsFiles.size(), 4u) << "cpu, cpuacct, memory, freezer: the child's";
+  ASSERT_TRUE(cleanupAll(id_).ok());
+}
+
 TEST_F(FakeCgroups, V2CleanupKillsTheGroupThroughCgroupKill) {
   make(CgroupMode::kUnified, "cgroups/pids");
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
+  childJoins(setup, 4242);
   ASSERT_TRUE(named("cgroups/pids").isolate(id_, 4242).ok());
   ASSERT_TRUE(cleanupAll(id_).ok());
   EXPECT_TRUE(fs_->signals().empty()) << "cgroup.kill, no pid by pid";
@@ -380,6 +408,7 @@ TEST_F(FakeCgroups, V2WithoutCgroupKillSignalsEveryMember) {
   make(CgroupMode::kUnified, "cgroups/pids");
   ChildSetup setup;
   ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
+  childJoins(setup, 4242);
   ASSERT_TRUE(named("cgroups/pids").isolate(id_, 4242).ok());
   ASSERT_TRUE(cleanupAll(id_).ok());
   ASSERT_FALSE(fs_->signals().empty());
@@ -428,6 +457,7 @@ TEST_F(FakeCgroups, EveryExecutorGetsATrackingCgroupWithNoIsolation) {
   std::string d = dir_ + "/unified/allot/fw-1.exec%2F1";
   EXPECT_TRUE(fs::exists(d));
   EXPECT_FALSE(fs::exists(dir_ + "/unified/allot/cgroup.subtree_control")) << "no controller enabled";
+  childJoins(setup, 4242);
   ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
   auto job = isolators_[0]->reapJob(id_);
   ASSERT_TRUE(job);
@@ -442,6 +472,7 @@ TEST_F(FakeCgroups, LegacyHostTracksExecutorsWithTheFreezer) {
   ASSERT_TRUE(prepareAll(id_, res("cpus:1"), &setup).ok());
   ASSERT_EQ(setup.cgroupProcsFiles.size(), 1u);
   EXPECT_EQ(setup.cgroupProcsFiles[0], dir_ + "/freezer/allot/fw-1.exec%2F1/cgroup.procs");
+  childJoins(setup, 4242);
   ASSERT_TRUE(isolators_[0]->isolate(id_, 4242).ok());
   ASSERT_TRUE(isolators_[0]->reapJob(id_)().ok());
   ASSERT_EQ(fs_->signals().size(), 1u);

@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <functional>
 
@@ -123,6 +125,48 @@ TEST_F(LauncherRootTest, ChildJoinsV1CgroupsBeforeExec) {
   ASSERT_EQ(run(spec).exitCode, 0);
   std::string name = fs::path(cg).filename().string();
   EXPECT_NE(readFile(spec.stdoutPath).find("pids:/" + name), std::string::npos) << readFile(spec.stdoutPath);
+}
+
+// start() returns once clone has: here the child's setup blocks opening
+// its stdout (a FIFO nobody reads yet) while the test, on the same thread,
+// goes on; launch() would wait for the exec and never return.
+TEST_F(LauncherRootTest, StartDoesNotWaitForTheChildsSetupOrExec) {
+  LaunchSpec spec = shell("echo started-then-exec");
+  spec.stdoutPath = (dir_ / "fifo").string();
+  ASSERT_EQ(mkfifo(spec.stdoutPath.c_str(), 0600), 0);
+  std::optional<ExitInfo> exit;
+  auto pid = launcher_->start(spec, [&](const ExitInfo& e) { exit = e; });
+  ASSERT_TRUE(pid.ok()) << pid.error().describe();
+  UniqueFd reader(open(spec.stdoutPath.c_str(), O_RDONLY | O_CLOEXEC));  // unblocks the child
+  ASSERT_TRUE(reader.valid());
+  std::string out;
+  char buf[64];
+  for (ssize_t n; (n = read(reader.get(), buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  EXPECT_EQ(out, "started-then-exec\n");
+  ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 10s));
+  EXPECT_EQ(exit->exitCode, 0);
+  EXPECT_TRUE(exit->setupError.empty()) << exit->setupError;
+}
+
+// A child started by start() that cannot exec exits 127, and its exit says
+// why (the step and errno it wrote to the close-on-exec pipe), after it
+// joined its v1 cgroup.
+TEST_F(LauncherRootTest, StartReportsASetupFailureWithTheExit) {
+  LaunchSpec spec = shell("true");
+  spec.argv = {"/no/such/binary"};
+  if (fs::exists("/sys/fs/cgroup/pids/cgroup.procs")) {
+    spec.setup.cgroupProcsFiles = {makeCgroup("/sys/fs/cgroup/pids") + "/cgroup.procs"};
+  }
+  std::optional<ExitInfo> exit;
+  auto pid = launcher_->start(spec, [&](const ExitInfo& e) { exit = e; });
+  ASSERT_TRUE(pid.ok()) << pid.error().describe();
+  ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 10s));
+  EXPECT_EQ(exit->pid, *pid);
+  EXPECT_TRUE(exit->exited);
+  EXPECT_EQ(exit->exitCode, 127);
+  EXPECT_NE(exit->setupError.find("exec /no/such/binary"), std::string::npos) << exit->setupError;
+  EXPECT_NE(exit->setupError.find(std::strerror(ENOENT)), std::string::npos) << exit->setupError;
+  EXPECT_EQ(launcher_->supervisedCount(), 0u);
 }
 
 TEST_F(LauncherRootTest, ChildRunsUnprivilegedWithNoNewPrivs) {
