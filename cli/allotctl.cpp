@@ -8,6 +8,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "base/flags.h"
+#include "cli/allotctl_roles.h"
 #include "cli/table.h"
 #include "http/client.h"
 #include "proto/resources.h"
@@ -31,7 +32,10 @@ constexpr const char* kSummary =
     "  kill TASK [--framework ID]                      kill a task\n"
     "  drain AGENT [--deadline S]                      stop offering AGENT, ask its tasks to\n"
     "                                                  finish, kill them after S seconds\n"
-    "  undrain AGENT                                   offer AGENT again\n\n"
+    "  undrain AGENT                                   offer AGENT again\n"
+    "  roles                                           roles: weight, quota, allocation\n"
+    "  role weight ROLE W | role quota ROLE RES|none   set a role's weight or quota (not kept\n"
+    "                                                  across a master restart or failover)\n\n"
     "With mutual TLS on the master (--tls-*), give an operator's certificate:\n"
     "  allotctl --master https://HOST:PORT --tls-cert operator.crt --tls-key operator.key \\\n"
     "           --tls-ca ca.crt drain AGENT\n\n"
@@ -232,6 +236,10 @@ int run(const Context& ctx, const std::vector<std::string>& args) {
     if (!needOne("AGENT")) return kUsage;
     return operate(ctx, "/api/v1/undrain?agent=" + http::encodeQueryValue(args[1]),
                    "agent " + args[1] + " offered again");
+  }
+  if (isRoleCommand(cmd)) {
+    auto call = [&](const std::string& method, const std::string& target) { return ctx.call(method, target); };
+    return static_cast<int>(runRoleCommand(call, args, ctx.settings.json));
   }
   std::cerr << "allotctl: unknown command '" << cmd << "' (allotctl --help)\n";
   return kUsage;

@@ -101,6 +101,46 @@ void MasterHttp::addRoutes() {
     std::string framework = r.query.count("framework") ? r.query.at("framework") : "";
     return operate(r, [&] { return master_.master().killTask(task->second, framework); });
   });
+  server_->route("GET", "/roles", [this](const http::Request&) { return roles(); });
+  for (const char* method : {"POST", "PUT"}) {
+    server_->route(method, "/api/v1/roles", [this](const http::Request& r) { return setRole(r); });
+  }
+}
+
+// {"roles":[{"name":..,"weight":..,"quota":"RES","allocated":"RES","frameworks":N},..]}
+http::Response MasterHttp::roles() {
+  std::string body = "{\"roles\":[";
+  bool first = true;
+  for (const Master::RoleRow& row : master_.master().roles()) {
+    char weight[32];
+    snprintf(weight, sizeof weight, "%.6g", row.weight);
+    body += std::string(first ? "" : ",") + "{\"name\":" + jsonString(row.name) + ",\"weight\":" + weight +
+            ",\"quota\":" + jsonString(row.quota.toString()) + ",\"allocated\":" +
+            jsonString(row.allocated.toString()) + ",\"frameworks\":" + std::to_string(row.frameworks) + "}";
+    first = false;
+  }
+  return http::Response::json(body + "]}\n");
+}
+
+// POST /api/v1/roles?role=R[&weight=W][&quota=RES]: quota= (empty) removes
+// the role's quota.
+http::Response MasterHttp::setRole(const http::Request& r) {
+  auto role = r.query.find("role");
+  if (role == r.query.end()) return http::Response::text(400, "role= is required");
+  std::optional<double> weight;
+  if (auto w = r.query.find("weight"); w != r.query.end()) {
+    char* end = nullptr;
+    weight = std::strtod(w->second.c_str(), &end);
+    if (w->second.empty() || *end != '\0') return http::Response::text(400, "weight= must be a number");
+  }
+  std::optional<Resources> quota;
+  if (auto q = r.query.find("quota"); q != r.query.end()) {
+    auto parsed = Resources::parse(q->second);
+    if (!parsed) return http::Response::text(400, "quota: " + parsed.error().describe());
+    quota = std::move(*parsed);
+  }
+  if (!weight && !quota) return http::Response::text(400, "weight= or quota= is required");
+  return operate(r, [&] { return master_.master().setRole(role->second, weight, quota); });
 }
 
 Status operatePermission(const Master& master, bool aclsFromFile, const http::Request& request) {

@@ -7,6 +7,9 @@
 //   POST /api/v1/drain?agent=ID[&deadline=S]
 //   POST /api/v1/undrain?agent=ID
 //   POST /api/v1/kill?task=ID[&framework=ID]
+//   GET  /roles                   every role's weight, quota, allocation
+//   POST /api/v1/roles?role=R[&weight=W][&quota=RES]  (PUT too; quota=
+//                                 empty removes it; not persisted)
 // Operating endpoints (POST) answer 200 with {"ok":true}, 400 on bad
 // parameters, 404 when the agent or task is unknown, 403 when the caller
 // may not operate (operatePermission below).
@@ -54,6 +57,8 @@ class MasterHttp {
   MasterHttp(MasterServer& master, MasterHttpOptions options, std::unique_ptr<http::Server> server);
   void addRoutes();
   http::Response state();
+  http::Response roles();
+  http::Response setRole(const http::Request& r);
   http::Response operate(const http::Request& r, const std::function<Status()>& action);
 
   MasterServer& master_;

@@ -53,6 +53,12 @@
 
 namespace allot {
 
+// Role weights (--role-weight, allotctl role weight) are at most this.
+constexpr double kRoleWeightMax = 1e6;
+// A role name an operator may set: at most kRoleBytesMax bytes, no blanks,
+// control characters or ':'.
+Status validateRoleName(const std::string& role);
+
 using PeerId = uint64_t;
 
 class Outbox {
@@ -136,6 +142,19 @@ class Master {
   Status drainAgent(const std::string& agentId, Duration deadline);
   Status undrainAgent(const std::string& agentId);
   Status killTask(const std::string& taskId, const std::string& frameworkId);
+  // roles.cpp (allotctl role, HTTP /roles): sets a role's weight and/or
+  // quota at run time (validated: name, 0 < weight <= kRoleWeightMax,
+  // scalar quota; an empty quota removes it). Not persisted.
+  Status setRole(const std::string& role, std::optional<double> weight,
+                 std::optional<Resources> quota);
+  struct RoleRow {
+    std::string name;
+    double weight = 1;
+    Resources quota;
+    Resources allocated;
+    size_t frameworks = 0;
+  };
+  std::vector<RoleRow> roles() const;
   MasterMetrics& metrics() { return metrics_; }
   // Refreshes the gauges of metrics() from the current state.
   void refreshGauges();

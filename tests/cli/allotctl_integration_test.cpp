@@ -209,6 +209,42 @@ TEST_F(OpsCluster, ExitCodesTellScriptsWhatHappened) {
   EXPECT_EQ(unreachable.code, 3) << unreachable.err;
 }
 
+TEST_F(OpsCluster, RoleWeightAndQuotaAreSetAtRunTime) {
+  CtlResult w = ctl({"role", "weight", "batch", "3"});
+  ASSERT_EQ(w.code, 0) << w.err;
+  CtlResult q = ctl({"role", "quota", "batch", "cpus:1;mem:256"});
+  ASSERT_EQ(q.code, 0) << q.err;
+  CtlResult table = ctl({"roles"});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_EQ(table.out.rfind("ROLE", 0), 0u) << table.out;
+  EXPECT_NE(table.out.find("batch"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("cpus:1;mem:256"), std::string::npos) << table.out;
+  CtlResult json = ctl({"roles", "--json"});
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_NE(json.out.find("{\"name\":\"batch\",\"weight\":3,\"quota\":\"cpus:1;mem:256\""),
+            std::string::npos) << json.out;
+  ASSERT_EQ(ctl({"role", "quota", "batch", "none"}).code, 0);
+  EXPECT_NE(ctl({"roles", "--json"}).out.find("\"weight\":3,\"quota\":\"\""), std::string::npos);
+  // Bad input: refused by allotctl (2) before asking, and by the master (400).
+  EXPECT_EQ(ctl({"role", "weight", "batch", "0"}).code, 2);
+  EXPECT_EQ(ctl({"role", "weight", "batch", "-1"}).code, 2);
+  EXPECT_EQ(ctl({"role", "weight", "batch", "1e7"}).code, 2);
+  EXPECT_EQ(ctl({"role", "quota", "batch", "cpus:x"}).code, 2);
+  EXPECT_EQ(ctl({"role", "weight", std::string(65, 'r'), "1"}).code, 2);
+  EXPECT_EQ(ctl({"role", "weight", "batch"}).code, 2);
+  for (const char* target : {"/api/v1/roles?role=batch&weight=0", "/api/v1/roles?role=batch&weight=nan",
+                             "/api/v1/roles?role=a%20b&weight=1", "/api/v1/roles?role=batch",
+                             "/api/v1/roles?role=batch&quota=ports:[1-2]"}) {
+    auto r = http::fetch(http_, "POST", target);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 400u) << target << ": " << r->body;
+  }
+  auto longName = http::fetch(http_, "POST", "/api/v1/roles?role=" + std::string(65, 'r') + "&weight=1");
+  ASSERT_TRUE(longName.ok());
+  EXPECT_EQ(longName->status, 400u) << longName->body;
+  EXPECT_NE(ctl({"roles", "--json"}).out.find("\"weight\":3,"), std::string::npos) << "a refused call changed the role";
+}
+
 TEST_F(OpsCluster, KillEndsTheTask) {
   Child& run = execute("ops-kill", "sleep 60", "cpus:0.5;mem:64");
   ASSERT_TRUE(waitFor([&] { return taskState("ops-kill-0") == "TASK_RUNNING"; }, 20s));

@@ -3,6 +3,7 @@
 // a fake clock.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 #include "base/clock.h"
@@ -476,6 +477,35 @@ TEST_F(MasterPolicyTest, RevokedResourcesAreWithheldFromTheVictimForAFewRounds) 
   auto back = offersTo(kA);
   ASSERT_EQ(back.size(), 1u) << "the hold never ended";
   EXPECT_EQ(Resources::fromWire(back[0].resources())->scalarMillis("cpus"), 2000);
+}
+
+// allotctl role / HTTP /roles: validated, then the allocator orders by it.
+TEST_F(MasterPolicyTest, RoleWeightAndQuotaSetAtRunTimeAreValidatedAndUsed) {
+  start(PolicyOptions{});
+  EXPECT_FALSE(master_->setRole("b", 0.0, std::nullopt).ok());
+  EXPECT_FALSE(master_->setRole("b", -1.0, std::nullopt).ok());
+  EXPECT_FALSE(master_->setRole("b", 2e6, std::nullopt).ok());
+  EXPECT_FALSE(master_->setRole("b", std::nan(""), std::nullopt).ok());
+  EXPECT_FALSE(master_->setRole(std::string(65, 'r'), 1.0, std::nullopt).ok());
+  EXPECT_FALSE(master_->setRole("a b", 1.0, std::nullopt).ok());
+  EXPECT_FALSE(master_->setRole("a:b", 1.0, std::nullopt).ok());
+  EXPECT_FALSE(master_->setRole("b", std::nullopt, res("ports:[1-2]")).ok());
+  EXPECT_TRUE(master_->setRole(std::string(64, 'r'), 1.0, std::nullopt).ok());
+  ASSERT_TRUE(master_->setRole("b", 2.5, res("cpus:3")).ok());
+  ASSERT_TRUE(master_->setRole("b", std::nullopt, std::nullopt).ok());  // nothing changes
+  bool found = false;
+  for (const auto& row : master_->roles()) {
+    if (row.name != "b") continue;
+    found = true;
+    EXPECT_EQ(row.weight, 2.5);
+    EXPECT_EQ(row.quota, res("cpus:3"));
+  }
+  EXPECT_TRUE(found);
+  // The quota caps role b at once: B is offered 3 of the agent's 4 cpus.
+  registerFramework(kB, "b");
+  auto offers = offersTo(kB);
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(Resources::fromWire(offers[0].resources())->scalarMillis("cpus"), 3000);
 }
 
 // --quota b:cpus:3;mem:300 with no guarantee: B's role is below its
