@@ -56,6 +56,18 @@ size_t resetEvery() {
   return every;
 }
 
+// The live agent's work dir, removed when the fuzz process exits (the
+// harness itself lives until then).
+std::string& liveWorkDir() {
+  static auto* dir = new std::string;  // never destroyed: the atexit handler reads it
+  return *dir;
+}
+
+void removeLiveWorkDir() {
+  std::error_code ec;
+  if (!liveWorkDir().empty()) std::filesystem::remove_all(liveWorkDir(), ec);
+}
+
 void remember(std::vector<std::string>* ids, const std::string& id) {
   if (id.empty()) return;
   ids->push_back(id);
@@ -345,7 +357,7 @@ class Harness {
     inputs_ = 0;
     std::string tmpl = (root_ / "allot-agent-fuzz-XXXXXX").string();
     if (!::mkdtemp(tmpl.data())) std::abort();
-    workDir_ = tmpl;
+    workDir_ = liveWorkDir() = tmpl;
     launcher_ = std::make_unique<FakeLauncher>(io_);
     isolators_.clear();
     isolators_.push_back(std::make_unique<FakeIsolator>());
@@ -390,7 +402,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Harness* harness = new Harness;  // lives for the process
+  static Harness* harness = [] {
+    std::atexit(removeLiveWorkDir);
+    return new Harness;  // lives for the process
+  }();
   std::vector<Step> steps = parseScript(data, size);
   if (steps.empty()) steps = seeds();
   harness->runInput(steps);
