@@ -5,6 +5,7 @@
 // flags (docs/decisions.md "Run-time role weights and quota").
 #include <cctype>
 #include <cmath>
+#include <unordered_map>
 
 #include "base/log.h"
 #include "master/master.h"
@@ -44,12 +45,14 @@ Status Master::setRole(const std::string& role, std::optional<double> weight,
 }
 
 std::vector<Master::RoleRow> Master::roles() const {
+  std::unordered_map<std::string, size_t> frameworksByRole;  // one pass: linear
+  for (const auto& [id, fw] : frameworks_) ++frameworksByRole[fw.info.role()];
   std::vector<RoleRow> rows;
   for (const std::string& name : allocator_->roleNames()) {
     RoleConfig config = allocator_->roleConfig(name);
-    size_t frameworks = 0;
-    for (const auto& [id, fw] : frameworks_) frameworks += fw.info.role() == name;
-    rows.push_back(RoleRow{name, config.weight, config.quota, allocator_->roleAllocation(name), frameworks});
+    auto n = frameworksByRole.find(name);
+    rows.push_back(RoleRow{name, config.weight, config.quota, allocator_->roleAllocation(name),
+                           n == frameworksByRole.end() ? 0 : n->second});
   }
   return rows;
 }
