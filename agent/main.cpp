@@ -222,14 +222,17 @@ std::string defaultCgroupsRoot(const std::string& workDir) {
   return out;
 }
 
-Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringPoller& poller) {
+Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringPoller& poller,
+                                                             asio::io_context& io) {
 #ifdef ALLOT_HAVE_ISOLATORS
   s.isolatorOptions.poller = &poller;
+  s.isolatorOptions.io = &io;
   if (s.isolatorOptions.cgroupsRoot.empty()) s.isolatorOptions.cgroupsRoot = defaultCgroupsRoot(s.workDir);
   auto made = createIsolators(s.isolation, s.isolatorOptions);
   if (!made) return Error{"--isolation: " + made.error().describe()};
   return made;
 #else
+  (void)io;
   if (s.isolation.empty()) return std::vector<std::unique_ptr<Isolator>>{};
   return Error{"--isolation " + s.isolation + ": isolation is not built into this allot-agent yet"};
 #endif
@@ -272,7 +275,7 @@ int run(Settings& settings, AgentConfig config) {
     LOG_ERROR("io_uring poller: " << poller.error().describe());
     return 1;
   }
-  auto isolators = makeIsolators(settings, **poller);
+  auto isolators = makeIsolators(settings, **poller, io);
   if (!isolators) {
     std::fprintf(stderr, "allot-agent: %s\n", isolators.error().describe().c_str());
     return 2;

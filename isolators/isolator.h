@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/asio.h"
 #include "base/result.h"
 #include "base/uring_poller.h"
 #include "isolators/network_options.h"
@@ -74,6 +75,9 @@ struct IsolatorOptions {
   NetworkOptions network;  // network/netns (--network-*)
   // The seccomp isolator's profile file ("": the built-in default profile).
   std::string seccompProfile;
+  // The agent's loop, outliving the isolators, for isolators that work off
+  // it and post results back (network/netns's warm pool). Optional.
+  asio::io_context* io = nullptr;
 };
 
 class Isolator {

@@ -22,7 +22,7 @@ constexpr IsolatorEntry kIsolatorTable[] = {
     {"cgroups/blkio", "io", makeBlkioIsolator},
     {"cgroups/pids", "pids", makePidsIsolator},
     {"cgroups/cpuset", "cpuset", makeCpusetIsolator},
-    {"network/netns", nullptr, [](const IsolatorContext& c) { return makeNetworkIsolator(c.options.network); }},
+    {"network/netns", nullptr, [](const IsolatorContext& c) { return makeNetworkIsolator(c.options.network, c.options.io); }},
     {"solaris/project", nullptr,
      [](const IsolatorContext& c) { return makeSolarisProjectIsolator(makeHostSolarisPlatform(), c.options.pidsMax); }},
     {"seccomp", nullptr, makeSeccompIsolator},

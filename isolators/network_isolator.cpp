@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,11 +17,13 @@
 #include "isolators/network_links.h"
 #include "isolators/network_pool.h"
 #include "isolators/network_rules.h"
+#include "isolators/network_warm.h"
 
 namespace allot {
 namespace {
 
 constexpr const char* kInsideName = "eth0";
+constexpr int64_t kWarmPoolMax = 64;
 // Offered port ranges per executor: each is one map and one set element.
 constexpr size_t kPortRangesMax = 1024;
 
@@ -102,14 +105,20 @@ Status writeState(const std::string& dir, const std::string& name, const NetStat
 class NetworkIsolator : public Isolator {
  public:
   NetworkIsolator(NetworkOptions options, NetworkRulesConfig rules, Netlink host, int bridgeIndex,
-                  std::unique_ptr<Nftables> nft)
+                  std::unique_ptr<Nftables> nft, asio::io_context* io)
       : options_(std::move(options)),
         rules_(std::move(rules)),
         stateDir_(networkStateDir(options_)),
         pool_(rules_.cidr),
         host_(std::move(host)),
         bridgeIndex_(bridgeIndex),
-        nft_(std::move(nft)) {}
+        nft_(std::move(nft)) {
+    if (io && options_.warmPool > 0) {
+      warm_ = std::make_unique<WarmPool>(
+          *io, static_cast<size_t>(options_.warmPool), [this] { return newPlan(); },
+          [this](const NetPlan& plan) { pool_.release(plan.address); });
+    }
+  }
 
   std::string_view name() const override { return "network/netns"; }
 
@@ -128,6 +137,17 @@ class NetworkIsolator : public Isolator {
   Status update(const ContainerId& id, const Resources& limits) override;
   Status usage(const ContainerId&, wire::ResourceUsage*) override { return okStatus(); }
   Status cleanup(const ContainerId& id) override;
+  // Deleting the veth waits for an RCU grace period under the rtnl lock
+  // (milliseconds, tens under load): on the worker, not on the loop.
+  std::function<Status()> reapJob(const ContainerId& id) override {
+    auto it = nets_.find(id.name());
+    if (it == nets_.end()) return nullptr;
+    return [veth = it->second.state.veth] {
+      auto host = Netlink::open();
+      if (!host) return Status(host.error());
+      return host->deleteLink(veth);
+    };
+  }
 
  private:
   struct Net {
@@ -135,8 +155,14 @@ class NetworkIsolator : public Isolator {
     UniqueFd netns;  // from prepare until isolate
   };
 
-  Status plumb(Net& net, ChildSetup* setup);
+  Result<NetPlan> newPlan() {
+    auto address = pool_.allocate();
+    if (!address) return address.error();
+    return NetPlan{bridgeIndex_, vethName(*address), *address, rules_.cidr.gateway(), options_.egressMbitPerS};
+  }
+  Status plumb(Net& net, std::optional<MadeNet> warm, double mbitPerS);
   Status updateRate(NetState& s, double mbitPerS);
+  Status applyRate(int netnsFd, NetState& s, double mbitPerS);
   double rateOf(const Resources& limits) const {
     double perTask = limits.scalar("net_mbps");
     return perTask > 0 ? perTask : options_.egressMbitPerS;
@@ -151,6 +177,7 @@ class NetworkIsolator : public Isolator {
   int bridgeIndex_;
   std::unique_ptr<Nftables> nft_;
   std::map<std::string, Net> nets_;  // by container name
+  std::unique_ptr<WarmPool> warm_;    // null without --network-warm-pool or a loop
 };
 
 Status NetworkIsolator::prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) {
@@ -161,45 +188,45 @@ Status NetworkIsolator::prepare(const ContainerId& id, const Resources& limits, 
     return Error{"executor has " + std::to_string(ports.size()) + " port ranges; at most " +
                  std::to_string(kPortRangesMax)};
   }
-  auto address = pool_.allocate();
-  if (!address) return address.error();
+  std::optional<MadeNet> warm = warm_ ? warm_->take() : std::nullopt;
+  auto plan = warm ? Result<NetPlan>(warm->plan) : newPlan();
+  if (!plan) return plan.error();
   Net& net = nets_[name];
-  net.state = {*address, vethName(*address), ports, rateOf(limits), 0};
+  net.state = {plan->address, plan->veth, ports, plan->egressMbitPerS, 0};
   // The checkpoint first: a crash after it leaves only what recover() finds
   // through it (or through the bridge) and removes.
   Status st = writeState(stateDir_, name, net.state);
-  if (st) st = plumb(net, setup);
+  if (st) st = plumb(net, std::move(warm), rateOf(limits));
+  if (st && net.state.egressMbitPerS != plan->egressMbitPerS) st = writeState(stateDir_, name, net.state);
   if (!st) {
     (void)removeKernelObjects(name, net.state);
     pool_.release(net.state.address);
     nets_.erase(name);
     return st;
   }
+  setup->netnsFd = net.netns.get();
+  setup->env.push_back("ALLOT_NETWORK_ADDRESS=" + ipv4ToString(net.state.address));
+  setup->env.push_back("ALLOT_NETWORK_GATEWAY=" + ipv4ToString(rules_.cidr.gateway()));
   return okStatus();
 }
 
-Status NetworkIsolator::plumb(Net& net, ChildSetup* setup) {
-  const NetState& s = net.state;
-  auto ns = createNetns();
-  if (!ns) return ns.error();
-  if (auto st = host_.createVeth(s.veth, bridgeIndex_, ns->fd.get(), kInsideName); !st) return st;
-  // Isolated bridge ports cannot talk to each other at layer 2: executor
-  // traffic goes through the host's forward hook (and its rules).
-  if (auto st = writeNetFile("/sys/class/net/" + s.veth + "/brport/isolated", "1"); !st) return st;
-  auto inside = ns->inside.ifindex(kInsideName);
-  if (!inside) return inside.error();
-  if (auto st = ns->inside.setUp(*inside); !st) return st;
-  if (auto st = ns->inside.addAddress(*inside, s.address, 32); !st) return st;
-  if (auto st = ns->inside.addDefaultRoute(*inside, rules_.cidr.gateway()); !st) return st;
-  if (s.egressMbitPerS > 0) {
-    if (auto st = ns->inside.setEgressRate(*inside, s.egressMbitPerS); !st) return st;
+// A network from the warm pool needs only its rate checked and its ports;
+// without one, every kernel step runs here, on the loop.
+Status NetworkIsolator::plumb(Net& net, std::optional<MadeNet> warm, double mbitPerS) {
+  NetState& s = net.state;
+  if (warm) {
+    net.netns = std::move(warm->netns);
+  } else {
+    NetPlan plan{bridgeIndex_, s.veth, s.address, rules_.cidr.gateway(), mbitPerS};
+    auto made = makeNet(host_, plan);
+    if (!made) return made.error();
+    net.netns = std::move(made->netns);
+    s.egressMbitPerS = mbitPerS;
   }
-  if (auto st = nft_->run(addPortsScript(rules_, s.address, s.ports)); !st) return st;
-  net.netns = std::move(ns->fd);
-  setup->netnsFd = net.netns.get();
-  setup->env.push_back("ALLOT_NETWORK_ADDRESS=" + ipv4ToString(s.address));
-  setup->env.push_back("ALLOT_NETWORK_GATEWAY=" + ipv4ToString(rules_.cidr.gateway()));
-  return okStatus();
+  if (mbitPerS != s.egressMbitPerS) {
+    if (auto st = applyRate(net.netns.get(), s, mbitPerS); !st) return st;
+  }
+  return nft_->run(addPortsScript(rules_, s.address, s.ports));
 }
 
 Status NetworkIsolator::update(const ContainerId& id, const Resources& limits) {
@@ -223,7 +250,11 @@ Status NetworkIsolator::updateRate(NetState& s, double mbitPerS) {
   if (s.pid <= 0) return Error{"cannot change the egress rate before the executor runs"};
   UniqueFd ns(::open(("/proc/" + std::to_string(s.pid) + "/ns/net").c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns.valid()) return Error::fromErrno("opening /proc/" + std::to_string(s.pid) + "/ns/net");
-  auto inside = netlinkIn(ns.get());
+  return applyRate(ns.get(), s, mbitPerS);
+}
+
+Status NetworkIsolator::applyRate(int netnsFd, NetState& s, double mbitPerS) {
+  auto inside = netlinkIn(netnsFd);
   if (!inside) return inside.error();
   auto index = inside->ifindex(kInsideName);
   if (!index) return index.error();
@@ -251,7 +282,9 @@ Status NetworkIsolator::removeKernelObjects(const std::string& container, const 
   for (const auto& r : s.ports) {
     (void)nft_->run(deletePortsScript(rules_, s.address, PortRanges{r}));
   }
-  keep(host_.deleteLink(s.veth));
+  // Normally reapJob() deleted it already; if_nametoindex asks without the
+  // rtnl lock, so a cleanup after the reap does not wait behind a teardown.
+  if (if_nametoindex(s.veth.c_str()) != 0) keep(host_.deleteLink(s.veth));
   if (::unlink((stateDir_ + "/" + container).c_str()) != 0 && errno != ENOENT) {
     keep(Error::fromErrno("removing " + stateDir_ + "/" + container));
   }
@@ -262,6 +295,9 @@ Status NetworkIsolator::recover(const std::vector<ContainerId>& known) {
   std::set<std::string> knownNames;
   for (const auto& id : known) knownNames.insert(id.name());
   std::set<std::string> keptVeths;
+  if (warm_) {
+    for (auto& veth : warm_->waitingVeths()) keptVeths.insert(veth);
+  }
   std::map<uint32_t, PortRanges> ports;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(stateDir_, ec)) {
@@ -293,7 +329,10 @@ Status NetworkIsolator::recover(const std::vector<ContainerId>& known) {
       if (auto st = host_.deleteLink(veth); !st) LOG_WARNING("network/netns: " << st.error().describe());
     }
   }
-  return nft_->run(tableScript(rules_, ports));
+  Status st = nft_->run(tableScript(rules_, ports));
+  // The pool's addresses now come after every recovered one is claimed.
+  if (warm_) warm_->refill();
+  return st;
 }
 
 }  // namespace
@@ -319,11 +358,14 @@ void addNetworkFlags(Flags& flags, NetworkOptions* o) {
                   "network/netns: per-executor egress limit in Mbit/s (0: unlimited)");
   flags.addBool("network-allow-executor-traffic", &o->allowExecutorTraffic,
                 "network/netns: executors may reach each other's unoffered ports");
+  flags.addInt("network-warm-pool", &o->warmPool,
+               "network/netns: executor networks (namespace, veth, address, route) made ahead of launches "
+               "off the agent's loop, 0.." + std::to_string(kWarmPoolMax) + " (0: each launch makes its own)");
   flags.addString("network-state-dir", &o->stateDir,
                   "network/netns: address checkpoints (default /run/allot/network/<bridge>)");
 }
 
-Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& o) {
+Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& o, asio::io_context* io) {
   if (!validBridgeName(o.bridge)) {
     return Error{"--network-bridge '" + o.bridge + "': 1..15 characters of [A-Za-z0-9_-]"};
   }
@@ -331,6 +373,9 @@ Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& o) {
   if (!cidr) return Error{"--network-cidr: " + cidr.error().describe()};
   if (!(o.egressMbitPerS >= 0 && o.egressMbitPerS <= 100000)) {
     return Error{"--network-egress-rate must be in [0, 100000] Mbit/s"};
+  }
+  if (o.warmPool < 0 || o.warmPool > kWarmPoolMax) {
+    return Error{"--network-warm-pool must be in [0, " + std::to_string(kWarmPoolMax) + "]"};
   }
   std::string dir = networkStateDir(o);
   std::error_code ec;
@@ -362,7 +407,7 @@ Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& o) {
                 "interfaces with net.ipv4.conf.<uplink>.forwarding=1");
   }
   return std::unique_ptr<Isolator>(
-      new NetworkIsolator(o, std::move(rules), std::move(*host), *bridge, std::move(*nft)));
+      new NetworkIsolator(o, std::move(rules), std::move(*host), *bridge, std::move(*nft), io));
 }
 
 Status removeNetwork(const NetworkOptions& o) {

@@ -1,8 +1,10 @@
 // network/netns: every executor in its own network namespace, joined to
 // the host through a veth pair on the agent's bridge.
 //
-//   prepare   takes an address from the pool (--network-cidr; the bridge
-//             holds the first one as gateway), checkpoints it, creates the
+//   prepare   takes a network made ahead by the warm pool
+//             (--network-warm-pool, network_warm.h), or else makes one:
+//             an address from the pool (--network-cidr; the bridge
+//             holds the first one as gateway), checkpointed first, the
 //             namespace (lo up), the veth pair (host end on the bridge,
 //             "eth0" inside with address/32 and a default route via the
 //             gateway), the egress tbf on "eth0" (the executor's `net_mbps`
@@ -12,8 +14,9 @@
 //             ALLOT_NETWORK_GATEWAY to the executor's environment.
 //   update    replaces the executor's port elements and egress rate when
 //             its tasks change (the rate through /proc/<pid>/ns/net).
-//   cleanup   deletes the port elements and the veth, returns the address
-//             and removes the checkpoint (the namespace dies with its
+//   reapJob   deletes the veth (on the agent's worker pool)
+//   cleanup   deletes the port elements (and the veth if still there),
+//             returns the address and removes the checkpoint (the namespace dies with its
 //             last process).
 //   recover   adopts the checkpointed executors the agent still knows,
 //             deletes everything else (veths on the bridge, checkpoints,
@@ -24,13 +27,15 @@
 // traffic: only offered ports pass unless --network-allow-executor-traffic.
 // Checkpoints live in --network-state-dir (default /run/allot/network/<bridge>:
 // tmpfs, because neither namespaces nor executors outlive a reboot).
-// Thread: the agent's io_context thread (prepare enters the new namespace
-// on that thread for one unshare and returns at once).
+// Thread: the agent's io_context thread (a prepare without a warm network
+// enters the new namespace on that thread for one unshare and returns at
+// once); the warm pool's worker makes networks beside it.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "base/asio.h"
 #include "base/flags.h"
 #include "base/result.h"
 #include "isolators/isolator.h"
@@ -42,7 +47,10 @@ void addNetworkFlags(Flags& flags, NetworkOptions* options);
 
 // Sets up (or adopts) the bridge, its gateway address, forwarding and
 // route_localnet on it, and the nftables table; errors say what failed.
-Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& options);
+// With `io` (the agent's loop, outliving the isolator) and a warm pool size
+// above 0, networks are made ahead of launches on a worker thread whose
+// results come back on `io`; without, every prepare() makes its own.
+Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& options, asio::io_context* io = nullptr);
 
 // Removes the bridge, the nftables table and the state directory (for
 // tests and uninstall; executors still attached lose their network).

@@ -1,6 +1,7 @@
 // Settings of network/netns (flags --network-*; see network_isolator.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace allot {
@@ -11,6 +12,7 @@ struct NetworkOptions {
   double egressMbitPerS = 0;  // 0: unlimited (an executor's net_mbps wins)
   bool allowExecutorTraffic = false;
   std::string stateDir;  // "": /run/allot/network/<bridge>
+  int64_t warmPool = 4;  // networks made ahead of launches (0: none)
 };
 
 }  // namespace allot

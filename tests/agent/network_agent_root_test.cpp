@@ -46,6 +46,10 @@ std::string fetchLocal(int port) {
   return out;
 }
 
+// Networks the agent's warm pool keeps made ahead on the bridge (beside the
+// executors' own).
+constexpr size_t kWarm = 4;
+
 class NetworkAgentRoot : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -66,7 +70,8 @@ class NetworkAgentRoot : public ::testing::Test {
 
   bool startAgent() {
     return cluster_->startAgent({"--isolation", "network/netns", "--network-bridge", net_.bridge,
-                                 "--network-cidr", net_.cidr, "--network-state-dir", net_.stateDir});
+                                 "--network-cidr", net_.cidr, "--network-state-dir", net_.stateDir,
+                                 "--network-warm-pool", std::to_string(kWarm)});
   }
 
   void TearDown() override {
@@ -112,7 +117,7 @@ TEST_F(NetworkAgentRoot, SigkilledAgentKeepsRunningExecutorsNetworkAndCleansDead
   ASSERT_TRUE(waitFor([&] { return !(address = fetchLocal(31050)).empty(); }, 30s))
       << server.out() << server.err() << cluster_->agentLog();
   EXPECT_EQ(address.rfind("10.236.", 0), 0u) << address;
-  ASSERT_TRUE(waitFor([&] { return bridgePorts() == 2 && checkpoints() == 2; }, 15s)) << cluster_->agentLog();
+  ASSERT_TRUE(waitFor([&] { return bridgePorts() == kWarm + 2 && checkpoints() == 2; }, 15s)) << cluster_->agentLog();
 
   cluster_->agentProcess().killOnly(SIGKILL);
   // While the agent is down the sleeper's executor dies.
@@ -137,14 +142,14 @@ TEST_F(NetworkAgentRoot, SigkilledAgentKeepsRunningExecutorsNetworkAndCleansDead
 
   ASSERT_TRUE(startAgent()) << cluster_->agentLog();
   EXPECT_EQ(fetchLocal(31050), address) << "offered port lost across the agent restart";
-  EXPECT_TRUE(waitFor([&] { return bridgePorts() == 1 && checkpoints() == 1; }, 20s))
+  EXPECT_TRUE(waitFor([&] { return bridgePorts() == kWarm + 1 && checkpoints() == 1; }, 20s))
       << "the dead executor's veth or checkpoint survived: " << bridgePorts() << " ports, " << checkpoints()
       << " checkpoints\n"
       << cluster_->agentLog();
   EXPECT_EQ(fetchLocal(31050), address);
   // The server's framework ends: the agent removes its network too.
   server.kill(SIGINT);
-  EXPECT_TRUE(waitFor([&] { return bridgePorts() == 0 && checkpoints() == 0; }, 20s)) << cluster_->agentLog();
+  EXPECT_TRUE(waitFor([&] { return bridgePorts() == kWarm && checkpoints() == 0; }, 20s)) << cluster_->agentLog();
   EXPECT_EQ(fetchLocal(31050), "");
 }
 

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <dirent.h>
 #include <filesystem>
@@ -57,6 +58,16 @@ while True:
 bool haveTool(const char* path) { return access(path, X_OK) == 0; }
 
 int shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
+
+std::string capture(const std::string& cmd) {
+  std::string out;
+  if (FILE* f = popen((cmd + " 2>&1").c_str(), "r")) {
+    char buf[512];
+    while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+    pclose(f);
+  }
+  return out;
+}
 
 // Connects to ip:port from the network namespace at `nsPath` ("" = the
 // test's own) and returns the first line the server sends, or nothing.
@@ -152,7 +163,7 @@ class NetworkRoot : public ::testing::Test {
   }
 
   void makeIsolator() {
-    auto made = makeNetworkIsolator(options_);
+    auto made = makeNetworkIsolator(options_, &io_);
     ASSERT_TRUE(made.ok()) << made.error().describe();
     isolator_ = std::move(*made);
   }
@@ -177,10 +188,18 @@ class NetworkRoot : public ::testing::Test {
       waitpid(pid, nullptr, 0);
     }
     if (outsideMade_) shell("ip netns del " + outsideNs_);
-    // What cleanup() must have removed on its own, before the network goes.
-    EXPECT_EQ(hostVeths(), "") << "executor veths left";
+    // What cleanup() must have removed on its own, before the network goes
+    // (the warm pool's networks stay until the isolator stops). By index:
+    // the warm pool may have made a new interface with a gone executor's
+    // address, and so its name.
+    std::vector<std::string> indexes;
+    for (auto& [name, e] : executors_) {
+      if (!e.ifindex.empty()) indexes.push_back(e.ifindex);
+    }
+    EXPECT_TRUE(interfacesGone(indexes)) << "executor veths left";
     for (ino_t ino : inodes) EXPECT_EQ(netnsReferences(ino), 0) << "namespace " << ino << " still referenced";
     isolator_.reset();
+    EXPECT_EQ(hostVeths(), "") << "veths left after the isolator stopped";
     Status st = removeNetwork(options_);
     EXPECT_TRUE(st.ok()) << st.error().describe();
     auto nft = Nftables::create();
@@ -197,6 +216,45 @@ class NetworkRoot : public ::testing::Test {
     EXPECT_FALSE(nl->ifindex("ao" + unique_).ok()) << "outside veth left";
     EXPECT_EQ(shell("ip -4 addr show | grep -q ' " + subnet_ + "\\.'"), 256) << "addresses of the pool left";
     std::filesystem::remove_all(workDir_);
+  }
+
+  // /sys/class/net/<name>/ifindex, "" when there is none.
+  static std::string ifindexOf(const std::string& name) {
+    int fd = open(("/sys/class/net/" + name + "/ifindex").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "";
+    char buf[32];
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    return n > 0 ? std::string(buf, n) : "";
+  }
+
+  // True once no interface has one of `indexes` (the kernel finishes a
+  // namespace's teardown from a workqueue: up to 5 s under load).
+  static bool interfacesGone(const std::vector<std::string>& indexes) {
+    auto anyLeft = [&] {
+      for (const auto& d : std::filesystem::directory_iterator("/sys/class/net")) {
+        if (std::find(indexes.begin(), indexes.end(), ifindexOf(d.path().filename())) != indexes.end()) return true;
+      }
+      return false;
+    };
+    for (int i = 0; i < 100 && anyLeft(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return !anyLeft();
+  }
+
+  static std::string vethOf(const std::string& address) {
+    char h[16];
+    std::snprintf(h, sizeof h, "ve%08x", *parseIpv4(address));
+    return h;
+  }
+
+  // Names of the interfaces on the test's bridge.
+  std::vector<std::string> bridgePorts() {
+    auto nl = Netlink::open();
+    if (!nl) return {};
+    auto bridge = nl->ifindex(options_.bridge);
+    if (!bridge) return {};
+    auto ports = nl->bridgePorts(*bridge);
+    return ports ? *ports : std::vector<std::string>{};
   }
 
   // Host interfaces named like our executors' veths (ve + hex of the pool).
@@ -218,6 +276,7 @@ class NetworkRoot : public ::testing::Test {
     bool running = false;
     std::string address;
     std::string dir;
+    std::string ifindex;  // of its host-side veth
     ino_t netns = 0;
     std::string nsPath() const { return "/proc/" + std::to_string(pid) + "/ns/net"; }
   };
@@ -251,6 +310,7 @@ class NetworkRoot : public ::testing::Test {
     EXPECT_TRUE(runUntil(io_, [&] { return !readFile(e.dir + "/ready").empty(); }, 10s))
         << "server " << name << " did not start: " << readFile(e.dir + "/stderr");
     e.address = readFile(e.dir + "/ready");
+    if (!e.address.empty()) e.ifindex = ifindexOf(vethOf(e.address));
     return e;
   }
 
@@ -412,6 +472,7 @@ TEST_F(NetworkRoot, RecoveryKeepsRunningExecutorsAndRemovesGoneOnes) {
   Executor& b = start("b", "cpus:0.1", {31008});
   Executor& c = start("c", "cpus:0.1", {31009});
   ASSERT_TRUE(a.running && b.running && c.running);
+  ASSERT_FALSE(c.ifindex.empty());
   // The agent dies (no cleanup), b and c die while it is down.
   isolator_.reset();
   stop(b);
@@ -422,11 +483,9 @@ TEST_F(NetworkRoot, RecoveryKeepsRunningExecutorsAndRemovesGoneOnes) {
   EXPECT_TRUE(fetch("", "127.0.0.1", port).has_value()) << "a's offered port lost across the restart";
   auto nl = Netlink::open();
   ASSERT_TRUE(nl.ok());
-  EXPECT_FALSE(nl->ifindex("ve" + [&] {
-                 char h[9];
-                 std::snprintf(h, sizeof h, "%08x", *parseIpv4(c.address));
-                 return std::string(h);
-               }()).ok()) << "c's veth survived recovery";
+  // (The restarted warm pool may make a new interface with c's address's
+  // name: c's own is known by its index.)
+  EXPECT_NE(ifindexOf(vethOf(c.address)), c.ifindex) << "c's veth survived recovery";
   EXPECT_FALSE(std::filesystem::exists(options_.stateDir + "/" + c.id.name()));
   ASSERT_TRUE(isolator_->cleanup(b.id).ok());
   EXPECT_FALSE(std::filesystem::exists(options_.stateDir + "/" + b.id.name()));
@@ -434,6 +493,86 @@ TEST_F(NetworkRoot, RecoveryKeepsRunningExecutorsAndRemovesGoneOnes) {
   Executor& d = start("d", "cpus:0.1", {31010});
   EXPECT_NE(d.address, a.address);
   EXPECT_TRUE(fetch(d.nsPath(), "127.0.0.1", 31010).has_value());
+}
+
+TEST_F(NetworkRoot, WarmPoolMakesNetworksAheadAndRefillsAfterATake) {
+  ASSERT_EQ(options_.warmPool, 4);
+  ASSERT_TRUE(runUntil(io_, [&] { return bridgePorts().size() == 4; }, 20s)) << bridgePorts().size() << " made";
+  auto warm = bridgePorts();
+  int port = 34000 + getpid() % 1000;
+  Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
+  ASSERT_TRUE(a.running);
+  EXPECT_NE(std::find(warm.begin(), warm.end(), vethOf(a.address)), warm.end())
+      << "a's network " << vethOf(a.address) << " was not one made ahead";
+  EXPECT_TRUE(runUntil(io_, [&] { return bridgePorts().size() == 5; }, 20s)) << "the pool did not refill";
+  auto answer = fetch("", "127.0.0.1", port);
+  ASSERT_TRUE(answer.has_value()) << "a's offered port unreachable";
+  EXPECT_EQ(answer->substr(0, a.address.size()), a.address);
+}
+
+TEST_F(NetworkRoot, WithoutAWarmPoolEachLaunchMakesItsOwnNetwork) {
+  isolator_.reset();
+  options_.warmPool = 0;
+  makeIsolator();
+  ASSERT_TRUE(isolator_->recover({}).ok());
+  for (int i = 0; i < 5; ++i) io_.poll();
+  EXPECT_TRUE(bridgePorts().empty());
+  int port = 34000 + getpid() % 1000;
+  Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
+  ASSERT_TRUE(a.running);
+  EXPECT_EQ(bridgePorts(), std::vector<std::string>{vethOf(a.address)});
+  EXPECT_TRUE(fetch("", "127.0.0.1", port).has_value());
+}
+
+TEST_F(NetworkRoot, PerExecutorRateOnAWarmNetworkReplacesTheDefault) {
+  ASSERT_TRUE(runUntil(io_, [&] { return bridgePorts().size() == 4; }, 20s));
+  Executor& a = start("a", "cpus:0.1;net_mbps:40", {31020});
+  ASSERT_TRUE(a.running);
+  std::string qdisc = capture("nsenter --net=" + a.nsPath() + " tc qdisc show dev eth0");
+  EXPECT_NE(qdisc.find("tbf"), std::string::npos) << qdisc;
+  EXPECT_NE(qdisc.find("rate 40Mbit"), std::string::npos) << qdisc;
+  std::string state = readFile(options_.stateDir + "/" + a.id.name());
+  EXPECT_NE(state.find("egress 40"), std::string::npos) << state;
+}
+
+// The agent is SIGKILLed with its warm pool full: the namespaces had no
+// holder but the agent's fds, so the kernel removes them and their veths;
+// the restarted agent's recover() finds nothing of them.
+TEST_F(NetworkRoot, AgentCrashLeavesNoWarmNetworkBehind) {
+  isolator_.reset();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(fds[0]);
+    asio::io_context io;
+    auto made = makeNetworkIsolator(options_, &io);
+    if (!made || !(*made)->recover({}).ok()) _exit(1);
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (bridgePorts().size() < 4 && std::chrono::steady_clock::now() < deadline) {
+      io.run_one_for(std::chrono::milliseconds(50));
+    }
+    if (write(fds[1], "r", 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  helpers_.push_back(child);
+  close(fds[1]);
+  char ready = 0;
+  ASSERT_EQ(read(fds[0], &ready, 1), 1);
+  close(fds[0]);
+  std::vector<std::string> indexes;
+  for (const auto& veth : bridgePorts()) indexes.push_back(ifindexOf(veth));
+  ASSERT_EQ(indexes.size(), 4u) << "the crashing agent's pool did not fill";
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  helpers_.clear();
+  EXPECT_TRUE(interfacesGone(indexes)) << "the crashed agent's warm veths outlived it";
+  makeIsolator();
+  ASSERT_TRUE(isolator_->recover({}).ok());
+  Executor& a = start("a", "cpus:0.1", {31021});
+  EXPECT_TRUE(a.running);
+  EXPECT_TRUE(fetch(a.nsPath(), "127.0.0.1", 31021).has_value());
 }
 
 }  // namespace
