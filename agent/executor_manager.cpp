@@ -323,6 +323,10 @@ LaunchSpec ExecutorManager::launchSpec(const Container& c) const {
     spec.setup.groups = c.user->groups;
     spec.setup.dropCapabilities = !c.user->isRoot();
     spec.setup.confineRoot = c.user->isRoot();
+    if (c.user->isRoot()) {
+      spec.setup.privateTmpDir = c.sandbox + "/tmp";
+      spec.setup.keepVisibleDir = options_.workDir;
+    }
   }
   spec.setup.noNewPrivs = true;
   spec.workDir = c.sandbox;

@@ -127,7 +127,7 @@ Status runAsSettings(const Settings& s, AgentConfig* c) {
   if (!user) return Error{"--default-user: " + user.error().describe()};
   if (user->isRoot()) LOG_WARNING("--default-user " << s.defaultUser
                                           << " is root: executors run as root (confined: Docker's default "
-                                             "capabilities, read-only /sys and /proc/sys)");
+                                             "capabilities, own PID namespace, host filesystems read-only)");
   if (auto st = checkSearchableByOthers(c->workDir); !st) return Error{"--work-dir: " + st.error().describe()};
   c->executors.defaultUser = s.defaultUser;
   return okStatus();

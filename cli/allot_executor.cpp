@@ -9,7 +9,9 @@
 // or KILLED. Children are supervised through pidfds polled by Asio, never
 // waitpid loops. The executor exits on ShutdownExecutor once its tasks are
 // gone and their updates acknowledged, or when the agent stays away longer
-// than ALLOT_RECOVERY_TIMEOUT_S.
+// than ALLOT_RECOVERY_TIMEOUT_S. In its own PID namespace (namespaces/pid,
+// root tasks) the executor is the namespace's pid 1 and inherits its tasks'
+// orphans: it reaps them on SIGCHLD.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -36,6 +38,8 @@ using namespace allot;
 constexpr double kDefaultGraceS = 3;
 constexpr size_t kTasksMax = 10000;
 constexpr auto kQuiescenceCheck = std::chrono::milliseconds(20);
+// Bounds one SIGCHLD's reaping (the rest waits for the next SIGCHLD).
+constexpr int kMaxReapsPerSignal = 4096;
 
 std::string fileSafe(const std::string& id) {
   std::string out = id;
@@ -89,7 +93,9 @@ const char* stepName(int step) {
 
 class CommandExecutor final : public Executor {
  public:
-  explicit CommandExecutor(asio::io_context& io) : io_(io), quiescenceTimer_(io) {}
+  explicit CommandExecutor(asio::io_context& io) : io_(io), quiescenceTimer_(io), sigchld_(io, SIGCHLD) {
+    reapOrphans();
+  }
 
   void setDriver(ExecutorDriver* driver) { driver_ = driver; }
   int exitCode() const { return exitCode_; }
@@ -205,6 +211,7 @@ class CommandExecutor final : public Executor {
     }
     watchExit(*child);
     armMaxDuration(*child);
+    taskOfPid_[pid] = task.task_id();
     children_[task.task_id()] = std::move(child);
     return pid;
   }
@@ -276,6 +283,7 @@ class CommandExecutor final : public Executor {
                         ? "command exited with status " + std::to_string(info.si_status)
                         : "command killed by signal " + std::to_string(info.si_status));
     }
+    taskOfPid_.erase(child.pid);
     children_.erase(it);
     if (auto st = driver_->sendStatus(s); !st) LOG_ERROR("status of " << taskId << ": " << st.error().describe());
     checkQuiescence();
@@ -289,6 +297,28 @@ class CommandExecutor final : public Executor {
     s.set_reason(reason);
     s.set_message(message);
     if (auto st = driver_->sendStatus(s); !st) LOG_ERROR("status of " << taskId << ": " << st.error().describe());
+  }
+
+  // Zombies that are no task's (orphans re-parented to the executor as its
+  // namespace's pid 1) are reaped here; a task found dead first is
+  // finished through onExit, as its pidfd watch would have. Peeking with
+  // WNOWAIT leaves a task's status to onExit.
+  void reapOrphans() {
+    sigchld_.async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      for (int reaped = 0; reaped < kMaxReapsPerSignal; ++reaped) {
+        siginfo_t info{};
+        if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
+        if (auto it = taskOfPid_.find(info.si_pid); it != taskOfPid_.end()) {
+          std::string taskId = it->second;
+          onExit(taskId);
+          continue;
+        }
+        siginfo_t status{};
+        waitid(P_PID, info.si_pid, &status, WEXITED | WNOHANG);
+      }
+      reapOrphans();
+    });
   }
 
   // After a shutdown: exit once no child is left and the agent has every
@@ -311,6 +341,8 @@ class CommandExecutor final : public Executor {
   asio::steady_timer quiescenceTimer_;
   ExecutorDriver* driver_ = nullptr;
   std::map<std::string, std::unique_ptr<Child>> children_;
+  std::map<pid_t, std::string> taskOfPid_;  // children_'s pids
+  asio::signal_set sigchld_;
   bool shuttingDown_ = false;
   int exitCode_ = 0;
 };

@@ -9,6 +9,7 @@
 #include "isolators/cgroup_layer.h"
 #include "isolators/cgroup_isolators.h"
 #include "isolators/cgroupfs.h"
+#include "isolators/namespaces_isolator.h"
 #include "isolators/network_isolator.h"
 #include "isolators/solaris_project.h"
 #include "isolators/seccomp_isolator.h"
@@ -25,6 +26,7 @@ constexpr IsolatorEntry kIsolatorTable[] = {
     {"network/netns", nullptr, [](const IsolatorContext& c) { return makeNetworkIsolator(c.options.network, c.options.io); }},
     {"solaris/project", nullptr,
      [](const IsolatorContext& c) { return makeSolarisProjectIsolator(makeHostSolarisPlatform(), c.options.pidsMax); }},
+    {"namespaces/pid", nullptr, makePidNamespaceIsolator},
     {"seccomp", nullptr, makeSeccompIsolator},
 };
 

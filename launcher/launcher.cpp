@@ -33,7 +33,7 @@ namespace {
 enum class Step : int {
   kSignals = 1, kSetsid, kStdin, kStdout, kStderr, kChdir, kCgroup, kNetns,
   kSetgroups, kSetgid, kSetuid, kNoNewPrivs, kSeccomp, kExec, kCapBound, kCaps,
-  kMountNs, kCgroupNs, kReadOnly,
+  kMountNs, kCgroupNs, kReadOnly, kReadOnlyHost, kMountProc, kWritable, kShm,
 };
 
 const char* stepName(Step step) {
@@ -57,6 +57,10 @@ const char* stepName(Step step) {
     case Step::kMountNs: return "unshare a private mount namespace";
     case Step::kCgroupNs: return "unshare a cgroup namespace";
     case Step::kReadOnly: return "make read-only (mount_setattr)";
+    case Step::kReadOnlyHost: return "make the host's mounts read-only (mount_setattr / recursive)";
+    case Step::kMountProc: return "mount /proc for the PID namespace";
+    case Step::kWritable: return "bind-mount a writable directory";
+    case Step::kShm: return "mount a private tmpfs at /dev/shm";
   }
   return "setup";
 }
@@ -64,7 +68,7 @@ const char* stepName(Step step) {
 struct ChildFailure {
   Step step;
   int errnum;
-  int index;  // which cgroup file (kCgroup) or read-only path (kReadOnly)
+  int index;  // which cgroup file (kCgroup), read-only path (kReadOnly) or writable bind (kWritable)
 };
 
 // What a confined root task sees read-only (launcher.h, confineRoot). /proc
@@ -79,6 +83,11 @@ struct ReadOnlyPath {
 constexpr ReadOnlyPath kRootReadOnlyPaths[] = {
     {"/sys", false, false}, {"/proc/sys", true, false}, {"/proc/sysrq-trigger", true, true}};
 
+// A confined root task always gets its own PID namespace (launcher.h).
+bool newPidNamespace(const ChildSetup& setup) {
+  return setup.newPidNamespace || (setup.confineRoot && !setup.dropCapabilities);
+}
+
 // Everything the child needs, prepared before clone so the child only
 // makes async-signal-safe calls.
 struct Prepared {
@@ -90,6 +99,8 @@ struct Prepared {
   // caught): the child resets them before it unblocks signals.
   std::vector<int> nonDefaultSignals;
   int capLastCap = 0;  // /proc/sys/kernel/cap_last_cap, read before clone
+  std::string workDirPath;  // spec.workDir, for the child to write into (makeDirs)
+  std::string keepVisiblePath;  // setup.keepVisibleDir when it lies under /tmp
   char pidText[24] = {};
 };
 
@@ -120,6 +131,8 @@ Prepared prepare(const LaunchSpec& spec) {
     }
   }
   if (spec.setup.dropCapabilities || spec.setup.confineRoot) p.capLastCap = readCapLastCap();
+  p.workDirPath = spec.workDir;
+  if (spec.setup.keepVisibleDir.rfind("/tmp/", 0) == 0) p.keepVisiblePath = spec.setup.keepVisibleDir;
   return p;
 }
 
@@ -185,14 +198,89 @@ void setCapabilities(uint64_t keep, const FailureSink& sink) {
   }
 }
 
-// A root task's own view of the system (launcher.h, confineRoot): its
-// mounts stop propagating to the host (slave: the host's still reach it),
-// the kernel's and every cgroup hierarchy's files become read-only for it
-// alone, and its cgroup namespace is rooted where it now is. While still
-// holding CAP_SYS_ADMIN, i.e. before the bounding set and capsets shrink.
-void confineRootTask(const FailureSink& sink) {
-  if (unshare(CLONE_NEWNS) != 0) childFail(sink, Step::kMountNs);
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) childFail(sink, Step::kMountNs);
+// The host's mounts read-only for a confined root task, in its own mount
+// namespace only: one recursive mount_setattr on / (crun and bubblewrap
+// remount each submount MS_BIND|MS_REMOUNT|MS_RDONLY; mount_setattr does the
+// whole tree at once, and atomically). Files the child opened before (its
+// stdout and stderr) stay writable: they belong to the host's mounts.
+void makeHostReadOnly(const FailureSink& sink) {
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof attr) != 0) {
+    childFail(sink, Step::kReadOnlyHost);
+  }
+}
+
+// A detached copy of the mount at `path` (open_tree), writable again but
+// nosuid and nodev: with CAP_MKNOD a root task could otherwise make a block
+// device node there and write the host's disks. Taken before anything
+// covers `path` (the private /tmp covers a working directory under /tmp).
+int writableTree(const char* path, int index, const FailureSink& sink) {
+  int tree = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+  if (tree < 0) childFail(sink, Step::kWritable, index);
+  mount_attr attr{};
+  attr.attr_clr = MOUNT_ATTR_RDONLY;
+  attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+    childFail(sink, Step::kWritable, index);
+  }
+  return tree;
+}
+
+// mkdir -p of `path` (a buffer the child may write into; restored).
+void makeDirs(char* path) {
+  for (char* slash = std::strchr(path + 1, '/'); slash; slash = std::strchr(slash + 1, '/')) {
+    *slash = '\0';
+    mkdir(path, 0755);
+    *slash = '/';
+  }
+  mkdir(path, 0755);
+}
+
+// A root task's writable places: its working directory, its private /tmp
+// and a private /dev/shm (Docker's 64 MiB; tmpfs pages are charged to the
+// task's memory cgroup). Everything else stays read-only. The working
+// directory is attached last, at its own path (made inside the private
+// /tmp when it lies under /tmp), and entered again: the cwd the child took
+// before is the read-only copy.
+void mountWritable(Prepared& p, const FailureSink& sink) {
+  const LaunchSpec& spec = *p.spec;
+  const std::string& tmp = spec.setup.privateTmpDir;
+  int workTree = spec.workDir.empty() ? -1 : writableTree(spec.workDir.c_str(), 0, sink);
+  int keptTree = -1;
+  if (!tmp.empty() && !p.keepVisiblePath.empty()) {
+    keptTree = open_tree(AT_FDCWD, p.keepVisiblePath.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (keptTree < 0) childFail(sink, Step::kWritable, 2);
+  }
+  if (!tmp.empty()) {
+    int tmpTree = writableTree(tmp.c_str(), 1, sink);
+    if (move_mount(tmpTree, "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH) != 0) childFail(sink, Step::kWritable, 1);
+    close(tmpTree);
+  }
+  if (keptTree >= 0) {
+    makeDirs(p.keepVisiblePath.data());
+    if (move_mount(keptTree, "", AT_FDCWD, p.keepVisiblePath.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+      childFail(sink, Step::kWritable, 2);
+    }
+    close(keptTree);
+  }
+  if (workTree >= 0) {
+    makeDirs(p.workDirPath.data());
+    if (move_mount(workTree, "", AT_FDCWD, spec.workDir.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0 ||
+        chdir(spec.workDir.c_str()) != 0) {
+      childFail(sink, Step::kWritable, 0);
+    }
+    close(workTree);
+  }
+  if (mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=65536k") != 0 &&
+      errno != ENOENT) {
+    childFail(sink, Step::kShm);
+  }
+}
+
+// /sys is read-only with the rest of the host; /proc/sys and
+// /proc/sysrq-trigger are on the task's own (writable) /proc.
+void makeProcReadOnly(const FailureSink& sink) {
   for (size_t i = 0; i < std::size(kRootReadOnlyPaths); ++i) {
     const ReadOnlyPath& ro = kRootReadOnlyPaths[i];
     if (ro.bindFirst && mount(ro.path, ro.path, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
@@ -205,6 +293,33 @@ void confineRootTask(const FailureSink& sink) {
       childFail(sink, Step::kReadOnly, static_cast<int>(i));
     }
   }
+}
+
+// The child's own view of the system (launcher.h, newPidNamespace and
+// confineRoot): its mounts stop propagating to the host (slave: the host's
+// still reach it); a confined root task gets the host read-only, then a
+// /proc of its PID namespace (mounted after, so /proc/self stays writable),
+// its writable directories, /proc/sys read-only, and a cgroup namespace
+// rooted where it now is. While still holding CAP_SYS_ADMIN, i.e. before
+// the bounding set and capsets shrink.
+void setUpMountNamespace(Prepared& p, bool confine, bool newPid, const FailureSink& sink) {
+  const std::string& tmp = p.spec->setup.privateTmpDir;
+  if (confine && !tmp.empty()) {
+    if (mkdir(tmp.c_str(), 0700) == 0) {
+      if (chmod(tmp.c_str(), 01777) != 0) childFail(sink, Step::kWritable, 1);
+    } else if (errno != EEXIST) {
+      childFail(sink, Step::kWritable, 1);
+    }
+  }
+  if (unshare(CLONE_NEWNS) != 0) childFail(sink, Step::kMountNs);
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) childFail(sink, Step::kMountNs);
+  if (confine) makeHostReadOnly(sink);
+  if (newPid && mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    childFail(sink, Step::kMountProc);
+  }
+  if (!confine) return;
+  mountWritable(p, sink);
+  makeProcReadOnly(sink);
   // Kernels without cgroup namespaces (before 4.6) say EINVAL: the
   // read-only hierarchies above are what keeps the task in place anyway.
   if (unshare(CLONE_NEWCGROUP) != 0 && errno != EINVAL) childFail(sink, Step::kCgroupNs);
@@ -241,7 +356,7 @@ void confineRootTask(const FailureSink& sink) {
   if (setup.netnsFd >= 0 && setns(setup.netnsFd, CLONE_NEWNET) != 0) childFail(sink, Step::kNetns);
   bool confine = setup.confineRoot && !setup.dropCapabilities;
   uint64_t keep = confine ? kRootTaskCapabilities : 0;
-  if (confine) confineRootTask(sink);
+  if (confine || newPidNamespace(setup)) setUpMountNamespace(p, confine, newPidNamespace(setup), sink);
   if (setup.dropCapabilities || confine) dropBoundingSet(p.capLastCap, keep, sink);
   if (setup.gid >= 0) {
     if (syscall(SYS_setgroups, setup.groups.size(), setup.groups.data()) != 0) childFail(sink, Step::kSetgroups);
@@ -280,19 +395,22 @@ int childMain(void* arg) {
 // caller waits for the exec anyway (`vforkOk`), this is a vfork-style clone
 // (CLONE_VM | CLONE_VFORK, as posix_spawn does: no page tables copied, the
 // parent resumes once the child has exec'd or failed). Otherwise clone3
-// (fork-like; CLONE_INTO_CGROUP with a cgroup directory). fork +
-// pidfd_open is the last resort where clone3 is refused.
+// (fork-like; CLONE_INTO_CGROUP with a cgroup directory). Where clone3 is
+// refused, a fork-like clone (with the PID namespace, if one is asked for)
+// + pidfd_open is the last resort. The child of CLONE_NEWPID is pid 1 of
+// the new namespace; clone returns its pid in ours.
 pid_t startChild(ChildArgs* args, int* pidfd, bool vforkOk) {
   const ChildSetup& setup = args->prepared->spec->setup;
+  const int newPid = newPidNamespace(setup) ? CLONE_NEWPID : 0;
+  constexpr size_t kStackBytes = 256 * 1024;
+  static thread_local std::vector<char> stack(kStackBytes);
   if (setup.cgroupDirFd < 0 && vforkOk) {
-    constexpr size_t kStackBytes = 256 * 1024;
-    static thread_local std::vector<char> stack(kStackBytes);
     int pid = clone(childMain, stack.data() + stack.size(),
-                    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD, args, pidfd);
+                    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | newPid | SIGCHLD, args, pidfd);
     return pid;
   }
   clone_args ca{};
-  ca.flags = CLONE_PIDFD;
+  ca.flags = CLONE_PIDFD | static_cast<uint64_t>(newPid);
   ca.pidfd = reinterpret_cast<uint64_t>(pidfd);
   ca.exit_signal = SIGCHLD;
   if (setup.cgroupDirFd >= 0) {
@@ -302,7 +420,8 @@ pid_t startChild(ChildArgs* args, int* pidfd, bool vforkOk) {
   long pid = syscall(SYS_clone3, &ca, sizeof ca);
   if (pid == 0) runChild(*args->prepared, args->sink);
   if (pid >= 0 || (errno != ENOSYS && errno != EPERM)) return static_cast<pid_t>(pid);
-  pid = fork();
+  // Without CLONE_VM the child runs on its own copy of `stack`.
+  pid = newPid ? clone(childMain, stack.data() + stack.size(), newPid | SIGCHLD, args) : fork();
   if (pid == 0) runChild(*args->prepared, args->sink);
   if (pid > 0) *pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   return static_cast<pid_t>(pid);
@@ -314,6 +433,11 @@ std::string describeFailure(const ChildFailure& failure, const LaunchSpec& spec)
   if (failure.step == Step::kExec) what += " " + spec.argv[0];
   if (failure.step == Step::kCgroup) what += " " + spec.setup.cgroupProcsFiles[failure.index];
   if (failure.step == Step::kReadOnly) what += std::string(" ") + kRootReadOnlyPaths[failure.index].path;
+  if (failure.step == Step::kWritable) {
+    what += failure.index == 0   ? " " + spec.workDir
+            : failure.index == 1 ? " " + spec.setup.privateTmpDir + " at /tmp"
+                                 : " " + spec.setup.keepVisibleDir + " under the private /tmp";
+  }
   if (failure.step == Step::kChdir) what += " " + spec.workDir;
   if (failure.step == Step::kStdout) what += " " + spec.stdoutPath;
   if (failure.step == Step::kStderr) what += " " + spec.stderrPath;

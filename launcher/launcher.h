@@ -28,10 +28,13 @@
 
 namespace allot {
 
-// What the child does between fork and exec, in this order (runc's):
-// signals, setsid, stdio, chdir, cgroup, netns, root confinement (mount and
-// cgroup namespaces), capability bounding set, setgroups/setgid/setuid, the
-// other capability sets, no_new_privs, seccomp, exec. Filled in by the agent and by isolators' prepare(); everything here
+// What the child does between clone and exec, in this order (runc's):
+// signals, setsid, stdio, chdir, cgroup, netns, mount namespace (the
+// host's mounts read-only for a root task, a new /proc for a PID namespace,
+// the writable directories, /proc/sys read-only), cgroup namespace,
+// capability bounding set, setgroups/setgid/setuid, the other capability
+// sets, no_new_privs, seccomp, exec. A PID namespace is made by the clone
+// itself (CLONE_NEWPID). Filled in by the agent and by isolators' prepare(); everything here
 // is async-signal-safe in the child (no allocation after fork; raw syscalls
 // for the credential changes, since glibc's setuid() would broadcast to the
 // agent's threads from a child sharing its memory).
@@ -57,17 +60,37 @@ struct ChildSetup {
   // Empty every capability set (bounding, inheritable, ambient; effective
   // and permitted go with the switch to a non-zero uid) before exec.
   bool dropCapabilities = false;
+  // Start the child as pid 1 of a new PID namespace, in a private mount
+  // namespace (no propagation back to the host) with a /proc of its own: it
+  // sees and can signal only the processes it starts, and when it exits the
+  // kernel kills every process left in the namespace. The launcher and the
+  // agent keep naming it by its host pid and pidfd. As a namespace's init
+  // it gets, from outside, only SIGKILL, SIGSTOP and the signals it has a
+  // handler for, and it inherits the namespace's orphans (it should reap
+  // them). Set by the namespaces/pid isolator; implied by confineRoot.
+  // Needs the launcher to run as root.
+  bool newPidNamespace = false;
   // For a child that runs as uid 0 (root allowed by the master's ACLs, or an
   // operator's root --default-user): keep only kRootTaskCapabilities in the
   // bounding, permitted and effective sets (inheritable and ambient empty),
-  // and start it in a private mount namespace (no propagation back to the
-  // host) where /sys with every cgroup hierarchy below it, /proc/sys and
-  // /proc/sysrq-trigger are read-only, and in a new cgroup namespace rooted
-  // at the cgroup it joined: it cannot write its pid into another cgroup,
-  // remount, load modules or trace processes outside its own privileges.
-  // Needs the launcher to run as root on Linux 5.12+ (mount_setattr).
-  // Ignored when dropCapabilities is set.
+  // and start it in its own PID namespace (newPidNamespace) and a private
+  // mount namespace where every host mount is read-only (so DAC_OVERRIDE
+  // cannot write root-owned host files), except the working directory and
+  // privateTmpDir bind-mounted at /tmp (both nosuid, nodev: no device node it
+  // makes there opens) and a private 64 MiB tmpfs at /dev/shm; /proc/sys and
+  // /proc/sysrq-trigger of its own /proc are read-only too. And in a new
+  // cgroup namespace rooted at the cgroup it joined: it cannot write its pid
+  // into another cgroup, remount, load modules or trace processes outside
+  // its own privileges. Needs the launcher to run as root on Linux 5.12+
+  // (mount_setattr). Ignored when dropCapabilities is set.
   bool confineRoot = false;
+  // confineRoot: the directory bind-mounted at /tmp (created mode 1777 if
+  // missing; "": /tmp stays read-only like the rest of the host).
+  std::string privateTmpDir;
+  // confineRoot: a host directory the child keeps seeing read-only at its
+  // own path even when it lies under /tmp, below the private /tmp (the
+  // agent's work dir, with the executor socket; "": none).
+  std::string keepVisibleDir;
 };
 
 // The capabilities a confined root task keeps: Docker's default set

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -306,6 +308,42 @@ TEST_F(TrustRoot, DefaultTaskCannotLeaveItsContainerEither) {
   std::string out = run(kEscapeProbe);
   ASSERT_NE(out.find("FINISHED"), std::string::npos) << out << cluster_->agentLog();
   expectConfined(taskOutput(cluster_->workDir()), false, cgroupsRoot_);
+}
+
+// namespaces/pid: the task sees its executor (pid 1) and its own shell
+// only, and cannot kill the agent, even as root; the agent stays up.
+void expectOwnPidNamespace(Cluster& cluster, const std::string& task) {
+  EXPECT_NE(task.find("executor=allot-executor\n"), std::string::npos) << "pid 1 is not the executor:\n" << task;
+  size_t at = task.find("procs=");
+  ASSERT_NE(at, std::string::npos) << task;
+  EXPECT_LE(std::atoi(task.c_str() + at + 6), 5) << "the task sees processes not its executor's:\n" << task;
+  EXPECT_NE(task.find("agent-visible=no\n"), std::string::npos) << task;
+  EXPECT_EQ(task.find("kill=0\n"), std::string::npos) << "the task killed the agent:\n" << task;
+  EXPECT_EQ(::kill(cluster.agentProcess().pid(), 0), 0) << "the agent is gone";
+}
+
+std::string pidNamespaceProbe(pid_t agent) {
+  std::string a = std::to_string(agent);
+  return "echo executor=$(cat /proc/1/comm); echo procs=$(ls /proc | grep -c '^[0-9]*$'); "
+         "if [ -d /proc/" + a + " ]; then echo agent-visible=yes; else echo agent-visible=no; fi; "
+         "kill -9 " + a + " 2>/dev/null; echo kill=$?";
+}
+
+TEST_F(TrustRoot, PidNamespaceIsolatorHidesTheHostsProcesses) {
+  startAgent({"--isolation", "seccomp,namespaces/pid"});
+  std::string out = run(pidNamespaceProbe(cluster_->agentProcess().pid()));
+  ASSERT_NE(out.find("FINISHED"), std::string::npos) << out << cluster_->agentLog();
+  expectOwnPidNamespace(*cluster_, taskOutput(cluster_->workDir()));
+}
+
+TEST_F(TrustRoot, PidNamespaceAlwaysHoldsARootTask) {
+  restartWithAcls(cluster_, "register_framework * users=*,root\nregister_agent *\n");
+  startAgent();
+  std::string out = run(pidNamespaceProbe(cluster_->agentProcess().pid()) + "; echo uid=$(id -u)", {"--user", "root"});
+  ASSERT_NE(out.find("FINISHED"), std::string::npos) << out << cluster_->agentLog();
+  std::string task = taskOutput(cluster_->workDir());
+  EXPECT_NE(task.find("uid=0\n"), std::string::npos) << task;
+  expectOwnPidNamespace(*cluster_, task);
 }
 
 TEST_F(TrustRoot, TaskCannotRegisterAsAnotherExecutor) {

@@ -1,9 +1,13 @@
 // Launcher features that need root: born into a cgroup2 directory
-// (CLONE_INTO_CGROUP), joining v1 cgroups by cgroup.procs, and dropping to
-// an unprivileged user with no_new_privs.
+// (CLONE_INTO_CGROUP), joining v1 cgroups by cgroup.procs, dropping to
+// an unprivileged user with no_new_privs, a PID namespace of its own, and a
+// confined root child that cannot write the host's files.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <cstdlib>
+#include <cstring>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +16,8 @@
 #include <optional>
 #include <fstream>
 #include <functional>
+#include <optional>
+#include <thread>
 
 #include "base/asio.h"
 #include "tests/common/test_util.h"
@@ -187,6 +193,145 @@ TEST_F(LauncherRootTest, AFailedCgroupJoinIsAnErrorNamingTheFile) {
   ASSERT_FALSE(pid.ok());
   EXPECT_NE(pid.error().describe().find("no-such-group/cgroup.procs"), std::string::npos)
       << pid.error().describe();
+}
+
+// The cgroup2 hierarchy of this host ("" if none): a child launched with
+// its directory fd goes through clone3 instead of the vfork-style clone.
+std::string cgroup2Root() {
+  if (fs::exists("/sys/fs/cgroup/unified/cgroup.procs")) return "/sys/fs/cgroup/unified";
+  if (fs::exists("/sys/fs/cgroup/cgroup.controllers")) return "/sys/fs/cgroup";
+  return "";
+}
+
+// Host pids of the processes whose command line is exactly "sleep <word>"
+// (not the shell that starts one).
+std::vector<pid_t> sleepsOf(const std::string& word) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = readFile(e.path() / "cmdline");
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (cmdline == "sleep " + word + " ") out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// Alive and not a zombie.
+bool running(pid_t pid) {
+  std::string stat = readFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z' && stat[paren + 2] != 'X';
+}
+
+class PidNamespaceTest : public LauncherRootTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  // With GetParam(): born in a cgroup2 directory (clone3), else the
+  // vfork-style clone.
+  void bornInCgroup2(LaunchSpec& spec) {
+    if (!GetParam()) return;
+    std::string root = cgroup2Root();
+    if (root.empty()) GTEST_SKIP() << "no cgroup2 hierarchy mounted";
+    std::string cg = makeCgroup(root);
+    ASSERT_FALSE(cg.empty());
+    cgroupFd_ = UniqueFd(open(cg.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+    spec.setup.cgroupDirFd = cgroupFd_.get();
+  }
+  UniqueFd cgroupFd_;
+};
+
+TEST_P(PidNamespaceTest, ChildSeesAndSignalsOnlyItsOwnProcesses) {
+  // Host pid 1 and this test are visible to any child of the host's PID
+  // namespace, and root may signal them (kill -0 checks without harm).
+  LaunchSpec spec = shell("echo pid=$$; echo procs=$(ls /proc | grep -c '^[0-9]*$'); "
+                          "echo ps=$(ps -e -o pid= | wc -l); "
+                          "kill -0 " + std::to_string(getpid()) + " 2>/dev/null; echo kill=$?");
+  spec.setup.newPidNamespace = true;
+  bornInCgroup2(spec);
+  if (HasFatalFailure() || IsSkipped()) return;
+  ASSERT_EQ(run(spec).exitCode, 0);
+  std::string out = readFile(spec.stdoutPath);
+  EXPECT_NE(out.find("pid=1\n"), std::string::npos) << out;
+  // sh, the command substitution's subshell and the commands of its pipe.
+  for (const char* key : {"procs=", "ps="}) {
+    size_t at = out.find(key);
+    ASSERT_NE(at, std::string::npos) << out;
+    int count = std::atoi(out.c_str() + at + std::strlen(key));
+    EXPECT_GE(count, 2) << key << " in\n" << out;
+    EXPECT_LE(count, 4) << key << " the child sees processes not its own:\n" << out;
+  }
+  EXPECT_NE(out.find("kill=1\n"), std::string::npos) << "the child signalled a host process:\n" << out;
+}
+
+TEST_P(PidNamespaceTest, EveryProcessDiesWithTheNamespacesPidOne) {
+  std::string marker = "10" + std::to_string(getpid());
+  LaunchSpec spec = shell("sleep " + marker + " & exec sleep 2" + marker);
+  spec.setup.newPidNamespace = true;
+  bornInCgroup2(spec);
+  if (HasFatalFailure() || IsSkipped()) return;
+  std::optional<ExitInfo> exit;
+  auto pid = launcher_->launch(spec, [&](const ExitInfo& e) { exit = e; });
+  ASSERT_TRUE(pid.ok()) << pid.error().describe();
+  std::vector<pid_t> left;
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while ((left = sleepsOf(marker)).empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(left.size(), 1u) << "the background sleep did not start";
+  ASSERT_NE(left[0], *pid);
+  ASSERT_TRUE(launcher_->signal(*pid, SIGKILL).ok());
+  deadline = std::chrono::steady_clock::now() + 10s;
+  while ((!exit || running(left[0])) && std::chrono::steady_clock::now() < deadline) {
+    io_.restart();
+    io_.run_for(5ms);
+  }
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->signal, SIGKILL);
+  bool survived = running(left[0]);
+  if (survived) kill(left[0], SIGKILL);
+  EXPECT_FALSE(survived) << "pid " << left[0] << " outlived its namespace's pid 1";
+}
+
+INSTANTIATE_TEST_SUITE_P(Clone, PidNamespaceTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Clone3IntoCgroup2" : "VforkStyle"; });
+
+TEST_F(LauncherRootTest, ConfinedRootChildCannotWriteHostFiles) {
+  // DAC_OVERRIDE stays (Docker's set): only the read-only mounts keep it
+  // off the host's files. Its working directory and private /tmp are
+  // writable, nodev: a device node it makes there does not open.
+  std::string tag = std::to_string(getpid());
+  std::string etc = "/etc/allot-probe-" + tag, rootHome = "/root/allot-probe-" + tag;
+  fs::path sandbox = dir_ / "sandbox";
+  fs::create_directories(sandbox);
+  LaunchSpec spec = shell("w() { if (echo x > \"$1\") 2>/dev/null; then echo \"wrote $2\"; else echo \"refused $2\"; fi; }; "
+                          "w " + etc + " etc; w " + rootHome + " root; w ./in-sandbox sandbox; w /tmp/in-tmp tmp; "
+                          "w /var/tmp/allot-probe-" + tag + " vartmp; w /dev/shm/allot-probe-" + tag + " shm; "
+                          "mknod ./null c 1 3 && echo made-node; w ./null node; echo pid=$$; id -u");
+  spec.workDir = sandbox.string();
+  spec.setup.uid = 0;
+  spec.setup.gid = 0;
+  spec.setup.confineRoot = true;
+  spec.setup.privateTmpDir = (sandbox / "tmp").string();
+  ASSERT_EQ(run(spec).exitCode, 0);
+  std::string out = readFile(spec.stdoutPath);
+  bool etcLeft = fs::exists(etc), rootLeft = fs::exists(rootHome);
+  fs::remove(etc);
+  fs::remove(rootHome);
+  fs::remove("/var/tmp/allot-probe-" + tag);
+  fs::remove("/dev/shm/allot-probe-" + tag);
+  for (const char* refused : {"refused etc", "refused root", "refused vartmp", "refused node"}) {
+    EXPECT_NE(out.find(std::string(refused) + "\n"), std::string::npos) << refused << " in\n" << out;
+  }
+  for (const char* wrote : {"wrote sandbox", "wrote tmp", "wrote shm", "made-node"}) {
+    EXPECT_NE(out.find(std::string(wrote) + "\n"), std::string::npos) << wrote << " in\n" << out;
+  }
+  EXPECT_FALSE(etcLeft);
+  EXPECT_FALSE(rootLeft);
+  EXPECT_FALSE(fs::exists("/dev/shm/allot-probe-" + tag)) << "/dev/shm is the host's";
+  EXPECT_TRUE(fs::exists(sandbox / "in-sandbox"));
+  EXPECT_TRUE(fs::exists(sandbox / "tmp" / "in-tmp")) << "/tmp is not the private directory";
+  EXPECT_NE(out.find("pid=1\n"), std::string::npos) << "a root child gets its own PID namespace:\n" << out;
+  EXPECT_NE(out.find("\n0\n"), std::string::npos) << out;
 }
 
 }  // namespace
