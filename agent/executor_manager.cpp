@@ -72,6 +72,12 @@ ExecutorManager::ExecutorManager(asio::io_context& io, Launcher& launcher,
       checkpoints_(checkpoints),
       options_(std::move(options)),
       callbacks_(std::move(callbacks)),
+      listener_(io,
+                {.path = options_.workDir + "/agent.sock",
+                 .openToAllUsers = !options_.defaultUser.empty(),
+                 .pendingMax = options_.pendingConnectionsMax,
+                 .handshakeTimeout = options_.executorHandshakeTimeout},
+                listenerCallbacks()),
       pool_(io, {.threads = options_.workerThreads, .queueMax = options_.workerQueueMax}) {
   updatePrefix_ = "agent-" + std::to_string(getpid()) + "-" +
                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-";
@@ -79,7 +85,6 @@ ExecutorManager::ExecutorManager(asio::io_context& io, Launcher& launcher,
 
 ExecutorManager::~ExecutorManager() {
   alive_.reset();
-  for (auto& [conn, owner] : unregistered_) conn->close("agent stopping");
   for (auto& [name, c] : containers_) {
     if (c->conn) c->conn->close("agent stopping");
   }
@@ -343,9 +348,9 @@ void ExecutorManager::launch(Container& c) {
     return postFinalize(c);
   }
   LaunchSpec spec = launchSpec(c);
-  Resources limits = limitsOf(c);
+  ContainerConfig config(limitsOf(c), c.sandbox);
   for (auto& iso : isolators_) {
-    if (auto st = iso->prepare(c.id, limits, &spec.setup); !st) {
+    if (auto st = iso->prepare(c.id, config, &spec.setup); !st) {
       failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
                     std::string(iso->name()) + ": " + st.error().describe());
       return postFinalize(c);

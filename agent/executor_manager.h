@@ -6,11 +6,11 @@
 //   (env of proto/FORMAT.md), isolate() and watch(). Command tasks (no
 //   ExecutorInfo) share one built-in allot-executor per framework,
 //   executor id kCommandExecutorId. Later tasks go to the same executor.
-// - Executors connect to the Unix socket <work-dir>/agent.sock; tasks wait
-//   in the container until its executor registers (registerTimeout). Only
-//   a process of the executor's own tree (SO_PEERCRED pid, walked up its
-//   parents to the launched pid) holding its ALLOT_EXECUTOR_SECRET may
-//   register as it; connections from other processes are closed at accept.
+// - Executors connect to the Unix socket <work-dir>/agent.sock (accepted
+//   and held until they register by ExecutorListener, executor_link.h);
+//   tasks wait in the container until its executor registers
+//   (registerTimeout). Only a process of the executor's own tree holding
+//   its ALLOT_EXECUTOR_SECRET may register as it.
 // - Every executor has its own cgroup (the "containment" isolator, first in
 //   the isolators): when it ends, its cgroup is killed whole and removed on
 //   the worker pool (reap), then the isolators' cleanup() runs on the loop.
@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "agent/checkpoint.h"
+#include "agent/executor_link.h"
 #include "agent/run_as.h"
 #include "base/asio.h"
 #include "base/clock.h"
@@ -96,8 +97,8 @@ class ExecutorManager {
   ~ExecutorManager();
 
   // Binds <work-dir>/agent.sock (replacing a stale one) and accepts executors.
-  Status listen();
-  std::string socketPath() const { return options_.workDir + "/agent.sock"; }
+  Status listen() { return listener_.listen(); }
+  std::string socketPath() const { return listener_.path(); }
 
   void setAgentId(const std::string& agentId) { agentId_ = agentId; }
 
@@ -173,13 +174,10 @@ class ExecutorManager {
   void acceptExecutorUpdate(Container& c, wire::TaskStatus status);
   void postFinalize(Container& c);
 
-  // Executor link (executor_link.cpp).
-  void accept();
-  // The container whose executor is `pid` or an ancestor of it ("" : none).
-  std::string containerOfProcess(pid_t pid) const;
-  void onConnection(std::shared_ptr<class Connection> conn, const std::string& owner, pid_t peerPid);
-  void onRegister(const std::shared_ptr<Connection>& conn, const wire::RegisterExecutor& m,
-                  const std::string& owner, std::pair<std::string, uint64_t>* bound);
+  // Executors' links (executor_registration.cpp; the socket: executor_link.h).
+  ExecutorListener::Callbacks listenerCallbacks();
+  std::optional<ExecutorBinding> onRegister(const std::shared_ptr<Connection>& conn,
+                                            const wire::RegisterExecutor& m, const std::string& owner);
   std::string registrationRefusal(const Container* c, const wire::RegisterExecutor& m,
                                   const std::string& owner) const;
   void acceptUnacknowledged(Container& c, const wire::RegisterExecutor& m);
@@ -205,9 +203,8 @@ class ExecutorManager {
   uint64_t updateSequence_ = 0;
   uint64_t nextGeneration_ = 1;
   std::map<std::string, std::unique_ptr<Container>> containers_;  // by name
-  std::optional<asio::local::stream_protocol::acceptor> acceptor_;
-  std::map<std::shared_ptr<Connection>, std::string> unregistered_;  // -> the peer's container
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  ExecutorListener listener_;
   WorkerPool pool_;  // last: destroyed (its workers joined) first
 };
 

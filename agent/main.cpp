@@ -26,6 +26,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/uring_poller.h"
+#include "base/worker_pool.h"
 #include "ha/detector_factory.h"
 #include "proto/tls.h"
 #include "launcher/launcher.h"
@@ -223,16 +224,19 @@ std::string defaultCgroupsRoot(const std::string& workDir) {
 }
 
 Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringPoller& poller,
-                                                             asio::io_context& io) {
+                                                             asio::io_context& io, WorkerPool& pool) {
 #ifdef ALLOT_HAVE_ISOLATORS
   s.isolatorOptions.poller = &poller;
   s.isolatorOptions.io = &io;
+  s.isolatorOptions.pool = &pool;
   if (s.isolatorOptions.cgroupsRoot.empty()) s.isolatorOptions.cgroupsRoot = defaultCgroupsRoot(s.workDir);
   auto made = createIsolators(s.isolation, s.isolatorOptions);
   if (!made) return Error{"--isolation: " + made.error().describe()};
   return made;
 #else
+  (void)poller;
   (void)io;
+  (void)pool;
   if (s.isolation.empty()) return std::vector<std::unique_ptr<Isolator>>{};
   return Error{"--isolation " + s.isolation + ": isolation is not built into this allot-agent yet"};
 #endif
@@ -275,7 +279,10 @@ int run(Settings& settings, AgentConfig config) {
     LOG_ERROR("io_uring poller: " << poller.error().describe());
     return 1;
   }
-  auto isolators = makeIsolators(settings, **poller, io);
+  // The isolators' own blocking work (disk/du's sandbox scans), apart from
+  // the executor manager's reaping: a long scan never delays a reap.
+  WorkerPool isolatorPool(io, {.threads = 1, .queueMax = 4096});
+  auto isolators = makeIsolators(settings, **poller, io, isolatorPool);
   if (!isolators) {
     std::fprintf(stderr, "allot-agent: %s\n", isolators.error().describe().c_str());
     return 2;

@@ -11,9 +11,9 @@ namespace allot {
 CgroupIsolator::CgroupIsolator(std::shared_ptr<CgroupLayer> layer, std::string controller)
     : layer_(std::move(layer)), controller_(std::move(controller)) {}
 
-Status CgroupIsolator::recover(const std::vector<ContainerId>& known) {
+Status CgroupIsolator::recover(const std::vector<KnownContainer>& known) {
   std::set<std::string> keep;
-  for (const auto& id : known) keep.insert(id.name());
+  for (const auto& k : known) keep.insert(k.id.name());
   Status result;
   for (const auto& name : layer_->existing()) {
     if (keep.count(name)) continue;
@@ -26,9 +26,9 @@ Status CgroupIsolator::recover(const std::vector<ContainerId>& known) {
   return result;
 }
 
-Status CgroupIsolator::prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) {
+Status CgroupIsolator::prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup* setup) {
   if (Status st = layer_->create(id, setup); !st) return st;
-  return apply(id, limits);
+  return apply(id, config.limits);
 }
 
 Status CgroupIsolator::isolate(const ContainerId& id, pid_t pid) { return layer_->join(id, pid); }

@@ -30,8 +30,8 @@ class CgroupIsolator : public Isolator {
  public:
   CgroupIsolator(std::shared_ptr<CgroupLayer> layer, std::string controller);
 
-  Status recover(const std::vector<ContainerId>& known) override;
-  Status prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) override;
+  Status recover(const std::vector<KnownContainer>& known) override;
+  Status prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup* setup) override;
   Status isolate(const ContainerId& id, pid_t pid) override;
   Status watch(const ContainerId& id, std::function<void(const Limitation&)> onLimitation) override;
   Status update(const ContainerId& id, const Resources& limits) override;

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,6 +140,24 @@ class RealCgroupFs final : public CgroupFs {
   Status signal(pid_t pid, int sig) const override {
     if (::kill(pid, sig) == 0 || errno == ESRCH) return okStatus();
     return Error::fromErrno("kill " + std::to_string(pid));
+  }
+  Result<CgroupEventSource> watchEvents(const std::string& path, const std::string& eventControl) const override {
+    CgroupEventSource source;
+    if (eventControl.empty()) {
+      source.fd = UniqueFd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+      if (source.fd.get() < 0) return Error::fromErrno("inotify_init1");
+      if (inotify_add_watch(source.fd.get(), path.c_str(), IN_MODIFY) < 0) {
+        return Error::fromErrno("inotify_add_watch " + path);
+      }
+      return source;
+    }
+    source.fd = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (source.fd.get() < 0) return Error::fromErrno("eventfd");
+    source.held = UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (source.held.get() < 0) return Error::fromErrno("open " + path);
+    std::string registration = std::to_string(source.fd.get()) + " " + std::to_string(source.held.get());
+    if (Status st = cgroupfs::writeFile(eventControl, registration); !st) return st.error();
+    return source;
   }
 };
 

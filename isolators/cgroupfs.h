@@ -21,8 +21,17 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 
 namespace allot {
+
+// What wakes a watcher of a cgroup event (an OOM): `fd` (non-blocking)
+// becomes readable on each event, reading it drains it; `held` stays open
+// as long as the registration must (v1: the watched control file).
+struct CgroupEventSource {
+  UniqueFd fd;
+  UniqueFd held;
+};
 
 class CgroupFs {
  public:
@@ -43,6 +52,12 @@ class CgroupFs {
   // Sends `sig` to a member process found in cgroup.procs. A process that
   // already exited is fine.
   virtual Status signal(pid_t pid, int sig) const = 0;
+  // Events on the control file `path`. v1 (`eventControl`: the cgroup's
+  // cgroup.event_control): an eventfd the kernel signals through
+  // cgroup.event_control (memory.oom_control: an OOM, or the cgroup's
+  // removal). v2 (`eventControl` empty): an inotify watch for changes of
+  // `path` (memory.events).
+  virtual Result<CgroupEventSource> watchEvents(const std::string& path, const std::string& eventControl) const = 0;
 
   // First integer of the file ("max" reads as -1).
   Result<int64_t> readInt(const std::string& path) const;

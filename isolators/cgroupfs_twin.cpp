@@ -1,6 +1,9 @@
 #include "isolators/cgroupfs_twin.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -115,6 +118,32 @@ Status DirCgroupFs::signal(pid_t pid, int sig) const {
   signals_.emplace_back(pid, sig);
   if (sig == SIGKILL) dropPid(dir_, pid);
   return okStatus();
+}
+
+Result<CgroupEventSource> DirCgroupFs::watchEvents(const std::string& path, const std::string& eventControl) const {
+  if (!exists(path)) return Error{"open " + path, ENOENT};
+  if (!fsys::exists(path)) {
+    auto text = readFile(path);
+    if (Status st = writeReal(path, text ? *text : ""); !st) return st.error();
+  }
+  if (eventControl.empty()) return realCgroupFs()->watchEvents(path, "");
+  if (!exists(eventControl)) return Error{"open " + eventControl, ENOENT};
+  CgroupEventSource source;
+  source.fd = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (source.fd.get() < 0) return Error::fromErrno("eventfd");
+  UniqueFd dup(fcntl(source.fd.get(), F_DUPFD_CLOEXEC, 0));
+  if (dup.get() < 0) return Error::fromErrno("dup eventfd");
+  eventFds_.emplace_back(path, std::move(dup));
+  return source;
+}
+
+Status DirCgroupFs::fireEvent(const std::string& path) {
+  bool fired = false;
+  for (const auto& [file, fd] : eventFds_) {
+    uint64_t one = 1;
+    if (file == path && ::write(fd.get(), &one, sizeof one) == sizeof one) fired = true;
+  }
+  return fired ? okStatus() : Error{"no event registered on " + path, ENOENT};
 }
 
 CgroupHost twinCgroupHost(std::shared_ptr<DirCgroupFs> fs, CgroupMode mode) {

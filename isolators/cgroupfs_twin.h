@@ -11,6 +11,9 @@
 //   cgroup.procs, signal(SIGKILL) removes the pid from every cgroup.procs;
 // - removeDir() answers EBUSY while the directory has members or children,
 //   and takes the interface files with it.
+// - watchEvents() gives v2 the real inotify watch on the twin's file (made
+//   on disk first); v1 gets an eventfd that fireEvent() signals, as the
+//   kernel does on an OOM.
 // signals() records every signal sent. Paths are real paths under dir().
 // Thread: one test thread.
 #pragma once
@@ -41,6 +44,11 @@ class DirCgroupFs final : public CgroupFs {
   Status removeDir(const std::string& path) const override;
   std::vector<std::string> subdirs(const std::string& dir) const override;
   Status signal(pid_t pid, int sig) const override;
+  Result<CgroupEventSource> watchEvents(const std::string& path, const std::string& eventControl) const override;
+
+  // Signals every v1 eventfd registered on `path` (memory.oom_control): an
+  // OOM as the kernel reports it. An Error when none is registered.
+  Status fireEvent(const std::string& path);
 
  private:
   bool isKernelFile(const std::string& path) const;
@@ -49,6 +57,7 @@ class DirCgroupFs final : public CgroupFs {
   std::string dir_;
   std::set<std::string> absent_;
   mutable std::vector<std::pair<pid_t, int>> signals_;
+  mutable std::vector<std::pair<std::string, UniqueFd>> eventFds_;  // v1 registrations (dups)
 };
 
 // A host laid out under `fs->dir()` like /sys/fs/cgroup: v1 controllers as

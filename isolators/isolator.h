@@ -4,7 +4,7 @@
 // for every executor ("container"), and cleanup in reverse order:
 //
 //   recover(known)                         once at agent start
-//   prepare(id, limits, &spec)             before the process starts
+//   prepare(id, config, &spec)             before the process starts
 //   <launcher starts the process>
 //   isolate(id, pid)                       right after it starts
 //   watch(id, onLimitation)                a limit hit ends the container
@@ -29,6 +29,7 @@
 
 #include "base/asio.h"
 #include "base/result.h"
+#include "base/worker_pool.h"
 #include "base/uring_poller.h"
 #include "isolators/network_options.h"
 #include "launcher/launcher.h"
@@ -47,9 +48,27 @@ struct ContainerId {
   bool operator==(const ContainerId&) const = default;
 };
 
+// What an isolator is told about a container when it prepares it (and, for
+// the containers that outlive an agent restart, at recover()).
+struct ContainerConfig {
+  // Implicit: most isolators need the limits only.
+  ContainerConfig(Resources limits = {}, std::string sandbox = {})
+      : limits(std::move(limits)), sandbox(std::move(sandbox)) {}
+  Resources limits;     // the executor's resources plus all its tasks'
+  std::string sandbox;  // its sandbox directory, absolute; made before prepare()
+};
+
+// A container the agent still knows at recover(), with what it was
+// prepared with (its limits as of the agent's last checkpoint).
+struct KnownContainer {
+  KnownContainer(ContainerId id, ContainerConfig config = {}) : id(std::move(id)), config(std::move(config)) {}
+  ContainerId id;
+  ContainerConfig config;
+};
+
 // Why a container must end: a limit it hit.
 struct Limitation {
-  wire::Reason reason = wire::REASON_NONE;  // REASON_MEMORY_LIMIT, REASON_PIDS_LIMIT
+  wire::Reason reason = wire::REASON_NONE;  // REASON_MEMORY_LIMIT, _PIDS_LIMIT, _DISK_LIMIT
   std::string message;                      // "memory limit 64 MiB exceeded (OOM kill)"
   wire::ResourceUsage usage;                // at the time, when known
 };
@@ -78,6 +97,11 @@ struct IsolatorOptions {
   // The agent's loop, outliving the isolators, for isolators that work off
   // it and post results back (network/netns's warm pool). Optional.
   asio::io_context* io = nullptr;
+  // For isolators that work off the loop on a schedule (disk/du's periodic
+  // usage check): a worker pool that outlives the isolators. Required by
+  // disk/du (with io).
+  WorkerPool* pool = nullptr;
+  double diskWatchIntervalS = 15;  // disk/du: seconds between checks of a sandbox
 };
 
 class Isolator {
@@ -88,9 +112,8 @@ class Isolator {
 
   // Adopts the containers the agent still knows (from its checkpoint) and
   // destroys any other container this isolator finds under its root.
-  virtual Status recover(const std::vector<ContainerId>& known) = 0;
-  // `limits` are the executor's resources plus all its tasks' resources.
-  virtual Status prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) = 0;
+  virtual Status recover(const std::vector<KnownContainer>& known) = 0;
+  virtual Status prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup* setup) = 0;
   virtual Status isolate(const ContainerId& id, pid_t pid) = 0;
   // Arms limit notifications; onLimitation fires at most once per container.
   virtual Status watch(const ContainerId& id, std::function<void(const Limitation&)> onLimitation) = 0;

@@ -9,6 +9,7 @@
 #include "isolators/cgroup_layer.h"
 #include "isolators/cgroup_isolators.h"
 #include "isolators/cgroupfs.h"
+#include "isolators/disk_isolator.h"
 #include "isolators/namespaces_isolator.h"
 #include "isolators/network_isolator.h"
 #include "isolators/solaris_project.h"
@@ -23,6 +24,7 @@ constexpr IsolatorEntry kIsolatorTable[] = {
     {"cgroups/blkio", "io", makeBlkioIsolator},
     {"cgroups/pids", "pids", makePidsIsolator},
     {"cgroups/cpuset", "cpuset", makeCpusetIsolator},
+    {"disk/du", nullptr, [](const IsolatorContext& c) { return makeDiskIsolatorFromOptions(c.options); }},
     {"network/netns", nullptr, [](const IsolatorContext& c) { return makeNetworkIsolator(c.options.network, c.options.io); }},
     {"solaris/project", nullptr,
      [](const IsolatorContext& c) { return makeSolarisProjectIsolator(makeHostSolarisPlatform(), c.options.pidsMax); }},
@@ -84,6 +86,9 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
                "scale (v1 cpu.shares: * 1024 / 100); 0: leave it to whoever made the root "
                "(not written when the root is the agent's own delegated cgroup: systemd's CPUWeight= decides)");
   flags.addInt("cgroups-pids-max", &o->pidsMax, "process cap per executor (0: 1024 per cpu, 256..32768)");
+  flags.addDouble("disk-watch-interval", &o->diskWatchIntervalS,
+                   "disk/du: seconds between measurements of each executor's sandbox against its disk "
+                   "resource (an executor past it ends with REASON_DISK_LIMIT)");
   addNetworkFlags(flags, &o->network);
   flags.addString("seccomp-profile", &o->seccompProfile,
                   "seccomp profile file for the seccomp isolator (format: isolators/seccomp_profile.h; "

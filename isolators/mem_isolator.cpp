@@ -7,10 +7,7 @@
 // watch is added (an OOM before the watch is not missed); oom_kill > 0 is
 // an OOM. memory.oom.group=1 makes the kernel kill the whole group; on v1
 // the agent's cleanup does that (freezer + SIGKILL).
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -43,8 +40,7 @@ class MemIsolator final : public CgroupIsolator {
     Watch w;
     w.onLimitation = std::move(onLimitation);
     w.id = id;
-    Status st = v2() ? armV2(id, &w) : armV1(id, &w);
-    if (!st) return st;
+    if (Status st = arm(id, &w); !st) return st;
     std::string key = id.name();
     auto made = poller_->watch(w.fd.get(), POLLIN, true, [this, key](uint32_t) { onEvent(key); });
     if (!made) return made.error();
@@ -109,30 +105,20 @@ class MemIsolator final : public CgroupIsolator {
  private:
   struct Watch {
     ContainerId id;
-    UniqueFd fd;          // v1 eventfd, v2 inotify
+    UniqueFd fd;          // v1 eventfd, v2 inotify (CgroupEventSource)
     UniqueFd controlFd;   // v1 memory.oom_control, open while registered
     UringPoller::WatchId pollId = 0;
     std::function<void(const Limitation&)> onLimitation;
     bool fired = false;
   };
 
-  Status armV1(const ContainerId& id, Watch* w) {
-    w->fd = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (w->fd.get() < 0) return Error::fromErrno("eventfd");
-    std::string control = file(id, "memory.oom_control");
-    w->controlFd = UniqueFd(open(control.c_str(), O_RDONLY | O_CLOEXEC));
-    if (w->controlFd.get() < 0) return Error::fromErrno("open " + control);
-    return fs().writeFile(file(id, "cgroup.event_control"),
-                               std::to_string(w->fd.get()) + " " + std::to_string(w->controlFd.get()));
-  }
-
-  Status armV2(const ContainerId& id, Watch* w) {
-    w->fd = UniqueFd(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-    if (w->fd.get() < 0) return Error::fromErrno("inotify_init1");
-    std::string events = file(id, "memory.events");
-    if (inotify_add_watch(w->fd.get(), events.c_str(), IN_MODIFY) < 0) {
-      return Error::fromErrno("inotify_add_watch " + events);
-    }
+  // The kernel's OOM report, through the seam (the twin can fire one).
+  Status arm(const ContainerId& id, Watch* w) {
+    auto source = v2() ? fs().watchEvents(file(id, "memory.events"), "")
+                       : fs().watchEvents(file(id, "memory.oom_control"), file(id, "cgroup.event_control"));
+    if (!source) return source.error();
+    w->fd = std::move(source->fd);
+    w->controlFd = std::move(source->held);
     return okStatus();
   }
 

@@ -8,8 +8,8 @@ namespace {
 class PidNamespaceIsolator final : public Isolator {
  public:
   std::string_view name() const override { return "namespaces/pid"; }
-  Status recover(const std::vector<ContainerId>&) override { return okStatus(); }
-  Status prepare(const ContainerId&, const Resources&, ChildSetup* setup) override {
+  Status recover(const std::vector<KnownContainer>&) override { return okStatus(); }
+  Status prepare(const ContainerId&, const ContainerConfig&, ChildSetup* setup) override {
     setup->newPidNamespace = true;
     return okStatus();
   }

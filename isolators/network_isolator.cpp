@@ -122,8 +122,8 @@ class NetworkIsolator : public Isolator {
 
   std::string_view name() const override { return "network/netns"; }
 
-  Status recover(const std::vector<ContainerId>& known) override;
-  Status prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) override;
+  Status recover(const std::vector<KnownContainer>& known) override;
+  Status prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup* setup) override;
   Status isolate(const ContainerId& id, pid_t pid) override {
     auto it = nets_.find(id.name());
     if (it == nets_.end()) return okStatus();
@@ -180,7 +180,8 @@ class NetworkIsolator : public Isolator {
   std::unique_ptr<WarmPool> warm_;    // null without --network-warm-pool or a loop
 };
 
-Status NetworkIsolator::prepare(const ContainerId& id, const Resources& limits, ChildSetup* setup) {
+Status NetworkIsolator::prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup* setup) {
+  const Resources& limits = config.limits;
   std::string name = id.name();
   if (nets_.count(name)) return Error{"container " + name + " already has a network"};
   PortRanges ports = portsOf(limits);
@@ -291,9 +292,9 @@ Status NetworkIsolator::removeKernelObjects(const std::string& container, const 
   return first;
 }
 
-Status NetworkIsolator::recover(const std::vector<ContainerId>& known) {
+Status NetworkIsolator::recover(const std::vector<KnownContainer>& known) {
   std::set<std::string> knownNames;
-  for (const auto& id : known) knownNames.insert(id.name());
+  for (const auto& k : known) knownNames.insert(k.id.name());
   std::set<std::string> keptVeths;
   if (warm_) {
     for (auto& veth : warm_->waitingVeths()) keptVeths.insert(veth);

@@ -10,8 +10,8 @@ class SeccompIsolator final : public Isolator {
   explicit SeccompIsolator(std::vector<char> bpf) : bpf_(std::move(bpf)) {}
 
   std::string_view name() const override { return "seccomp"; }
-  Status recover(const std::vector<ContainerId>&) override { return okStatus(); }
-  Status prepare(const ContainerId&, const Resources&, ChildSetup* setup) override {
+  Status recover(const std::vector<KnownContainer>&) override { return okStatus(); }
+  Status prepare(const ContainerId&, const ContainerConfig&, ChildSetup* setup) override {
     setup->seccompBpf = bpf_;
     setup->noNewPrivs = true;
     return okStatus();

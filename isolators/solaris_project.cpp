@@ -54,9 +54,9 @@ class SolarisProjectIsolator : public Isolator {
 
   std::string_view name() const override { return "solaris/project"; }
 
-  Status recover(const std::vector<ContainerId>& known) override {
+  Status recover(const std::vector<KnownContainer>& known) override {
     std::set<std::string> keep;
-    for (const auto& id : known) keep.insert(solarisProjectName(id));
+    for (const auto& k : known) keep.insert(solarisProjectName(k.id));
     auto all = platform_->projects();
     if (!all) return all.error();
     for (const auto& p : *all) {
@@ -71,9 +71,9 @@ class SolarisProjectIsolator : public Isolator {
     return okStatus();
   }
 
-  Status prepare(const ContainerId& id, const Resources& limits, ChildSetup*) override {
+  Status prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup*) override {
     std::string project = solarisProjectName(id);
-    Controls c = controlsOf(limits, pidsConfigured_);
+    Controls c = controlsOf(config.limits, pidsConfigured_);
     std::vector<std::string> argv = {"/usr/sbin/projadd", "-c", "allot executor " + id.name()};
     for (auto& f : controlFlags(c)) argv.push_back(std::move(f));
     argv.push_back(project);

@@ -579,7 +579,8 @@ void Master::onUsageReport(AgentRecord& agent, const wire::UsageReport& m) {
                                   << " cpu_s=" << u.usage().cpu_time_s()
                                   << " mem_bytes=" << u.usage().mem_bytes()
                                   << " mem_peak_bytes=" << u.usage().mem_peak_bytes()
-                                  << " processes=" << u.usage().processes());
+                                  << " processes=" << u.usage().processes()
+                                  << " disk_bytes=" << u.usage().disk_bytes());
   }
 }
 

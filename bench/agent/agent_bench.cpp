@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -145,6 +146,17 @@ class FakeMaster {
 
   std::string frameworkOf(const std::string& taskId) const {
     return executorPerTask ? "bench-fw-" + taskId : "bench-fw";
+  }
+
+  // Ends every framework the bench ran tasks for: their executors go.
+  void shutdownFrameworks() {
+    std::set<std::string> frameworks;
+    for (const auto& [id, state] : states) frameworks.insert(frameworkOf(id));
+    for (const auto& f : frameworks) {
+      wire::Envelope e;
+      e.mutable_shutdown_framework()->set_framework_id(f);
+      (void)conn_->send(e);
+    }
   }
 
   bool executorPerTask = false;
@@ -419,6 +431,17 @@ int main(int argc, char** argv) {
     }, std::chrono::seconds(30));
     metricsAfter = scrape(httpPort, metricsTls);
     stallsAfter = loopStalls(metricsAfter);
+  }
+  // An agent that stops with executors left keeps its cgroup root for its
+  // successor; with none left it removes the root. The bench has no
+  // successor: its frameworks end, and the agent reaps every executor
+  // (allot_agent_executors 0) before it is stopped.
+  if (httpPort != 0) {
+    master.shutdownFrameworks();
+    for (int i = 0; i < 100; ++i) {
+      runUntil(io, [] { return false; }, std::chrono::milliseconds(200));
+      if (metric(scrape(httpPort, metricsTls), "allot_agent_executors") == 0) break;
+    }
   }
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);

@@ -440,13 +440,20 @@ std::string readFile(const std::string& path) {
   return s;
 }
 
-// The real cgroup isolators on a hybrid host's twin (v1 cpu, pids on the
-// cgroup2 hierarchy, containment in cgroup2): the agent keeps each
-// controller's limits in step with the executor's tasks, and reaps every
-// hierarchy at the end. (cgroups/mem is left out: its OOM watch opens
-// memory.oom_control itself, outside the CgroupFs seam, which the twin
-// cannot serve.)
-TEST_F(ExecutorManagerTest, OnAHybridHostLimitsFollowTasksInV1AndV2AndAllCgroupsGo) {
+wire::TaskInfo taskWithMem(const std::string& id, double cpus, double memMiB) {
+  wire::TaskInfo t = task(id, cpus);
+  auto* r = t.add_resources();
+  r->set_name("mem");
+  r->set_scalar(memMiB);
+  return t;
+}
+
+// The real cgroup isolators on a hybrid host's twin (v1 cpu and memory,
+// pids on the cgroup2 hierarchy, containment in cgroup2): the agent keeps
+// each controller's limits in step with the executor's tasks, an OOM the
+// kernel reports on v1 (the twin fires memory.oom_control's eventfd) ends
+// the container with the memory reason, and every hierarchy is reaped.
+TEST_F(ExecutorManagerTest, OnAHybridHostLimitsFollowTasksAnOomEndsItAndAllCgroupsGo) {
   char tmpl[] = "/tmp/allot-em-cgroup-XXXXXX";
   std::string cg = mkdtemp(tmpl);
   auto fsTwin = std::make_shared<DirCgroupFs>(cg);
@@ -457,32 +464,43 @@ TEST_F(ExecutorManagerTest, OnAHybridHostLimitsFollowTasksInV1AndV2AndAllCgroups
   ASSERT_TRUE(poller.ok());
   IsolatorOptions options;
   options.poller = poller->get();
-  auto made = createIsolatorsOn(host, "cgroups/cpu,cgroups/pids", options);
+  auto made = createIsolatorsOn(host, "cgroups/cpu,cgroups/mem,cgroups/pids", options);
   ASSERT_TRUE(made.ok()) << made.error().describe();
   start(std::move(*made));
 
   TestExecutor exec;
-  pid_t pid = launchRunning(exec, {task("t1", 1.0)});
+  pid_t pid = launchRunning(exec, {taskWithMem("t1", 1.0, 64)});
   ASSERT_TRUE(reached("t1", wire::TASK_RUNNING)) << last("t1")->message();
   std::string c = "/allot/" + name() + "/";
   EXPECT_EQ(readFile(cg + "/cpu" + c + "cpu.shares"), "1024");
+  EXPECT_EQ(readFile(cg + "/memory" + c + "memory.limit_in_bytes"), std::to_string(64 << 20));
   EXPECT_EQ(readFile(cg + "/unified" + c + "pids.max"), "1024");
   EXPECT_FALSE(fs::exists(cg + "/unified" + c + "cpu.weight")) << "cpu stays on v1";
+  EXPECT_FALSE(fs::exists(cg + "/unified" + c + "memory.max")) << "memory stays on v1";
 
-  manager_->runTask(framework(), task("t2", 1.0));
+  manager_->runTask(framework(), taskWithMem("t2", 1.0, 32));
   ASSERT_TRUE(runUntil([&] { return exec.launched("t2"); }));
   EXPECT_EQ(readFile(cg + "/cpu" + c + "cpu.shares"), "2048");
+  EXPECT_EQ(readFile(cg + "/memory" + c + "memory.limit_in_bytes"), std::to_string(96 << 20));
   EXPECT_EQ(readFile(cg + "/unified" + c + "pids.max"), "2048");
 
   exec.send("t1", wire::TASK_FINISHED, "u-t1-done");
   ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FINISHED); }));
   EXPECT_EQ(readFile(cg + "/cpu" + c + "cpu.shares"), "1024");
+  EXPECT_EQ(readFile(cg + "/memory" + c + "memory.limit_in_bytes"), std::to_string(32 << 20));
   EXPECT_EQ(readFile(cg + "/unified" + c + "pids.max"), "1024");
 
-  launcher_->exitWith(pid, 0);
+  std::string oomControl = cg + "/memory" + c + "memory.oom_control";
+  ASSERT_TRUE(fsTwin->writeFile(oomControl, "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n").ok());
+  ASSERT_TRUE(fsTwin->fireEvent(oomControl).ok()) << "cgroups/mem registered no OOM eventfd";
+  ASSERT_TRUE(runUntil([&] { return reached("t2", wire::TASK_FAILED); }));
+  EXPECT_EQ(last("t2")->reason(), wire::REASON_MEMORY_LIMIT);
+  EXPECT_EQ(last("t2")->message(), "memory limit 32 MiB exceeded (OOM kill)");
+  EXPECT_EQ(launcher_->process(pid).signals, std::vector<int>{SIGKILL});
+
   exec.close();
   ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
-  for (const char* h : {"/cpu", "/unified"}) EXPECT_FALSE(fs::exists(cg + h + c)) << h;
+  for (const char* h : {"/cpu", "/memory", "/unified"}) EXPECT_FALSE(fs::exists(cg + h + c)) << h;
   manager_.reset();
   isolators_.clear();
   fs::remove_all(cg);

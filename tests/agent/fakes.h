@@ -140,6 +140,7 @@ class FakeIsolator final : public Isolator {
     bool cleanedUp = false;
     pid_t pid = 0;
     std::vector<Resources> limits;  // prepare's, then every update's
+    std::string sandbox;            // prepare's
     std::function<void(const Limitation&)> onLimitation;
   };
 
@@ -148,13 +149,15 @@ class FakeIsolator final : public Isolator {
   // The next prepare() fails with this error.
   void failPrepare(std::string why) { failPrepare_ = std::move(why); }
 
-  Status recover(const std::vector<ContainerId>& known) override {
-    recovered_ = known;
+  Status recover(const std::vector<KnownContainer>& known) override {
+    recovered_.clear();
+    for (const auto& k : known) recovered_.push_back(k.id);
     return okStatus();
   }
-  Status prepare(const ContainerId& id, const Resources& limits, ChildSetup*) override {
+  Status prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup*) override {
     Record& r = records_[id.name()] = Record{};
-    r.limits.push_back(limits);
+    r.limits.push_back(config.limits);
+    r.sandbox = config.sandbox;
     if (failPrepare_) {
       std::string why = *failPrepare_;
       failPrepare_.reset();

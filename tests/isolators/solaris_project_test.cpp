@@ -92,7 +92,7 @@ TEST(SolarisProject, CleanupKillsTheProjectsProcessesAndDeletesItOnce) {
 TEST(SolarisProject, RecoveryDeletesProjectsOfGoneExecutorsOnly) {
   Commands log;
   auto iso = make(&log, {"system", "user.root", "allot.fw1.alive", "allot.fw1.gone", "default"});
-  ASSERT_TRUE(iso->recover({{"fw1", "alive"}}).ok());
+  ASSERT_TRUE(iso->recover({ContainerId{"fw1", "alive"}}).ok());
   Commands want = {{"/usr/bin/pkill", "-9", "-J", "allot.fw1.gone"}, {"/usr/sbin/projdel", "allot.fw1.gone"}};
   EXPECT_EQ(log, want);
   log.clear();

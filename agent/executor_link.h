@@ -1,0 +1,106 @@
+// ExecutorListener: the Unix socket <work-dir>/agent.sock executors connect
+// to, and each connection until it is bound to a container. It knows
+// nothing of containers' state; ExecutorManager wires it to them through
+// Callbacks.
+//
+// - Accept: only a process of a running executor's tree may talk at all
+//   (its SO_PEERCRED pid, walked up its parents, must reach a pid that
+//   executorPids() names); the rest is closed at once, so it cannot hold a
+//   slot an executor needs.
+// - Before registration: at most pendingMax unregistered connections in
+//   all, kUnregisteredPerExecutorMax per container; one that sends no
+//   RegisterExecutor within handshakeTimeout is closed. Every message is
+//   validated (proto/validate.h); an invalid one gets an ErrorMessage
+//   naming the field (fatal, closing the link, for RegisterExecutor).
+// - RegisterExecutor goes to onRegister, which answers the executor and
+//   says which container (name, generation) the connection now belongs to,
+//   or nothing when it refused it. Later messages go to onMessage and the
+//   link's end to onClosed, with that binding.
+//
+// Thread: the agent's io_context thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/result.h"
+#include "proto/allot.pb.h"
+#include "proto/connection.h"
+
+namespace allot {
+
+// The container an executor's connection belongs to once registered.
+struct ExecutorBinding {
+  std::string container;  // its name
+  uint64_t generation = 0;
+};
+
+// Tells the executor on `conn` why its message is refused (an ErrorMessage);
+// `fatal` also closes the link after that message.
+void refuseExecutorMessage(Connection& conn, const std::string& who, const std::string& why, bool fatal);
+
+class ExecutorListener {
+ public:
+  struct Options {
+    std::string path;                  // the socket, < 108 bytes
+    bool openToAllUsers = false;       // chmod 0666 (executors run as other users)
+    size_t pendingMax = 256;           // unregistered connections in all
+    Duration handshakeTimeout = std::chrono::seconds(10);  // connect -> RegisterExecutor
+  };
+  struct Callbacks {
+    // The pid of every running executor, to its container's name.
+    std::function<std::unordered_map<pid_t, std::string>()> executorPids;
+    // A RegisterExecutor from a process of container `owner`; the binding
+    // when the connection now belongs to a container, nullopt when refused
+    // (onRegister answered and closed it).
+    std::function<std::optional<ExecutorBinding>(const std::shared_ptr<Connection>& conn,
+                                                 const wire::RegisterExecutor& m, const std::string& owner)>
+        onRegister;
+    // A valid message from a registered executor.
+    std::function<void(const ExecutorBinding& binding, const std::shared_ptr<Connection>& conn,
+                       wire::Envelope& e)>
+        onMessage;
+    // A registered executor's link ended.
+    std::function<void(const ExecutorBinding& binding, const std::shared_ptr<Connection>& conn,
+                       const std::string& reason)>
+        onClosed;
+  };
+
+  ExecutorListener(asio::io_context& io, Options options, Callbacks callbacks);
+  // Closes the unregistered connections (registered ones are their
+  // containers').
+  ~ExecutorListener();
+  ExecutorListener(const ExecutorListener&) = delete;
+  ExecutorListener& operator=(const ExecutorListener&) = delete;
+
+  // Binds the socket (replacing a stale one) and starts accepting.
+  Status listen();
+  const std::string& path() const { return options_.path; }
+
+ private:
+  void accept();
+  // The container whose executor is `pid` or an ancestor of it ("": none).
+  std::string containerOfProcess(pid_t pid) const;
+  void onConnection(std::shared_ptr<Connection> conn, const std::string& owner, pid_t peerPid);
+  void onMessage(const std::shared_ptr<Connection>& conn, const std::string& owner,
+                 std::optional<ExecutorBinding>* bound, wire::Envelope& e);
+  void onClose(const std::weak_ptr<Connection>& conn, const std::optional<ExecutorBinding>& bound,
+               const std::string& reason);
+
+  asio::io_context& io_;
+  Options options_;
+  Callbacks callbacks_;
+  std::optional<asio::local::stream_protocol::acceptor> acceptor_;
+  std::map<std::shared_ptr<Connection>, std::string> unregistered_;  // -> the peer's container
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+};
+
+}  // namespace allot

@@ -1,0 +1,293 @@
+// The executor side of ExecutorManager: executors' registration (first
+// start and reconnect after an agent restart) on the links ExecutorListener
+// (executor_link.h) accepts, and recovery from checkpoints.
+#include <set>
+#include <unordered_map>
+
+#include "agent/executor_manager.h"
+#include "agent/executor_manager_types.h"
+#include "base/log.h"
+#include "proto/input_limits.h"
+
+namespace allot {
+namespace {
+
+// Compares in time independent of where they differ.
+bool sameSecret(const std::string& expected, const std::string& given) {
+  if (expected.size() != given.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(expected[i] ^ given[i]);
+  return diff == 0;
+}
+
+// What the isolators were told at prepare(), as the checkpoint has it.
+KnownContainer knownContainer(const ExecutorCheckpoint& ck) {
+  Resources limits;
+  if (auto r = Resources::fromWire(ck.executor.resources())) limits += *r;
+  for (const auto& t : ck.tasks) {
+    if (auto r = Resources::fromWire(t.resources())) limits += *r;
+  }
+  return KnownContainer(ContainerId{ck.framework.id(), ck.executor.executor_id()},
+                        ContainerConfig(std::move(limits), ck.sandbox));
+}
+
+}  // namespace
+
+// The listener knows the containers only through these; none of them acts
+// once the manager is being destroyed.
+ExecutorListener::Callbacks ExecutorManager::listenerCallbacks() {
+  std::weak_ptr<int> alive = alive_;
+  ExecutorListener::Callbacks cb;
+  cb.executorPids = [this] {
+    std::unordered_map<pid_t, std::string> pids;
+    for (const auto& [name, c] : containers_) {
+      if (c->life.hasProcess()) pids[c->pid] = name;
+    }
+    return pids;
+  };
+  cb.onRegister = [this, alive](const std::shared_ptr<Connection>& conn, const wire::RegisterExecutor& m,
+                                const std::string& owner) -> std::optional<ExecutorBinding> {
+    if (alive.expired()) return std::nullopt;
+    return onRegister(conn, m, owner);
+  };
+  cb.onMessage = [this, alive](const ExecutorBinding& b, const std::shared_ptr<Connection>& conn,
+                               wire::Envelope& e) {
+    if (alive.expired()) return;
+    Container* c = byName(b.container, b.generation);
+    if (!c || c->conn != conn) return conn->close("executor's container is gone");
+    onExecutorMessage(*c, e);
+  };
+  cb.onClosed = [this, alive](const ExecutorBinding& b, const std::shared_ptr<Connection>& conn,
+                              const std::string& reason) {
+    if (alive.expired()) return;
+    Container* c = byName(b.container, b.generation);
+    if (!c || c->conn != conn) return;
+    LOG_DEBUG("executor link of " << c->name << " closed: " << reason);
+    onLinkClosed(*c);
+  };
+  return cb;
+}
+
+// Why `m` may not register (empty: it may): the container must run, the
+// connecting process must be of its tree, and the secret must match.
+std::string ExecutorManager::registrationRefusal(const Container* c, const wire::RegisterExecutor& m,
+                                                 const std::string& owner) const {
+  if (!c || !c->life.hasProcess()) {
+    return "this agent runs no executor " + m.executor_id() + " of framework " + m.framework_id();
+  }
+  if (c->name != owner) {
+    // A task of another executor (another framework) presenting these ids.
+    return "not authorized: the connecting process does not belong to executor " + m.executor_id();
+  }
+  if (!c->secret.empty() && !sameSecret(c->secret, m.executor_secret())) {
+    return "not authorized: wrong executor secret for executor " + m.executor_id();
+  }
+  return "";
+}
+
+std::optional<ExecutorBinding> ExecutorManager::onRegister(const std::shared_ptr<Connection>& conn,
+                                                          const wire::RegisterExecutor& m,
+                                                          const std::string& owner) {
+  Container* c = find(m.framework_id(), m.executor_id());
+  if (std::string refusal = registrationRefusal(c, m, owner); !refusal.empty()) {
+    LOG_WARNING("executor registration refused: " << refusal);
+    wire::Envelope e;
+    e.mutable_error()->set_message(refusal);
+    e.mutable_error()->set_fatal(true);
+    (void)conn->send(e);
+    conn->closeAfterFlush(refusal);
+    return std::nullopt;
+  }
+  bool recovering = c->life.state() == ContainerState::kRecovering;
+  if (Status st = c->life.on(ContainerEvent::kRegistered); !st) {
+    LOG_WARNING("executor registration of " << c->name << " refused: " << st.error().describe());
+    conn->close(st.error().describe());
+    return std::nullopt;
+  }
+  if (c->conn && c->conn != conn) c->conn->close("executor registered on a new connection");
+  c->conn = conn;
+  acceptUnacknowledged(*c, m);
+  if (recovering) reattach(*c, m);
+  c->registerTimer.cancel();
+  wire::Envelope reply;
+  auto* r = reply.mutable_executor_registered();
+  r->set_agent_id(agentId_);
+  *r->mutable_framework() = c->framework;
+  *r->mutable_executor() = c->executor;
+  sendToExecutor(*c, reply);
+  resume(*c);
+  checkpoint(*c);
+  maybeIdle(*c);
+  return ExecutorBinding{c->name, c->generation};
+}
+
+// Only updates of tasks this executor runs (as the agent knows them, or
+// as it reports them after an agent restart) go on to the framework.
+void ExecutorManager::acceptUnacknowledged(Container& c, const wire::RegisterExecutor& m) {
+  std::set<std::string> reportedTasks;
+  for (const auto& t : m.tasks()) reportedTasks.insert(t.task_id());
+  size_t unknown = 0;
+  for (const auto& s : m.unacknowledged()) {
+    if (c.tasks.count(s.task_id()) || reportedTasks.count(s.task_id())) {
+      acceptExecutorUpdate(c, s);
+    } else {
+      ++unknown;
+    }
+  }
+  if (unknown > 0 && c.conn) {
+    refuseExecutorMessage(*c.conn, c.name, std::to_string(unknown) + " unacknowledged updates of tasks this executor does not run",
+           false);
+  }
+}
+
+// An executor that outlived an agent restart reports the tasks it still
+// runs: the agent's checkpointed tasks it no longer runs are lost, the ones
+// it reports and the agent did not know of are adopted.
+void ExecutorManager::reattach(Container& c, const wire::RegisterExecutor& m) {
+  std::set<std::string> reported;
+  for (const auto& t : m.tasks()) reported.insert(t.task_id());
+  std::vector<std::string> lost;
+  for (const auto& [id, t] : c.tasks) {
+    if (t.sent && !reported.count(id)) lost.push_back(id);
+  }
+  for (const auto& id : lost) {
+    emit(&c, agentStatus(c.framework.id(), c.executor.executor_id(), id, wire::TASK_LOST,
+                         wire::REASON_AGENT_RESTARTED,
+                         "the executor no longer runs this task after the agent restarted"));
+  }
+  for (const auto& t : m.tasks()) {
+    if (c.tasks.count(t.task_id())) continue;
+    Task& task = c.tasks[t.task_id()];
+    task.info = t;
+    task.sent = true;
+    armMaxDuration(c, task);
+  }
+  LOG_INFO("executor " << c.executor.executor_id() << " of framework " << c.framework.id()
+                       << " re-attached with " << c.tasks.size() << " tasks");
+}
+
+// After a (re-)registration: the tasks not yet sent, the kills not yet
+// answered, and a shutdown the executor was asked for on its old link.
+void ExecutorManager::resume(Container& c) {
+  for (auto& [id, t] : c.tasks) {
+    if (!t.sent) {
+      sendLaunch(c, t);
+    } else if (t.killing) {
+      wire::Envelope k;
+      k.mutable_kill_task()->set_framework_id(c.framework.id());
+      k.mutable_kill_task()->set_task_id(id);
+      k.mutable_kill_task()->set_grace_s(t.graceS);
+      sendToExecutor(c, k);
+    }
+  }
+  if (c.life.state() == ContainerState::kShuttingDown) sendShutdown(c);
+}
+
+void ExecutorManager::onExecutorMessage(Container& c, wire::Envelope& e) {
+  if (e.has_status_update()) {
+    const std::string& taskId = e.status_update().status().task_id();
+    if (!c.tasks.count(taskId)) {
+      return refuseExecutorMessage(*c.conn, c.name, "status update for task " + taskId + ", which this executor does not run",
+                    false);
+    }
+    return acceptExecutorUpdate(c, e.status_update().status());
+  }
+  LOG_DEBUG("executor " << c.name << ": ignoring message field " << e.body_case());
+}
+
+void ExecutorManager::onLinkClosed(Container& c) {
+  c.conn.reset();
+  if (c.life.state() == ContainerState::kExited) return postFinalize(c);
+  LOG_WARNING("executor " << c.executor.executor_id() << " of framework " << c.framework.id()
+                          << " (pid " << c.pid << ") dropped its link; waiting for it to reconnect or exit");
+}
+
+void ExecutorManager::sendLaunch(Container& c, Task& t) {
+  wire::Envelope e;
+  *e.mutable_launch_task()->mutable_task() = t.info;
+  sendToExecutor(c, e);
+  t.sent = true;
+  armMaxDuration(c, t);
+}
+
+void ExecutorManager::sendToExecutor(Container& c, const wire::Envelope& e) {
+  if (c.conn && c.conn->open()) (void)c.conn->send(e);
+}
+
+void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
+  std::vector<KnownContainer> known;
+  for (const auto& ck : checkpoints) known.push_back(knownContainer(ck));
+  for (auto& iso : isolators_) {
+    if (auto st = iso->recover(known); !st) LOG_ERROR(iso->name() << " recover: " << st.error().describe());
+  }
+  std::weak_ptr<int> alive = alive_;
+  for (auto& ck : checkpoints) {
+    if (containers_.count(containerName(ck.framework.id(), ck.executor.executor_id()))) continue;
+    Container& c = create(ck.framework, ck.executor);
+    c.sandbox = ck.sandbox;
+    c.secret = ck.secret;
+    c.pid = ck.pid;
+    c.startTime = ck.startTime;
+    (void)c.life.on(ContainerEvent::kAdopted);
+    for (auto& t : ck.tasks) {
+      Task& task = c.tasks[t.task_id()];
+      task.info = t;
+      task.sent = true;
+      auto l = ck.latest.find(t.task_id());
+      if (l != ck.latest.end()) task.latest = l->second;
+    }
+    auto start = processStartTime(ck.pid);
+    Status watched = Error{"executor pid " + std::to_string(ck.pid) + " is gone"};
+    if (start && *start == ck.startTime) {
+      watched = launcher_.watch(ck.pid, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
+        if (!alive.expired()) onExit(name, gen, e);
+      });
+    }
+    if (!watched) {
+      LOG_WARNING("executor " << c.name << " did not survive the agent restart: " << watched.error().describe());
+      failContainer(c, wire::TASK_LOST, wire::REASON_EXECUTOR_EXITED,
+                    "executor (pid " + std::to_string(ck.pid) + ") exited while the agent was down");
+      (void)c.life.on(ContainerEvent::kExited);
+      postFinalize(c);
+      continue;
+    }
+    LOG_INFO("re-attaching to executor " << c.name << " (pid " << c.pid << ") with "
+                                         << c.tasks.size() << " tasks");
+    for (auto& iso : isolators_) {
+      (void)iso->watch(c.id, limitWatcher(c));
+    }
+    armTimer(c, c.registerTimer, options_.recoveryTimeout, [this](Container& c) {
+      if (c.life.state() != ContainerState::kRecovering) return;
+      failContainer(c, wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
+                    "executor did not reconnect after the agent restarted");
+      killContainer(c, "executor did not reconnect");
+    });
+  }
+}
+
+void ExecutorManager::fillRegistration(wire::RegisterAgent* registration) const {
+  std::set<std::string> frameworks;
+  for (const auto& entry : containers_) {
+    // Not a structured binding: the lambda below captures it (clang < 16
+    // cannot, and the agent fuzz target is built with clang).
+    const auto& c = entry.second;
+    if (frameworks.insert(c->framework.id()).second) *registration->add_frameworks() = c->framework;
+    wire::ExecutorState* state = registration->add_executors();
+    *state->mutable_info() = c->executor;
+    auto add = [&](const wire::TaskInfo& info, const std::optional<wire::TaskStatus>& latest) {
+      *state->add_tasks() = info;
+      wire::TaskStatus* s = state->add_latest();
+      if (latest) {
+        *s = *latest;
+      } else {
+        s->set_task_id(info.task_id());
+        s->set_framework_id(c->framework.id());
+        s->set_state(wire::TASK_STAGING);
+      }
+    };
+    for (const auto& [id, t] : c->tasks) add(t.info, t.latest);
+    for (const auto& t : c->next) add(t, std::nullopt);
+  }
+}
+
+}  // namespace allot
