@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "base/asio.h"
+#include "base/loop_stall_meter.h"
 #include "base/files.h"
 #include "base/flags.h"
 #include "base/log.h"
@@ -401,6 +402,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   SystemdNotifier notifier(io);
+  // How late the loop runs due work, on /metrics (what a slow handler
+  // costs every offer and reply).
+  LoopStallMeter loopMeter(io, LoopStallMeterOptions{},
+                           [&metrics = (*server)->master().metrics()](double lateS) { metrics.loopTick(lateS); });
+  loopMeter.start();
   Operating operating{http->get(), notifier};
   if (settings.zk.empty()) return runStandalone(io, **server, operating);
   return runContending(io, **server, *zk, std::move(*advertise), settings.zkSessionTimeoutS,

@@ -50,6 +50,19 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
                                 "The most connections ever mid-handshake at once (never above "
                                 "--max-pending-handshakes).");
   offers_ = gauge("allot_master_offers_outstanding", "Offers sent and not yet answered.");
+  loopLateness_ = &p::BuildHistogram()
+                       .Name("allot_master_loop_lateness_seconds")
+                       .Help("How late each tick of the loop's stall meter ran (a blocked loop makes it late).")
+                       .Register(*registry_)
+                       .Add({}, p::Histogram::BucketBoundaries{1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1,
+                                                               0.2, 0.5, 1});
+  loopLatenessMax_ = gauge("allot_master_loop_lateness_max_seconds",
+                           "The longest lateness of the loop's stall meter since the master started.");
+}
+
+void MasterMetrics::loopTick(double lateSeconds) {
+  loopLateness_->Observe(lateSeconds);
+  if (lateSeconds > loopLatenessMax_->Value()) loopLatenessMax_->Set(lateSeconds);
 }
 
 std::string MasterMetrics::serialize() const {

@@ -34,6 +34,10 @@ class MasterMetrics {
   prometheus::Counter& connectionsAbandoned() { return *abandoned_; }
   prometheus::Gauge& pendingHandshakes() { return *pendingHandshakes_; }
   prometheus::Gauge& pendingHandshakesMax() { return *pendingHandshakesMax_; }
+  // One tick of the loop's stall meter (base/loop_stall_meter.h) ran
+  // `lateSeconds` late: whatever delays it (a long handler, a /state
+  // request) delays offers and replies by as much.
+  void loopTick(double lateSeconds);
 
   // Gauges, set before each scrape.
   prometheus::Family<prometheus::Gauge>& tasksByState() { return *tasks_; }
@@ -58,6 +62,8 @@ class MasterMetrics {
   prometheus::Counter* abandoned_;
   prometheus::Gauge* pendingHandshakes_;
   prometheus::Gauge* pendingHandshakesMax_;
+  prometheus::Histogram* loopLateness_;
+  prometheus::Gauge* loopLatenessMax_;
   prometheus::Family<prometheus::Gauge>* tasks_;
   prometheus::Gauge* agents_;
   prometheus::Gauge* draining_;

@@ -3,9 +3,10 @@
 // cluster's state streams instead of holding the loop.
 //
 // start() copies only the ids of agents, frameworks, tasks and offers;
-// each next() renders up to kItemsPerChunk items looked up afresh, so every
-// item is consistent in itself and items that vanished meanwhile are left
-// out. The whole answer is one JSON object:
+// each next() renders up to kItemsPerChunk items looked up afresh, and
+// stops early once it has used kChunkBudget of the loop (offers and
+// replies wait behind a chunk), so every item is consistent in itself and
+// items that vanished meanwhile are left out. The whole answer is one JSON object:
 //   {"master":{...summary..., "agents":[...], "frameworks":[...],
 //              "tasks":[...], "offers":[...]}}
 //
@@ -13,6 +14,7 @@
 // layer drops unfinished views when the server stops, before the Master).
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +27,7 @@ namespace allot {
 class MasterStateView {
  public:
   static constexpr size_t kItemsPerChunk = 256;
+  static constexpr std::chrono::microseconds kChunkBudget{2000};
 
   MasterStateView(const Master& master, uint64_t leaderEpoch, double startTimeS);
 

@@ -1,0 +1,139 @@
+#!/bin/bash
+# /state under load (issue 14's target: served in under 200 ms at 10,000
+# emulated agents without delaying offers by more than 10 ms). A real
+# allot-master with --http-listen, N emulated agents (2 task slots each), F
+# load frameworks launching short tasks so that offers keep flowing; then
+# GET /state serially and from a few concurrent clients, timed by curl.
+# What /state costs the offers: the master's loop stall meter
+# (allot_master_loop_lateness_seconds on /metrics: every tick that runs late
+# is work - an offer, a reply - that waited as long), counted over the
+# probe window and over a quiet window of the same length before it.
+# Prints one RESULT line (and appends it to --out when given).
+#
+#   bench/scale/state_probe.sh --build-dir build --agents 10000 --frameworks 50
+set -euo pipefail
+
+build=build agents=10000 frameworks=50 mean=10 stddev=3 serial=20 concurrent=4 per_client=5 warmup=20 out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build=$2; shift 2 ;;
+    --agents) agents=$2; shift 2 ;;
+    --frameworks) frameworks=$2; shift 2 ;;
+    --task-mean) mean=$2; shift 2 ;;
+    --task-stddev) stddev=$2; shift 2 ;;
+    --serial) serial=$2; shift 2 ;;            # GET /state one after another
+    --concurrent) concurrent=$2; shift 2 ;;    # then this many clients at once...
+    --per-client) per_client=$2; shift 2 ;;    # ...of this many GETs each
+    --warmup) warmup=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "state_probe.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+dir=$(mktemp -d /tmp/allot-state-probe.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+die() { echo "state_probe.sh: $*" >&2; tail -5 "$dir"/*.log >&2 || true; exit 1; }
+wait_for() {  # wait_for SECONDS COMMAND...
+  local limit=$1; shift
+  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
+  return 1
+}
+
+ulimit -Hn 262144 2>/dev/null || true
+ulimit -n "$(ulimit -Hn)"
+"$build/master/allot-master" --listen 127.0.0.1:0 --port-file "$dir/port" \
+  --http-listen 127.0.0.1:0 --http-port-file "$dir/http-port" \
+  --agent-timeout 60 --heartbeat-interval 10 --offer-timeout 30 --stats-interval 5 \
+  >"$dir/master.log" 2>&1 &
+master_pid=$!
+pids+=("$master_pid")
+wait_for 10 test -s "$dir/port" || die "master did not start"
+wait_for 10 test -s "$dir/http-port" || die "master's HTTP port did not open"
+master="127.0.0.1:$(cat "$dir/port")"
+http="http://127.0.0.1:$(cat "$dir/http-port")"
+
+# At most 15,000 agents per emulator (RLIMIT_NOFILE 20,000 here).
+emulators=$(( (agents + 14999) / 15000 ))
+for e in $(seq 0 $(( emulators - 1 ))); do
+  n=$(( agents / emulators + (e < agents % emulators ? 1 : 0) ))
+  "$build/bench/scale/agent_emulator" --master "$master" --agents "$n" \
+    --resources "cpus:2;mem:2048" --source-addresses "$(( n / 20000 + 1 ))" \
+    --first-source "$(( 2 + e * 2 ))" >"$dir/emulator$e.log" 2>&1 &
+  pids+=($!)
+done
+registered() {
+  local total=0 n f
+  for f in "$dir"/emulator*.log; do
+    n=$(grep -so 'registered=[0-9]*' "$f" | tail -1 | cut -d= -f2)
+    total=$(( total + ${n:-0} ))
+  done
+  [ "$total" -ge "$agents" ]
+}
+wait_for $(( agents / 100 + 120 )) registered || die "agents did not all register"
+
+"$build/bench/scale/load_frameworks" --master "$master" --frameworks "$frameworks" \
+  --task-mean "$mean" --task-stddev "$stddev" >"$dir/load.log" 2>&1 &
+pids+=($!)
+sleep "$warmup"
+half_full() {
+  local tasks
+  tasks=$(grep -o 'tasks=[0-9]*' "$dir/master.log" | tail -1 | cut -d= -f2)
+  [ -n "$tasks" ] && [ "$tasks" -ge "$agents" ]
+}
+wait_for 240 half_full || die "the cluster never reached half of its $((agents * 2)) slots"
+
+# Counters from /metrics: "<ticks> <ticks late > 10 ms> <offers sent>".
+metric() { grep "^$1 " <<< "$2" | awk '{print $2}' | head -n1; }
+snapshot() {
+  local m
+  m=$(curl -sf "$http/metrics") || die "GET /metrics failed"
+  printf '%.0f %.0f %.0f\n' "$(metric allot_master_loop_lateness_seconds_count "$m")" \
+    "$(( $(printf '%.0f' "$(metric allot_master_loop_lateness_seconds_count "$m")") - \
+         $(printf '%.0f' "$(metric 'allot_master_loop_lateness_seconds_bucket{le="0.01"}' "$m")") ))" \
+    "$(metric allot_master_offers_sent_total "$m")"
+}
+now() { date +%s.%N; }
+
+get_state() {  # prints "seconds bytes" per GET
+  curl -s -o /dev/null -w '%{time_total} %{size_download} %{http_code}\n' "$http/state"
+}
+p0=$(snapshot); tp0=$(now)
+for _ in $(seq "$serial"); do get_state; done > "$dir/serial.txt"
+for c in $(seq "$concurrent"); do
+  ( for _ in $(seq "$per_client"); do get_state; done > "$dir/concurrent$c.txt" ) &
+done
+wait_clients() { [ "$(cat "$dir"/concurrent*.txt 2>/dev/null | wc -l)" -ge $((concurrent * per_client)) ]; }
+wait_for 600 wait_clients || die "the concurrent clients did not finish"
+p1=$(snapshot); tp1=$(now)
+probe_s=$(echo "$tp1 - $tp0" | bc -l)
+# A quiet window as long again right after it, without /state.
+sleep "$(printf '%.1f' "$probe_s")"
+q1=$(snapshot); tq1=$(now)
+read -r pt0 pl0 po0 <<< "$p0"; read -r pt1 pl1 po1 <<< "$p1"
+read -r qt0 ql0 qo0 <<< "$p1"; tq0=$tp1
+read -r qt1 ql1 qo1 <<< "$q1"
+
+grep -v ' 200$' "$dir"/serial.txt "$dir"/concurrent*.txt && die "a GET /state did not answer 200"
+pct() {  # pct FILE... : p50 p99 max of the first column, in ms
+  cat "$@" | awk '{print $1 * 1000}' | sort -g |
+    awk '{a[NR]=$1} END {i50=int((NR+1)/2); i99=int(NR*0.99+0.999); if (i99<1) i99=1;
+                         printf "p50=%.1f p99=%.1f max=%.1f n=%d", a[i50], a[i99], a[NR], NR}'
+}
+bytes=$(head -n1 "$dir/serial.txt" | awk '{print $2}')
+loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
+rss=$(awk '/VmHWM/ {print $2}' "/proc/$master_pid/status")
+tasks=$(grep -o 'tasks=[0-9]*' "$dir/master.log" | tail -1 | cut -d= -f2)
+quiet_s=$(echo "$tq1 - $tq0" | bc -l)
+result=$(printf "agents=%s frameworks=%s tasks=%s state_bytes=%s serial_ms(%s) concurrent%s_ms(%s) probe_window_s=%.1f loop_ticks_late_over_10ms=%s/%s offers_sent_per_s=%.0f quiet_window_s=%.1f quiet_loop_ticks_late_over_10ms=%s/%s quiet_offers_sent_per_s=%.0f master_peak_rss_mib=%d loadavg=%s" \
+  "$agents" "$frameworks" "$tasks" "$bytes" "$(pct "$dir/serial.txt")" "$concurrent" \
+  "$(pct "$dir"/concurrent*.txt)" "$probe_s" "$((pl1 - pl0))" "$((pt1 - pt0))" \
+  "$(echo "($po1 - $po0) / $probe_s" | bc -l)" "$quiet_s" "$((ql1 - ql0))" "$((qt1 - qt0))" \
+  "$(echo "($qo1 - $qo0) / $quiet_s" | bc -l)" $(( rss / 1024 )) "${loadavg// /,}")
+echo "RESULT $result"
+[ -z "$out" ] || echo "$result" >>"$out"
