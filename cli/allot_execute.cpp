@@ -32,6 +32,7 @@ struct Settings {
   std::string name = "allot-execute";
   double killAfterS = 0;
   std::string executor;
+  bool executorPerTask = false;
   double timeoutS = 60;
   TlsFiles tls;
   std::string user;
@@ -154,7 +155,8 @@ class ExecuteScheduler final : public Scheduler {
     taskResources_.toWire(t.mutable_resources());
     t.mutable_command()->set_shell(settings_.command);
     if (!settings_.executor.empty()) {
-      t.mutable_executor()->set_executor_id(settings_.name + "-executor");
+      // One executor for all the tasks on an agent, or one each.
+      t.mutable_executor()->set_executor_id(settings_.executorPerTask ? id : settings_.name + "-executor");
       t.mutable_executor()->mutable_command()->add_argv(settings_.executor);
       t.mutable_executor()->set_name(settings_.name);
     }
@@ -192,6 +194,8 @@ int main(int argc, char** argv) {
   flags.addString("name", &s.name, "framework and task name prefix");
   flags.addDouble("kill-after", &s.killAfterS, "kill the tasks after this many seconds (0: never)");
   flags.addString("executor", &s.executor, "custom executor binary on the agents (default: built-in)");
+  flags.addBool("executor-per-task", &s.executorPerTask,
+                "run each task in an executor of its own (needs --executor; default: one per agent)");
   flags.addDouble("timeout", &s.timeoutS, "give up when the tasks have not all launched after this many seconds");
   addTlsFlags(flags, &s.tls);
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
@@ -203,6 +207,7 @@ int main(int argc, char** argv) {
   if (s.instances < 1 || s.instances > 100000) return fail("--instances must be 1..100000");
   if (!(s.killAfterS >= 0)) return fail("--kill-after must be >= 0");
   if (!(s.timeoutS > 0)) return fail("--timeout must be > 0");
+  if (s.executorPerTask && s.executor.empty()) return fail("--executor-per-task needs --executor");
   if (!isZooKeeperUrl(s.master)) {
     if (auto endpoint = parseEndpoint(s.master); !endpoint) {
       return fail("--master: " + endpoint.error().describe());

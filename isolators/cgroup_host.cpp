@@ -1,6 +1,7 @@
 #include "isolators/cgroup_host.h"
 
 #include <libcgroup.h>
+#include <sys/xattr.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -37,6 +38,16 @@ std::string ownV2Cgroup() {
     if (line.rfind("0::", 0) == 0) return line.substr(3);
   }
   return "";
+}
+
+// systemd marks a delegated unit's cgroup with trusted.delegate=1 (and
+// user.delegate=1 from v253 on).
+bool delegatedBySystemd(const std::string& dir) {
+  for (const char* name : {"trusted.delegate", "user.delegate"}) {
+    char value[8] = {};
+    if (getxattr(dir.c_str(), name, value, sizeof value - 1) == 1 && value[0] == '1') return true;
+  }
+  return false;
 }
 
 // "4:cpu,cpuacct:/path" lines: every v1 controller of the line -> path.
@@ -123,6 +134,7 @@ Result<CgroupHost> detectCgroupHost(const std::string& root) {
     std::string parent = host.v2;
     auto slash = root.rfind('/');
     if (slash != std::string::npos) parent += "/" + root.substr(0, slash);
+    host.rootDelegated = delegatedBySystemd(host.v2 + "/" + root);
     auto enabled = cgroupfs::readFile(parent + "/cgroup.subtree_control");
     if (enabled) host.v2Usable = words(*enabled);
     // A v1 hierarchy that holds a controller keeps it away from v2.

@@ -35,6 +35,12 @@ struct CgroupHost {
   // "/system.slice/allot-agent.service"), from /proc/self/cgroup; a
   // controller missing here is unknown.
   std::map<std::string, std::string> agentV1Cgroups;
+  // The v2 root carries a service manager's delegation mark (systemd's
+  // trusted.delegate xattr: a unit with Delegate=yes, such as
+  // allot-executors.service). Its directory and attributes are the unit's:
+  // the agent never weighs or removes it, and stays out of it when it is
+  // not the agent's own cgroup.
+  bool rootDelegated = false;
   std::shared_ptr<CgroupFs> fs;
 
   // v2 names: "cpu", "memory", "io", "pids", "cpuset"; v1 "blkio" is "io".

@@ -47,7 +47,10 @@ CgroupLayer::~CgroupLayer() {
     }
     (void)fs().removeDir(h + "/" + root_ + "/" + kAgentLeaf);
   }
-  for (const auto& h : hierarchies()) (void)fs().removeDir(h + "/" + root_);
+  for (const auto& h : hierarchies()) {
+    if (h == host_.v2 && host_.rootDelegated) continue;  // the unit's cgroup: systemd removes it
+    (void)fs().removeDir(h + "/" + root_);
+  }
 }
 
 std::vector<std::string> CgroupLayer::hierarchies() const {
@@ -95,7 +98,11 @@ std::string CgroupLayer::agentCgroupIn(const std::string& h) const {
 
 std::vector<std::string> CgroupLayer::agentHierarchies() const {
   std::set<std::string> out;
-  if (controllers_.count("cpu")) out.insert(host_.hierarchyOf("cpu"));
+  std::string cpu = host_.hierarchyOf("cpu");
+  // Another unit's delegated root (the agent runs in its own unit): the
+  // agent stays in its unit, where its journal and restarts are.
+  bool othersUnit = host_.rootDelegated && cpu == host_.v2 && host_.agentV2Cgroup != "/" + root_;
+  if (controllers_.count("cpu") && !othersUnit) out.insert(cpu);
   // Started inside its v2 root (a systemd unit's delegated cgroup): the
   // agent moves to a leaf with or without controllers (processes only in
   // leaves, systemd's delegation rules).
@@ -112,9 +119,9 @@ std::vector<std::string> CgroupLayer::agentHierarchies() const {
 Status CgroupLayer::weighRoot() {
   std::string h = host_.hierarchyOf("cpu");
   if (rootCpuWeight_ <= 0 || !controllers_.count("cpu") || h.empty()) return okStatus();
-  if (agentCgroupIn(h) == "/" + root_) {
-    LOG_INFO("the cgroup root " << root_ << " is the agent's own (delegated) cgroup: its CPU weight is "
-                                << "its service manager's (systemd: CPUWeight=)");
+  if (agentCgroupIn(h) == "/" + root_ || (h == host_.v2 && host_.rootDelegated)) {
+    LOG_INFO("the cgroup root " << root_ << " is a delegated cgroup of a service manager: its CPU weight "
+                                << "is the unit's (systemd: CPUWeight=)");
     return okStatus();
   }
   bool v2 = host_.versionOf("cpu") == CgroupVersion::kV2;
@@ -135,6 +142,24 @@ Status CgroupLayer::placeAgent() {
   return okStatus();
 }
 
+// A delegated root of another unit holds that unit's own process (systemd
+// keeps a unit's cgroup only while something runs in it: the packaged
+// allot-executors.service runs `sleep infinity`). It moves to a leaf.
+Status CgroupLayer::moveUnitProcesses() {
+  if (!host_.rootDelegated || host_.agentV2Cgroup == "/" + root_) return okStatus();
+  std::string root = host_.v2 + "/" + root_;
+  auto stray = fs().procs(root);
+  if (stray.empty()) return okStatus();
+  std::string leaf = root + "/" + kHolderLeaf;
+  if (Status st = fs().makeDir(leaf); !st) return st;
+  for (pid_t pid : stray) {
+    Status st = fs().writeFile(leaf + "/cgroup.procs", std::to_string(pid));
+    if (!st && st.error().errnum != ESRCH) return st;
+  }
+  LOG_INFO("moved " << stray.size() << " process(es) of the unit owning " << root << " into " << leaf);
+  return okStatus();
+}
+
 Status CgroupLayer::setUp() {
   for (const auto& h : hierarchies()) {
     std::string dir = h + "/" + root_;
@@ -146,6 +171,7 @@ Status CgroupLayer::setUp() {
   if (Status st = weighRoot(); !st) return st;
   if (Status st = placeAgent(); !st) return st;
   if (host_.v2.empty()) return okStatus();
+  if (Status st = moveUnitProcesses(); !st) return st;
   std::string enable;
   for (const auto& c : controllers_) {
     if (host_.versionOf(c) == CgroupVersion::kV2) enable += (enable.empty() ? "+" : " +") + c;
@@ -295,7 +321,7 @@ std::set<std::string> CgroupLayer::existing() const {
   std::set<std::string> out;
   for (const auto& h : hierarchies()) {
     for (const auto& name : fs().subdirs(h + "/" + root_)) {
-      if (name != kAgentLeaf) out.insert(name);
+      if (name != kAgentLeaf && name != kHolderLeaf) out.insert(name);
     }
   }
   return out;

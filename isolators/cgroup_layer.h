@@ -15,15 +15,19 @@
 //   <root>            weight rootCpuWeight (v2 scale 1..10000; v1 cpu.shares
 //                     = weight * 1024 / 100, systemd's conversion), written
 //                     unless the root is the cgroup the agent was started in
-//                     (a service manager delegated it: its weight is the
-//                     unit's CPUWeight=); 0 leaves it alone
+//                     or another unit's delegated cgroup (CgroupHost::
+//                     rootDelegated: its weight is the unit's CPUWeight=);
+//                     0 leaves it alone
 //   <root>/agent      the agent's own process, the kernel's default weight
 //                     (one cpu's worth)
 //   <root>/<name>     each executor, weighted by its cpus (cgroups/cpu)
 // The agent also moves into <root>/agent on v2 when it sits in <root> and
 // enables v2 controllers there (no processes in inner nodes). It moves back
 // to where it came from when the layer is destroyed (not out of a root it
-// was started in).
+// was started in). A root that is another unit's delegated cgroup
+// (allot-executors.service) holds executors only: the agent stays in its
+// own unit and never removes that root; the unit's placeholder process
+// moves into <root>/holder.
 //
 // Thread: the agent's io_context thread, except reap(), which blocks for
 // the kernel (a freeze, a kill, an rmdir retried on EBUSY; bounded to
@@ -51,6 +55,10 @@ class CgroupLayer {
   // The agent's leaf under the root (never a container's name: those
   // always hold a '.').
   static constexpr const char* kAgentLeaf = "agent";
+  // Where the processes a service manager keeps in a delegated root (the
+  // placeholder of allot-executors.service) move, so that controllers can
+  // be enabled there (no processes in inner nodes). Not a container.
+  static constexpr const char* kHolderLeaf = "holder";
 
   // `controllers`: v2 names of the controllers the enabled isolators use.
   // `rootCpuWeight`: see above (0: leave the root's weight alone).
@@ -105,6 +113,7 @@ class CgroupLayer {
   std::vector<std::string> agentHierarchies() const;
   Status weighRoot();
   Status placeAgent();
+  Status moveUnitProcesses();
 
   CgroupHost host_;
   std::string root_;

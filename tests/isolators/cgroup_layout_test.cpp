@@ -129,6 +129,40 @@ TEST_F(CgroupLayout, DelegatedRootKeepsItsServiceManagersWeight) {
   EXPECT_TRUE(holdsMe(unit + "/agent/cgroup.procs")) << "never back into the inner node";
 }
 
+// The packaged units: executors live in allot-executors.service (a unit of
+// their own with Delegate=yes), the agent in allot-agent.service. The agent
+// neither weighs, enters nor removes the other unit's cgroup, and enables
+// the controllers in it (systemd leaves a delegated subtree_control alone).
+TEST_F(CgroupLayout, AnotherUnitsDelegatedRootHoldsOnlyExecutors) {
+  host_ = twinCgroupHost(fs_, CgroupMode::kUnified);
+  options_.cgroupsRoot = "system.slice/allot-executors.service";
+  host_.rootDelegated = true;
+  host_.agentV2Cgroup = "/system.slice/allot-agent.service";
+  std::string agentUnit = dir_ + "/unified/system.slice/allot-agent.service";
+  std::string root = dir_ + "/unified/" + options_.cgroupsRoot;
+  ASSERT_TRUE(fs_->makeDir(dir_ + "/unified/system.slice").ok());
+  ASSERT_TRUE(fs_->makeDir(agentUnit).ok());
+  ASSERT_TRUE(fs_->makeDir(root).ok());
+  ASSERT_TRUE(fs_->writeFile(root + "/cpu.weight", "10000").ok());
+  ASSERT_TRUE(fs_->writeFile(agentUnit + "/cgroup.procs", std::to_string(getpid())).ok());
+  ASSERT_TRUE(fs_->writeFile(root + "/cgroup.procs", "424242").ok());  // the unit's placeholder
+  ASSERT_TRUE(make("cgroups/cpu,cgroups/mem").ok());
+  EXPECT_EQ(read(root + "/cgroup.procs"), "") << "no process left in the inner node";
+  EXPECT_EQ(read(root + "/holder/cgroup.procs"), "424242\n");
+  EXPECT_EQ(read(root + "/cpu.weight"), "10000") << "the unit's CPUWeight=, not rewritten";
+  EXPECT_EQ(read(root + "/cgroup.subtree_control"), "+cpu +memory");
+  EXPECT_TRUE(holdsMe(agentUnit + "/cgroup.procs")) << "the agent stays in its own unit";
+  EXPECT_FALSE(fs::exists(root + "/agent"));
+  ChildSetup setup;
+  ContainerId id{"fw", "ex"};
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->prepare(id, *Resources::parse("cpus:0.5;mem:64"), &setup).ok());
+  EXPECT_EQ(read(root + "/fw.ex/cpu.weight"), "50");
+  for (auto& iso : isolators_) ASSERT_TRUE(iso->cleanup(id).ok());
+  isolators_.clear();
+  EXPECT_TRUE(fs::exists(root)) << "the unit's cgroup is systemd's to remove";
+  EXPECT_TRUE(holdsMe(agentUnit + "/cgroup.procs"));
+}
+
 TEST_F(CgroupLayout, DelegatedV1RootKeepsItsWeight) {
   byHand(CgroupMode::kHybrid);
   options_.cgroupsRoot = "system.slice/allot-agent.service";
