@@ -73,9 +73,18 @@ class TrustRoot : public ::testing::Test {
   void TearDown() override {
     cluster_.reset();
     if (!cgroupsRoot_.empty()) {
+      // The executor's cgroup may outlive the stopped agent (an idle command
+      // executor): remove the whole tree, deepest directories first (a
+      // cgroup directory goes with rmdir only once it has no children).
       for (const auto& h : {"cpu", "cpuacct", "memory", "freezer", "unified"}) {
+        fs::path root = fs::path("/sys/fs/cgroup") / h / cgroupsRoot_;
         std::error_code ec;
-        fs::remove(fs::path("/sys/fs/cgroup") / h / cgroupsRoot_, ec);
+        std::vector<fs::path> dirs;
+        for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+          if (it->is_directory(ec)) dirs.push_back(it->path());
+        }
+        for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) fs::remove(*d, ec);
+        fs::remove(root, ec);
       }
     }
   }
