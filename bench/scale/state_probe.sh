@@ -31,19 +31,7 @@ while [ $# -gt 0 ]; do
 done
 
 dir=$(mktemp -d /tmp/allot-state-probe.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-die() { echo "state_probe.sh: $*" >&2; tail -5 "$dir"/*.log >&2 || true; exit 1; }
-wait_for() {  # wait_for SECONDS COMMAND...
-  local limit=$1; shift
-  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # pids, cleanup, die, wait_for
 
 ulimit -Hn 262144 2>/dev/null || true
 ulimit -n "$(ulimit -Hn)"

@@ -4,28 +4,9 @@
 #include <bit>
 
 #include "base/check.h"
+#include "master/allocator/bits.h"
 
 namespace allot {
-namespace {
-
-constexpr size_t kBitsPerWord = 64;
-
-void setBit(std::vector<uint64_t>* bits, size_t i) {
-  size_t w = i / kBitsPerWord;
-  if (bits->size() <= w) bits->resize(w + 1, 0);
-  (*bits)[w] |= uint64_t{1} << (i % kBitsPerWord);
-}
-
-void clearBit(std::vector<uint64_t>* bits, size_t i) {
-  size_t w = i / kBitsPerWord;
-  if (w < bits->size()) (*bits)[w] &= ~(uint64_t{1} << (i % kBitsPerWord));
-}
-
-uint64_t wordAt(const std::vector<uint64_t>& bits, size_t w) {
-  return w < bits.size() ? bits[w] : 0;
-}
-
-}  // namespace
 
 OfferAllocator::OfferAllocator(AllocatorOptions options, OrderingFactory makeOrdering)
     : options_(std::move(options)),

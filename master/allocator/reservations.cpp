@@ -18,27 +18,10 @@
 
 #include "base/check.h"
 #include "master/allocator/offer_allocator.h"
+#include "master/allocator/bits.h"
 
 namespace allot {
 namespace {
-
-constexpr size_t kBitsPerWord = 64;
-
-void setBit(std::vector<uint64_t>* bits, size_t i) {
-  size_t w = i / kBitsPerWord;
-  if (bits->size() <= w) bits->resize(w + 1, 0);
-  (*bits)[w] |= uint64_t{1} << (i % kBitsPerWord);
-}
-
-void clearBit(std::vector<uint64_t>* bits, size_t i) {
-  size_t w = i / kBitsPerWord;
-  if (w < bits->size()) (*bits)[w] &= ~(uint64_t{1} << (i % kBitsPerWord));
-}
-
-bool testBit(const std::vector<uint64_t>& bits, size_t i) {
-  size_t w = i / kBitsPerWord;
-  return w < bits.size() && (bits[w] >> (i % kBitsPerWord)) & 1;
-}
 
 // How many `task`s fit in `r` (0 when a scalar of the task is missing).
 int64_t fits(const Resources& r, const Resources& task) {
