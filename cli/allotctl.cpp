@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <google/protobuf/util/json_util.h>
@@ -10,6 +11,8 @@
 #include "base/flags.h"
 #include "cli/allotctl_roles.h"
 #include "cli/table.h"
+#include "ha/leader_lookup.h"
+#include "ha/zk_detector.h"
 #include "http/client.h"
 #include "proto/resources.h"
 #include "proto/state.pb.h"
@@ -21,7 +24,7 @@ using namespace allot;
 // Exit codes scripts can use.
 constexpr int kOk = 0;
 constexpr int kUsage = 2;        // bad command line
-constexpr int kUnreachable = 3;  // no answer from the master
+constexpr int kUnreachable = 3;  // no answer from the master (or no master leads)
 constexpr int kNotFound = 4;     // no such agent or task
 constexpr int kRefused = 5;      // the master refused (bad request, not authorized, ...)
 
@@ -33,13 +36,17 @@ constexpr const char* kSummary =
     "  drain AGENT [--deadline S]                      stop offering AGENT, ask its tasks to\n"
     "                                                  finish, kill them after S seconds\n"
     "  undrain AGENT                                   offer AGENT again\n"
+    "  leader                                          which master answers: id, epoch, addresses\n"
     "  roles                                           roles: weight, quota, allocation\n"
     "  role weight ROLE W | role quota ROLE RES|none   set a role's weight or quota (not kept\n"
     "                                                  across a master restart or failover)\n\n"
+    "With several masters in ZooKeeper, name the group; allotctl asks the leader:\n"
+    "  allotctl --master zk://10.0.0.1:2181,10.0.0.2:2181/allot agents\n\n"
     "With mutual TLS on the master (--tls-*), give an operator's certificate:\n"
     "  allotctl --master https://HOST:PORT --tls-cert operator.crt --tls-key operator.key \\\n"
     "           --tls-ca ca.crt drain AGENT\n\n"
-    "exit codes: 0 ok, 2 bad usage, 3 master unreachable, 4 no such agent or task,\n"
+    "exit codes: 0 ok, 2 bad usage, 3 master unreachable or no master leads,\n"
+    "            4 no such agent or task,\n"
     "            5 refused by the master";
 
 struct Settings {
@@ -84,6 +91,7 @@ struct Context {
   Settings settings;
   HostPort master;
   http::ClientTls tls;
+  std::optional<LeaderEntry> zkLeader;  // with --master zk://...: the entry found there
 
   Result<http::ClientResponse> call(const std::string& method, const std::string& target) const {
     return http::fetch(master, method, target, "",
@@ -187,6 +195,43 @@ int printList(const Context& ctx, const std::string& what) {
   return kOk;
 }
 
+Result<state::MasterState> fetchMasterState(const Context& ctx) {
+  auto r = ctx.call("GET", "/state");
+  if (!r) return r.error();
+  if (r->status != 200) return Error{"master answered " + std::to_string(r->status) + " to /state"};
+  state::State st;
+  google::protobuf::util::JsonParseOptions parse;
+  parse.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(r->body, &st, parse).ok())
+    return Error{"the master's /state is not a State"};
+  return st.master();
+}
+
+// Which master answers at the HTTP address, and (with zk://) whether it is
+// the one ZooKeeper names as leader.
+int printLeader(const Context& ctx) {
+  auto m = fetchMasterState(ctx);
+  if (!m) {
+    std::cerr << "allotctl: " << m.error().describe() << "\n";
+    return kUnreachable;
+  }
+  std::string http = ctx.master.host + ":" + std::to_string(ctx.master.port);
+  if (!ctx.zkLeader) {
+    std::cout << "master " << m->master_id() << " (epoch " << m->leader_epoch() << "), HTTP " << http
+              << "\n";
+    return kOk;
+  }
+  const LeaderEntry& e = *ctx.zkLeader;
+  if (m->master_id() != e.data.masterId) {
+    std::cerr << "allotctl: ZooKeeper names master " << e.data.masterId << " as leader but "
+              << http << " answers as master " << m->master_id() << " (a failover under way?)\n";
+    return kUnreachable;
+  }
+  std::cout << "master " << e.data.masterId << " leads (epoch " << e.epoch << "): protocol "
+            << e.data.address.describe() << ", HTTP " << http << "\n";
+  return kOk;
+}
+
 int operate(const Context& ctx, const std::string& target, const std::string& done) {
   auto r = ctx.call("POST", target);
   if (!r) {
@@ -237,12 +282,38 @@ int run(const Context& ctx, const std::vector<std::string>& args) {
     return operate(ctx, "/api/v1/undrain?agent=" + http::encodeQueryValue(args[1]),
                    "agent " + args[1] + " offered again");
   }
+  if (cmd == "leader") {
+    if (args.size() != 1) {
+      std::cerr << "allotctl: leader takes no arguments\n";
+      return kUsage;
+    }
+    return printLeader(ctx);
+  }
   if (isRoleCommand(cmd)) {
     auto call = [&](const std::string& method, const std::string& target) { return ctx.call(method, target); };
     return static_cast<int>(runRoleCommand(call, args, ctx.settings.json));
   }
   std::cerr << "allotctl: unknown command '" << cmd << "' (allotctl --help)\n";
   return kUsage;
+}
+
+// The leading master's HTTP address, from its entry in the ZooKeeper group
+// at `url` (ha/group.h): one look, no watch (ha/leader_lookup.h).
+Result<LeaderEntry> zooKeeperLeader(const std::string& url, double timeoutS) {
+  auto zk = parseZkUrl(url);
+  if (!zk) return Error{"--master: " + zk.error().describe()};
+  asio::io_context io(1);
+  auto sessions = zooKeeperSessionFactory(io, zk->servers, kDetectorSessionTimeout);
+  if (!sessions) return Error{"--master: " + sessions.error().describe()};
+  auto leader = findLeader(io, *sessions, zk->path, secondsToDuration(timeoutS));
+  if (!leader) return leader.error();
+  if (!leader->data.http) {
+    return Error{"the leading master " + leader->data.masterId + " (" +
+                 leader->data.address.describe() +
+                 ") publishes no HTTP address in ZooKeeper: it runs without --http-listen, or "
+                 "is older than allotctl; give --master HOST:PORT"};
+  }
+  return leader;
 }
 
 }  // namespace
@@ -252,8 +323,9 @@ int main(int argc, char** argv) {
   Flags flags("allotctl", kSummary);
   flags.addString("master", &s.master,
                   "HOST:PORT of the master's --http-listen (https://HOST:PORT: mutual TLS, with "
-                  "--tls-*)");
-  flags.addString("zk", &s.master, "zk://host:port,.../path (not yet: use --master HOST:PORT)");
+                  "--tls-*), or zk://host:port,.../path: the leader's, as its ZooKeeper entry "
+                  "publishes it");
+  flags.addString("zk", &s.master, "zk://host:port,.../path: the same as --master zk://...");
   flags.addBool("json", &s.json, "print the list as JSON (the array from /state)");
   flags.addDouble("deadline", &s.deadlineS, "drain: seconds before the agent's tasks are killed");
   flags.addString("framework", &s.framework, "kill: the task's framework (when ids repeat)");
@@ -265,17 +337,22 @@ int main(int argc, char** argv) {
     std::fputs(flags.usage().c_str(), stderr);
     return kUsage;
   }
-  if (s.master.rfind("zk://", 0) == 0) {
-    std::cerr << "allotctl: finding the leader through ZooKeeper is not built yet; "
-                 "give --master HOST:PORT (the leader's --http-listen)\n";
-    return kUsage;
-  }
   if (!(s.timeoutS > 0 && s.timeoutS < 3600)) {
     std::cerr << "allotctl: --timeout must be in (0, 3600)\n";
     return kUsage;
   }
   // https:// says TLS; the --tls-* files alone say it too.
   std::string address = s.master;
+  std::optional<LeaderEntry> zkLeader;
+  if (address.rfind("zk://", 0) == 0) {
+    auto leader = zooKeeperLeader(address, s.timeoutS);
+    if (!leader) {
+      std::cerr << "allotctl: " << leader.error().describe() << "\n";
+      return leader.error().message.rfind("--master", 0) == 0 ? kUsage : kUnreachable;
+    }
+    zkLeader = std::move(*leader);
+    address = zkLeader->data.http->describe();
+  }
   bool https = address.rfind("https://", 0) == 0;
   if (https) address = address.substr(8);
   if (address.rfind("http://", 0) == 0) address = address.substr(7);
@@ -294,5 +371,6 @@ int main(int argc, char** argv) {
                  "(an operator's certificate from the cluster's CA)\n";
     return kUsage;
   }
-  return run(Context{s, *hp, http::ClientTls{*tls, "master"}}, flags.positional());
+  return run(Context{s, *hp, http::ClientTls{*tls, "master"}, std::move(zkLeader)},
+             flags.positional());
 }

@@ -12,13 +12,11 @@ long long toMs(Duration d) { return std::chrono::duration_cast<Millis>(d).count(
 }  // namespace
 
 LeaderContender::LeaderContender(asio::io_context& io, ZkSessionFactory sessions,
-                                 std::string groupPath, Endpoint address, std::string masterId,
-                                 Callbacks callbacks)
+                                 std::string groupPath, MemberData member, Callbacks callbacks)
     : io_(io),
       sessions_(std::move(sessions)),
       groupPath_(std::move(groupPath)),
-      address_(std::move(address)),
-      masterId_(std::move(masterId)),
+      member_(std::move(member)),
       callbacks_(std::move(callbacks)),
       guid_(newMemberGuid()),
       fenceTimer_(io),
@@ -141,7 +139,7 @@ void LeaderContender::ensurePath(size_t depth) {
 void LeaderContender::join() {
   createInFlight_ = true;
   std::string path = groupPath_ + "/" + memberPrefix(guid_);
-  session_->create(path, encodeMemberData(address_, masterId_), true,
+  session_->create(path, encodeMemberData(member_), true,
                    guard([this](ZkRc rc, const std::string& created, const ZkStat&) {
     createInFlight_ = false;
     if (rc == ZkRc::kOk) {

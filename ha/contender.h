@@ -22,6 +22,7 @@
 #include <string>
 
 #include "base/asio.h"
+#include "ha/group.h"
 #include "ha/zk_session.h"
 #include "proto/leader.h"
 
@@ -35,7 +36,7 @@ class LeaderContender {
   };
 
   LeaderContender(asio::io_context& io, ZkSessionFactory sessions, std::string groupPath,
-                  Endpoint address, std::string masterId, Callbacks callbacks);
+                  MemberData member, Callbacks callbacks);
   ~LeaderContender();
 
   void start();
@@ -64,8 +65,7 @@ class LeaderContender {
   asio::io_context& io_;
   ZkSessionFactory sessions_;
   std::string groupPath_;
-  Endpoint address_;
-  std::string masterId_;
+  MemberData member_;
   Callbacks callbacks_;
   std::string guid_;
   std::unique_ptr<ZkSession> session_;

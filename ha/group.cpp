@@ -43,8 +43,10 @@ std::vector<GroupMember> parseMembers(const std::vector<std::string>& children) 
   return members;
 }
 
-std::string encodeMemberData(const Endpoint& address, const std::string& masterId) {
-  return "address=" + address.describe() + "\nid=" + masterId + "\n";
+std::string encodeMemberData(const MemberData& member) {
+  std::string data = "address=" + member.address.describe() + "\nid=" + member.masterId + "\n";
+  if (member.http) data += "http=" + member.http->describe() + "\n";
+  return data;
 }
 
 Result<MemberData> decodeMemberData(const std::string& data) {
@@ -64,6 +66,11 @@ Result<MemberData> decodeMemberData(const std::string& data) {
       haveAddress = true;
     } else if (line.rfind("id=", 0) == 0) {
       out.masterId = line.substr(3);
+    } else if (line.rfind("http=", 0) == 0) {
+      // Optional: a bad one must not hide the protocol address from
+      // agents and schedulers, so it only leaves `http` unset.
+      auto endpoint = parseEndpoint(line.substr(5));
+      if (endpoint && endpoint->kind == Endpoint::Kind::kTcp) out.http = *endpoint;
     }
   }
   if (!haveAddress) return Error{"member data has no address= line"};

@@ -3,7 +3,12 @@
 // detector (every client), so both read the group the same way.
 //
 //   <path>/member_<guid>_<sequence>   ephemeral + sequential, one per master
-//   data: "address=HOST:PORT\nid=MASTER_ID\n"
+//   data: "address=HOST:PORT\nid=MASTER_ID\n[http=HOST:PORT\n]"
+//
+// Lines are key=value; readers skip keys they do not know, so a key can be
+// added without breaking older readers. `http` (the master's operator API,
+// its --http-listen, for allotctl) is absent when the master serves no HTTP
+// or predates it: readers must cope with its absence.
 //
 // The guid (128 random bits, hex) lets a master find its own znode after a
 // create whose reply was lost. The member with the lowest sequence leads;
@@ -13,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,11 +45,12 @@ std::vector<GroupMember> parseMembers(const std::vector<std::string>& children);
 std::string memberPrefix(const std::string& guid);  // "member_<guid>_"
 std::string newMemberGuid();                        // 32 hex digits from the kernel
 
-std::string encodeMemberData(const Endpoint& address, const std::string& masterId);
 struct MemberData {
-  Endpoint address;
+  Endpoint address;                  // the protocol endpoint (agents, schedulers)
   std::string masterId;
+  std::optional<Endpoint> http;      // the operator API (HTTP), when served
 };
+std::string encodeMemberData(const MemberData& member);
 Result<MemberData> decodeMemberData(const std::string& data);
 
 // The leader epoch reported for a member created in transaction `czxid`

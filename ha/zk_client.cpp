@@ -8,8 +8,11 @@
 // completion thread posting to a one-thread io_context keeps ZooKeeper's
 // order. A Shared block outlives the handle: posted handlers hold it and do
 // nothing once `closed` is set (on the loop thread, by the destructor).
+#include <sys/resource.h>
+#include <unistd.h>
 #include <zookeeper/zookeeper.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -47,7 +50,54 @@ ZkStat toStat(const Stat* stat) {
 // The C client's own log lines go to ours, at debug level: its connection
 // errors repeat every few milliseconds while servers are down, and the
 // contender and detector log each state change once, in words.
-void zkLog(const char* message) { LOG_DEBUG("zookeeper: " << message); }
+// One exception: "Exceeded deadline by N ms" means the client's I/O thread
+// ran late (starved of CPU, docs/decisions.md), which is what a fenced
+// leader's operator needs to see.
+void zkLog(const char* message) {
+  if (std::strstr(message, "Exceeded deadline") != nullptr) {
+    LOG_WARNING("zookeeper client thread ran late: " << message);
+    return;
+  }
+  LOG_DEBUG("zookeeper: " << message);
+}
+
+// Lowers the calling thread's nice value by `boost` for its lifetime, so the
+// threads zookeeper_init starts inherit it (on Linux the nice value is per
+// thread and a new thread starts with its creator's), then restores it
+// (raising one's own nice value needs no privilege).
+class InheritedPriority {
+ public:
+  explicit InheritedPriority(int boost) {
+    if (boost <= 0) return;
+    tid_ = static_cast<id_t>(gettid());
+    errno = 0;
+    int current = getpriority(PRIO_PROCESS, tid_);
+    if (current == -1 && errno != 0) return;
+    int wanted = std::max(-20, current - boost);
+    if (setpriority(PRIO_PROCESS, tid_, wanted) != 0) {
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true)) {
+        LOG_WARNING("cannot run the ZooKeeper client's threads at nice " << wanted << ": "
+                    << std::strerror(errno) << "; give the process CAP_SYS_NICE or "
+                    << "LimitNICE=" << wanted << " (systemd): under CPU load its session may "
+                    << "lapse, and a leader then fences itself");
+      }
+      return;
+    }
+    before_ = current;
+    applied_ = true;
+  }
+  ~InheritedPriority() {
+    if (applied_) setpriority(PRIO_PROCESS, tid_, before_);
+  }
+  InheritedPriority(const InheritedPriority&) = delete;
+  InheritedPriority& operator=(const InheritedPriority&) = delete;
+
+ private:
+  id_t tid_ = 0;
+  int before_ = 0;
+  bool applied_ = false;
+};
 
 struct Shared : std::enable_shared_from_this<Shared> {
   explicit Shared(asio::io_context& ioContext) : io(ioContext) {}
@@ -104,8 +154,12 @@ void watcher(zhandle_t* zh, int type, int state, const char* path, void* context
 
 class ZooKeeperSession final : public ZkSession {
  public:
-  ZooKeeperSession(asio::io_context& io, std::string servers, Duration timeout)
-      : shared_(std::make_shared<Shared>(io)), servers_(std::move(servers)), timeout_(timeout) {}
+  ZooKeeperSession(asio::io_context& io, std::string servers, Duration timeout,
+                   ZkClientOptions options)
+      : shared_(std::make_shared<Shared>(io)),
+        servers_(std::move(servers)),
+        timeout_(timeout),
+        options_(options) {}
 
   ~ZooKeeperSession() override {
     shared_->closed = true;
@@ -118,7 +172,10 @@ class ZooKeeperSession final : public ZkSession {
     shared_->onEvent = std::move(onEvent);
     zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
     int timeoutMs = static_cast<int>(std::chrono::duration_cast<Millis>(timeout_).count());
-    zh_ = zookeeper_init2(servers_.c_str(), watcher, timeoutMs, nullptr, shared_.get(), 0, zkLog);
+    {
+      InheritedPriority priority(options_.priorityBoost);
+      zh_ = zookeeper_init2(servers_.c_str(), watcher, timeoutMs, nullptr, shared_.get(), 0, zkLog);
+    }
     if (zh_ == nullptr) {
       // Only a malformed server list gets here (unreachable servers do not):
       // report it as a dead session so the owner logs it and retries.
@@ -208,6 +265,7 @@ class ZooKeeperSession final : public ZkSession {
   std::shared_ptr<Shared> shared_;
   std::string servers_;
   Duration timeout_;
+  ZkClientOptions options_;
   zhandle_t* zh_ = nullptr;
 };
 
@@ -265,12 +323,14 @@ Result<ZkUrl> parseZkUrl(const std::string& text) {
 }
 
 Result<ZkSessionFactory> zooKeeperSessionFactory(asio::io_context& io, std::string servers,
-                                                 Duration timeout) {
+                                                 Duration timeout, ZkClientOptions options) {
   if (servers.empty()) return Error{"no ZooKeeper servers given"};
   if (timeout < Millis(100) || timeout > std::chrono::hours(1))
     return Error{"ZooKeeper session timeout must be between 0.1 s and 1 h"};
-  return ZkSessionFactory([&io, servers = std::move(servers), timeout] {
-    return std::unique_ptr<ZkSession>(new ZooKeeperSession(io, servers, timeout));
+  if (options.priorityBoost < 0 || options.priorityBoost > kMaxZkPriorityBoost)
+    return Error{"ZooKeeper client priority boost must be between 0 and 39 nice levels"};
+  return ZkSessionFactory([&io, servers = std::move(servers), timeout, options] {
+    return std::unique_ptr<ZkSession>(new ZooKeeperSession(io, servers, timeout, options));
   });
 }
 

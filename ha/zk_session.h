@@ -88,9 +88,23 @@ struct ZkUrl {
 };
 Result<ZkUrl> parseZkUrl(const std::string& text);
 
+// How the real client's own threads are scheduled.
+struct ZkClientOptions {
+  // Run the C client's I/O and completion threads this many nice levels
+  // above the calling thread (0: as the caller). A session lives on the I/O
+  // thread's pings and the completion thread's delivery of CONNECTED: when
+  // thousands of peers reconnect to a leader on a small host, those threads
+  // compete with the leader's loop and every other process, and a leader
+  // whose link lapses for 2/3 + 1/3 of its session fences itself
+  // (docs/decisions.md). Lowering a nice value needs CAP_SYS_NICE or an
+  // RLIMIT_NICE that allows it; without, one warning and no boost.
+  int priorityBoost = 0;
+};
+constexpr int kMaxZkPriorityBoost = 39;  // nice runs from 19 down to -20
+
 // The real ZooKeeper client (zookeeper_mt; every callback is posted to `io`).
 // `timeout` is the requested session timeout; the servers clamp it.
 Result<ZkSessionFactory> zooKeeperSessionFactory(asio::io_context& io, std::string servers,
-                                                 Duration timeout);
+                                                 Duration timeout, ZkClientOptions options = {});
 
 }  // namespace allot

@@ -15,6 +15,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "ha/contender.h"
+#include "ha/group.h"
 #include "ha/zk_session.h"
 #include "master/allocator/allocator.h"
 #include "master/http_api.h"
@@ -31,6 +32,7 @@ struct Settings {
   std::string workDir;
   std::string zk;
   double zkSessionTimeoutS = 10;
+  int64_t zkClientPriority = 10;
   std::string advertise;
   std::string allocator = "drf";
   std::string minOffer = "cpus:0.01;mem:32";
@@ -70,6 +72,10 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addDouble("zk-session-timeout", &s->zkSessionTimeoutS,
                   "seconds of ZooKeeper session: a crashed leader is replaced after about this "
                   "long (the servers clamp it to 2..20 ticks)");
+  flags.addInt("zk-client-priority", &s->zkClientPriority,
+               "nice levels above the master's own at which the ZooKeeper client's threads run "
+               "(0: none), so a leader on a loaded host keeps its session; needs CAP_SYS_NICE "
+               "or LimitNICE=");
   flags.addString("advertise", &s->advertise,
                   "HOST:PORT other peers reach this master at, published in ZooKeeper "
                   "(default: --listen's host and the bound port)");
@@ -253,6 +259,18 @@ Result<Endpoint> advertisedAddress(const Settings& s, uint16_t boundPort) {
   return Endpoint{Endpoint::Kind::kTcp, listen->host, boundPort, ""};
 }
 
+// The HTTP address published in ZooKeeper beside the protocol address (for
+// allotctl --master zk://...): --http-listen's host with the bound port, or
+// the advertised host when --http-listen is a wildcard address.
+std::optional<Endpoint> advertisedHttp(const Settings& s, const Endpoint& advertise,
+                                       const MasterHttp* http) {
+  if (http == nullptr) return std::nullopt;
+  auto listen = parseHostPort(s.httpListen);
+  if (!listen) return std::nullopt;
+  std::string host = listen->host == "0.0.0.0" || listen->host == "::" ? advertise.host : listen->host;
+  return Endpoint{Endpoint::Kind::kTcp, host, http->port(), ""};
+}
+
 // What runs beside the protocol server: the HTTP endpoints (may be null)
 // and the systemd notifier.
 struct Operating {
@@ -312,9 +330,12 @@ int runStandalone(asio::io_context& io, MasterServer& server, Operating& operati
 // With --zk: a hot standby until elected, then the leader until it stops or
 // can no longer be sure it leads (fencing: it closes every peer and exits
 // non-zero at once; systemd starts it again as a standby).
-int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, Endpoint advertise,
-                  double sessionTimeoutS, Operating& operating) {
-  auto sessions = zooKeeperSessionFactory(io, zk.servers, secondsToDuration(sessionTimeoutS));
+int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, MemberData member,
+                  const Settings& s, Operating& operating) {
+  ZkClientOptions client;
+  client.priorityBoost = static_cast<int>(s.zkClientPriority);
+  auto sessions =
+      zooKeeperSessionFactory(io, zk.servers, secondsToDuration(s.zkSessionTimeoutS), client);
   if (!sessions) {
     LOG_ERROR("--zk: " << sessions.error().describe());
     return 2;
@@ -333,12 +354,13 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, E
     exitCode = 1;
     io.stop();
   };
-  auto contender = std::make_unique<LeaderContender>(io, std::move(*sessions), zk.path, advertise,
-                                                     server.master().masterId(), callbacks);
-  LOG_INFO("master " << server.master().masterId() << " standing by at " << advertise.describe()
+  std::string where = member.address.describe();
+  auto contender = std::make_unique<LeaderContender>(io, std::move(*sessions), zk.path,
+                                                     std::move(member), callbacks);
+  LOG_INFO("master " << server.master().masterId() << " standing by at " << where
                      << " until elected");
   contender->start();
-  operating.notifier.ready("standing by at " + advertise.describe() + " until elected");
+  operating.notifier.ready("standing by at " + where + " until elected");
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     LOG_INFO("signal " << sig << ": leaving the contender group and shutting down");
@@ -377,6 +399,11 @@ int main(int argc, char** argv) {
     std::cerr << "allot-master: --zk-session-timeout must be between 0.1 and 3600 seconds\n";
     return 2;
   }
+  if (settings.zkClientPriority < 0 || settings.zkClientPriority > kMaxZkPriorityBoost) {
+    std::cerr << "allot-master: --zk-client-priority must be between 0 and " << kMaxZkPriorityBoost
+              << "\n";
+    return 2;
+  }
   raiseFileLimit();
   signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
@@ -409,6 +436,7 @@ int main(int argc, char** argv) {
   loopMeter.start();
   Operating operating{http->get(), notifier};
   if (settings.zk.empty()) return runStandalone(io, **server, operating);
-  return runContending(io, **server, *zk, std::move(*advertise), settings.zkSessionTimeoutS,
-                       operating);
+  MemberData member{*advertise, (*server)->master().masterId(),
+                    advertisedHttp(settings, *advertise, http->get())};
+  return runContending(io, **server, *zk, std::move(member), settings, operating);
 }

@@ -5,6 +5,7 @@
 
 #include "ha/contender.h"
 #include "ha/group.h"
+#include "ha/leader_lookup.h"
 #include "ha/zk_detector.h"
 #include "tests/common/test_util.h"
 #include "tests/ha/fake_zookeeper.h"
@@ -25,6 +26,12 @@ struct Candidate {
   std::string lostWhy;
 };
 
+// A master on `port` serving its HTTP endpoints on port + 1000.
+MemberData member(uint16_t port) {
+  return MemberData{Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", port, ""}, "m" + std::to_string(port),
+                    Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", static_cast<uint16_t>(port + 1000), ""}};
+}
+
 class ElectionTest : public ::testing::Test {
  protected:
   std::unique_ptr<Candidate> contend(uint16_t port) {
@@ -33,9 +40,8 @@ class ElectionTest : public ::testing::Test {
     LeaderContender::Callbacks callbacks;
     callbacks.elected = [raw](uint64_t epoch) { raw->electedEpoch = epoch; };
     callbacks.lost = [raw](const std::string& why) { raw->lostWhy = why; };
-    c->contender = std::make_unique<LeaderContender>(
-        io_, zk_.factory(), kGroup, Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", port, ""},
-        "m" + std::to_string(port), callbacks);
+    c->contender = std::make_unique<LeaderContender>(io_, zk_.factory(), kGroup, member(port),
+                                                     callbacks);
     c->contender->start();
     EXPECT_TRUE(runUntil(io_, [raw] { return !raw->contender->memberPath().empty(); }, 2000ms));
     runFor(io_, 20ms);
@@ -134,9 +140,8 @@ TEST_F(ElectionTest, CreateWhoseReplyWasLostAdoptsTheZnodeInsteadOfMakingASecond
   auto a = contend(5001);
   zk_.loseNextCreateReply(2);  // b's member create (the group exists already)
   Candidate b;
-  b.contender = std::make_unique<LeaderContender>(
-      io_, zk_.factory(), kGroup, Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", 5002, ""}, "m",
-      LeaderContender::Callbacks{});
+  b.contender = std::make_unique<LeaderContender>(io_, zk_.factory(), kGroup, member(5002),
+                                                 LeaderContender::Callbacks{});
   b.contender->start();
   runFor(io_, 50ms);
   EXPECT_EQ(zk_.children(kGroup).size(), 2u);
@@ -250,6 +255,130 @@ TEST_F(DetectorTest, IgnoresForeignChildrenAndUnreadableMembers) {
   EXPECT_FALSE(decodeMemberData("id=x\n"));
   EXPECT_FALSE(decodeMemberData("address=nope\n"));
   EXPECT_FALSE(decodeMemberData(std::string(5000, 'a')));
+}
+
+TEST(MemberData, CarriesTheHttpAddressAndReadsEntriesWithoutIt) {
+  MemberData m = member(5001);
+  EXPECT_EQ(encodeMemberData(m), "address=127.0.0.1:5001\nid=m5001\nhttp=127.0.0.1:6001\n");
+  auto back = decodeMemberData(encodeMemberData(m));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->address, m.address);
+  EXPECT_EQ(back->masterId, "m5001");
+  EXPECT_EQ(back->http, m.http);
+  // An entry of a master without --http-listen (or an older one).
+  auto old = decodeMemberData("address=10.0.0.1:5050\nid=a\n");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->address.describe(), "10.0.0.1:5050");
+  EXPECT_FALSE(old->http);
+  // Keys a reader does not know are skipped; a bad http= does not hide the
+  // protocol address.
+  auto odd = decodeMemberData("zone=b\naddress=10.0.0.1:5050\nhttp=nope\nid=a\n");
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->masterId, "a");
+  EXPECT_FALSE(odd->http);
+  MemberData v6{Endpoint{Endpoint::Kind::kTcp, "::1", 5050, ""}, "b",
+                Endpoint{Endpoint::Kind::kTcp, "::1", 8080, ""}};
+  auto v6back = decodeMemberData(encodeMemberData(v6));
+  ASSERT_TRUE(v6back);
+  EXPECT_EQ(v6back->http, v6.http);
+}
+
+// findLeader (ha/leader_lookup.h): the one-shot look allotctl takes.
+class LookupTest : public ElectionTest {
+ protected:
+  Result<LeaderEntry> lookup(Duration timeout = 1000ms) {
+    return findLeader(io_, zk_.factory(), kGroup, timeout);
+  }
+};
+
+TEST_F(LookupTest, NamesTheLowestMemberWithItsAddressesAndEpoch) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  auto found = lookup();
+  ASSERT_TRUE(found) << found.error().describe();
+  EXPECT_EQ(found->data.masterId, "m5001");
+  EXPECT_EQ(found->data.address.port, 5001);
+  ASSERT_TRUE(found->data.http);
+  EXPECT_EQ(found->data.http->port, 6001);
+  EXPECT_EQ(found->epoch, a->electedEpoch);
+  a.reset();
+  ASSERT_TRUE(runUntil(io_, [&] { return b->contender->leading(); }, 2000ms));
+  found = lookup();
+  ASSERT_TRUE(found) << found.error().describe();
+  EXPECT_EQ(found->data.masterId, "m5002");
+  EXPECT_EQ(found->epoch, b->electedEpoch);
+}
+
+TEST_F(LookupTest, SaysNoMasterLeadsWhenTheGroupIsMissingOrEmpty) {
+  auto missing = lookup();
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("no master leads"), std::string::npos);
+  EXPECT_NE(missing.error().message.find("does not exist"), std::string::npos);
+  auto a = contend(5001);
+  a.reset();
+  ASSERT_TRUE(zk_.exists(kGroup));
+  auto empty = lookup();
+  ASSERT_FALSE(empty);
+  EXPECT_NE(empty.error().message.find("no master leads"), std::string::npos);
+  EXPECT_NE(empty.error().message.find("has no members"), std::string::npos);
+}
+
+TEST_F(LookupTest, ListsAgainWhenTheLeaderGoesBetweenTheListingAndTheRead) {
+  // The lookup's session, except that its first read finds the znode it
+  // reads already deleted (the leader left right after the listing).
+  class LeaderLeavesBeforeTheRead final : public ZkSession {
+   public:
+    LeaderLeavesBeforeTheRead(std::unique_ptr<ZkSession> inner, FakeZooKeeper& zk)
+        : inner_(std::move(inner)), zk_(zk) {}
+    void start(EventFn fn) override { inner_->start(std::move(fn)); }
+    void create(const std::string& p, const std::string& d, bool e, CreateFn fn) override {
+      inner_->create(p, d, e, std::move(fn));
+    }
+    void children(const std::string& p, bool w, ChildrenFn fn) override {
+      inner_->children(p, w, std::move(fn));
+    }
+    void exists(const std::string& p, bool w, StatFn fn) override { inner_->exists(p, w, std::move(fn)); }
+    void get(const std::string& p, DataFn fn) override {
+      if (reads_++ == 0) zk_.removeNode(p);
+      inner_->get(p, std::move(fn));
+    }
+    void remove(const std::string& p, DoneFn fn) override { inner_->remove(p, std::move(fn)); }
+    std::string describe() const override { return inner_->describe(); }
+
+   private:
+    std::unique_ptr<ZkSession> inner_;
+    FakeZooKeeper& zk_;
+    int reads_ = 0;
+  };
+  auto a = contend(5001);
+  auto b = contend(5002);
+  auto factory = zk_.factory();
+  auto found = findLeader(io_, [&] {
+    return std::unique_ptr<ZkSession>(new LeaderLeavesBeforeTheRead(factory(), zk_));
+  }, kGroup, 1000ms);
+  ASSERT_TRUE(found) << found.error().describe();
+  EXPECT_EQ(found->data.masterId, "m5002");
+  EXPECT_FALSE(a->lostWhy.empty()) << "a's znode was deleted under it";
+}
+
+TEST_F(LookupTest, UnreachableServersEndInATimeoutThatSaysSo) {
+  // A session that never connects (servers down).
+  class Silent final : public ZkSession {
+   public:
+    void start(EventFn) override {}
+    void create(const std::string&, const std::string&, bool, CreateFn) override {}
+    void children(const std::string&, bool, ChildrenFn) override {}
+    void exists(const std::string&, bool, StatFn) override {}
+    void get(const std::string&, DataFn) override {}
+    void remove(const std::string&, DoneFn) override {}
+    std::string describe() const override { return "10.9.9.9:2181"; }
+  };
+  auto started = std::chrono::steady_clock::now();
+  auto found = findLeader(io_, [] { return std::unique_ptr<ZkSession>(new Silent); }, kGroup, 150ms);
+  ASSERT_FALSE(found);
+  EXPECT_NE(found.error().message.find("cannot reach ZooKeeper 10.9.9.9:2181 within 150 ms"),
+            std::string::npos) << found.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
 }
 
 TEST(ZkUrl, ParsesServersAndPathAndRefusesMalformedOnes) {

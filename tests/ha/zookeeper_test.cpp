@@ -2,9 +2,14 @@
 // real C client, real allot-master processes.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <map>
 #include <optional>
+#include <sstream>
 
 #include "ha/contender.h"
+#include "ha/group.h"
 #include "ha/zk_detector.h"
 #include "proto/connection.h"
 #include "tests/ha/zk_cluster.h"
@@ -55,9 +60,9 @@ class ZkTest : public ::testing::Test {
     LeaderContender::Callbacks cb;
     cb.elected = [elected](uint64_t) { *elected = true; };
     cb.lost = [lost](const std::string& why) { *lost = why; };
-    auto c = std::make_unique<LeaderContender>(io_, std::move(*sessions), group_,
-                                               Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", port, ""},
-                                               "m" + std::to_string(port), cb);
+    MemberData member{Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", port, ""}, "m" + std::to_string(port),
+                      std::nullopt};
+    auto c = std::make_unique<LeaderContender>(io_, std::move(*sessions), group_, std::move(member), cb);
     c->start();
     EXPECT_TRUE(runUntil(io_, [&] { return !c->memberPath().empty(); }, 10000ms));
     return c;
@@ -67,19 +72,27 @@ class ZkTest : public ::testing::Test {
   struct Master {
     Child child;
     uint16_t port = 0;
+    uint16_t httpPort = 0;  // with --http-listen
   };
-  Master startMaster(const ZooKeeperCluster& zk, double sessionTimeoutS) {
+  Master startMaster(const ZooKeeperCluster& zk, double sessionTimeoutS, bool http = false) {
     std::string dir = ::testing::TempDir() + "/allot-ha-" + std::to_string(getpid()) + "-" +
                       std::to_string(mastersStarted_++);
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     dirs_.push_back(dir);
     std::string portFile = dir + "/port";
+    std::string httpPortFile = dir + "/http-port";
     Master m;
-    m.child = Child({std::getenv("ALLOT_MASTER"), "--listen", "127.0.0.1:0", "--port-file", portFile,
-                     "--zk", zk.url(group_), "--zk-session-timeout", std::to_string(sessionTimeoutS)},
-                    dir + "/master.log");
+    std::vector<std::string> args = {std::getenv("ALLOT_MASTER"), "--listen", "127.0.0.1:0",
+                                     "--port-file", portFile, "--zk", zk.url(group_),
+                                     "--zk-session-timeout", std::to_string(sessionTimeoutS)};
+    if (http) {
+      for (const char* a : {"--http-listen", "127.0.0.1:0", "--http-port-file"}) args.push_back(a);
+      args.push_back(httpPortFile);
+    }
+    m.child = Child(args, dir + "/master.log");
     runUntil(io_, [&] { return std::ifstream(portFile) >> m.port ? true : false; }, 10000ms);
+    if (http) runUntil(io_, [&] { return std::ifstream(httpPortFile) >> m.httpPort ? true : false; }, 10000ms);
     // Masters join in the order the test starts them.
     runUntil(io_, [&] { return m.child.log().find("joined the contender group") != std::string::npos; },
              10000ms);
@@ -292,6 +305,150 @@ TEST_F(ZkTest, LeaderCutOffFromZooKeeperExitsAndExactlyOneLeadsWhenItReturns) {
       << second.child.log();
   EXPECT_TRUE(helloEpoch(second.port, 3000ms).has_value()) << second.child.log();
   EXPECT_TRUE(second.child.running());
+}
+
+// allotctl --master zk://...: finds the leader's HTTP address in its
+// ZooKeeper entry, follows a failover, and says so when no master leads.
+TEST_F(ZkTest, AllotctlAsksTheLeaderFoundInZooKeeperAndTheNextOneAfterAFailover) {
+  for (const char* v : {"ALLOT_MASTER", "ALLOTCTL"}) {
+    if (!std::getenv(v)) GTEST_SKIP() << v << " not set (binary not built)";
+  }
+  std::string url = shared_->url(group_);
+  int runs = 0;
+  // allotctl's exit code, and its stdout and stderr together.
+  auto allotctl = [&](const std::vector<std::string>& args) {
+    std::string log = ::testing::TempDir() + "/allotctl-" + std::to_string(getpid()) + "-" +
+                      std::to_string(runs++) + ".log";
+    std::vector<std::string> argv = {std::getenv("ALLOTCTL"), "--master", url, "--timeout", "5"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Child ctl(argv, log);
+    int rc = ctl.waitExit(15000ms);
+    std::string out = ctl.log();
+    std::filesystem::remove(log);
+    return std::make_pair(rc, out);
+  };
+
+  auto [noGroupRc, noGroup] = allotctl({"agents"});
+  EXPECT_EQ(noGroupRc, 3) << noGroup;
+  EXPECT_NE(noGroup.find("no master leads"), std::string::npos) << noGroup;
+
+  std::vector<Master> ms;
+  ms.push_back(startMaster(*shared_, 1.0, true));
+  ms.push_back(startMaster(*shared_, 1.0, true));
+  for (auto& m : ms) ASSERT_NE(m.httpPort, 0) << m.child.log();
+  auto detector = detect(*shared_);
+  ASSERT_TRUE(runUntil(io_, [&] { return leader_ && leader_->endpoint.port == ms[0].port; }, 10000ms))
+      << ms[0].child.log();
+
+  auto [rc, out] = allotctl({"leader"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("HTTP 127.0.0.1:" + std::to_string(ms[0].httpPort)), std::string::npos) << out;
+  EXPECT_NE(out.find("protocol 127.0.0.1:" + std::to_string(ms[0].port)), std::string::npos) << out;
+  EXPECT_NE(out.find("epoch " + std::to_string(leader_->epoch)), std::string::npos) << out;
+  std::tie(rc, out) = allotctl({"agents", "--json"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(out, "[]\n");
+
+  ms[0].child.signal(SIGKILL);
+  ASSERT_TRUE(runUntil(io_, [&] { return leader_ && leader_->endpoint.port == ms[1].port; }, 10000ms))
+      << ms[1].child.log();
+  std::tie(rc, out) = allotctl({"leader"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("HTTP 127.0.0.1:" + std::to_string(ms[1].httpPort)), std::string::npos) << out;
+  std::tie(rc, out) = allotctl({"frameworks"});
+  EXPECT_EQ(rc, 0) << out;
+
+  ms[1].child.signal(SIGTERM);  // closes its session: the group is empty at once
+  EXPECT_EQ(ms[1].child.waitExit(10000ms), 0);
+  std::tie(rc, out) = allotctl({"agents"});
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("no master leads: the group " + group_ + " has no members"), std::string::npos)
+      << out;
+}
+
+// A master without --http-listen publishes no HTTP address: allotctl says
+// what to do instead of guessing one.
+TEST_F(ZkTest, AllotctlExplainsALeaderThatServesNoHttp) {
+  for (const char* v : {"ALLOT_MASTER", "ALLOTCTL"}) {
+    if (!std::getenv(v)) GTEST_SKIP() << v << " not set (binary not built)";
+  }
+  Master m = startMaster(*shared_, 1.0, false);
+  auto detector = detect(*shared_);
+  ASSERT_TRUE(runUntil(io_, [&] { return leader_ && leader_->endpoint.port == m.port; }, 10000ms));
+  std::string log = ::testing::TempDir() + "/allotctl-nohttp-" + std::to_string(getpid()) + ".log";
+  Child ctl({std::getenv("ALLOTCTL"), "--master", shared_->url(group_), "agents"}, log);
+  EXPECT_EQ(ctl.waitExit(15000ms), 3);
+  EXPECT_NE(ctl.log().find("publishes no HTTP address"), std::string::npos) << ctl.log();
+  std::filesystem::remove(log);
+}
+
+// The nice value of each thread of process `pid`, by thread id.
+std::map<pid_t, int> threadNice(pid_t pid) {
+  std::map<pid_t, int> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::string stat = testing::readFile(entry.path().string() + "/stat");
+    auto paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(stat.substr(paren + 2));
+    std::string field;
+    // After the command: state is field 3; nice is field 19.
+    for (int i = 3; i < 19; ++i) fields >> field;
+    int nice = 0;
+    fields >> nice;
+    out[static_cast<pid_t>(std::stoi(entry.path().filename().string()))] = nice;
+  }
+  return out;
+}
+
+bool mayRaisePriority() {
+  int before = getpriority(PRIO_PROCESS, 0);
+  if (setpriority(PRIO_PROCESS, 0, before - 1) != 0) return false;
+  setpriority(PRIO_PROCESS, 0, before);
+  return true;
+}
+
+// --zk-client-priority (default 10): the master's ZooKeeper client threads
+// run 10 nice levels above its loop, which stays where it was.
+TEST_F(ZkTest, TheMastersZooKeeperClientThreadsRunAtARaisedPriority) {
+  if (!mayRaisePriority()) GTEST_SKIP() << "needs CAP_SYS_NICE (root) to raise a thread's priority";
+  Master m = startMaster(*shared_, 1.0);
+  ASSERT_NE(m.port, 0) << m.child.log();
+  auto nice = threadNice(m.child.pid());
+  int loop = nice.at(m.child.pid());
+  int boosted = 0;
+  for (const auto& [tid, value] : nice) boosted += value == loop - 10;
+  EXPECT_EQ(boosted, 2) << "the C client's I/O and completion threads";
+  EXPECT_EQ(loop, getpriority(PRIO_PROCESS, 0)) << "the loop keeps the master's own priority";
+  EXPECT_EQ(m.child.log().find("cannot run the ZooKeeper client's threads"), std::string::npos);
+}
+
+TEST_F(ZkTest, ClientThreadsInheritTheBoostOnlyWhenAsked) {
+  if (!mayRaisePriority()) GTEST_SKIP() << "needs CAP_SYS_NICE (root) to raise a thread's priority";
+  int own = getpriority(PRIO_PROCESS, 0);
+  auto before = threadNice(getpid());
+  auto count = [&](int nice) {
+    int n = 0;
+    for (const auto& [tid, value] : threadNice(getpid())) n += !before.count(tid) && value == nice;
+    return n;
+  };
+  {
+    auto plain = zooKeeperSessionFactory(io_, shared_->connectString(), 2s);
+    ASSERT_TRUE(plain);
+    auto session = (*plain)();
+    session->start([](const ZkEvent&) {});
+    EXPECT_EQ(count(own), 2);
+  }
+  ZkClientOptions options;
+  options.priorityBoost = 5;
+  auto boosted = zooKeeperSessionFactory(io_, shared_->connectString(), 2s, options);
+  ASSERT_TRUE(boosted);
+  auto session = (*boosted)();
+  bool connected = false;
+  session->start([&](const ZkEvent& e) { connected |= e.state == ZkState::kConnected; });
+  EXPECT_EQ(count(own - 5), 2);
+  EXPECT_EQ(getpriority(PRIO_PROCESS, 0), own) << "the calling thread is restored";
+  EXPECT_TRUE(runUntil(io_, [&] { return connected; }, 5000ms));
+  EXPECT_FALSE(zooKeeperSessionFactory(io_, "127.0.0.1:1", 2s, ZkClientOptions{40}));
 }
 
 }  // namespace
