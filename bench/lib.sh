@@ -7,7 +7,7 @@ cleanup() {
   [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
-die() { echo "run.sh: $*" >&2; tail -5 "$dir"/*.log >&2 || true; exit 1; }
+die() { echo "run.sh: $*" >&2; tail -n 5 "$dir"/*.log >&2 || true; exit 1; }
 # Waits until "$2..." (a command) succeeds, for at most $1 seconds.
 wait_for() {
   local limit=$1; shift

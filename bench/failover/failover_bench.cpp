@@ -21,7 +21,11 @@
 // the last confirmation; and the tasks reported LOST and the round's terminal updates that did not
 // reach their framework (both must be 0: the round waits for the updates up
 // to --round-timeout), and the CPU time the new leader and the client
-// workers spent from the kill to recovery. One CSV line per kill on stdout.
+// workers spent from the kill to recovery, and from the masters' logs the
+// masters that fenced themselves during the round (a leader that lost its
+// ZooKeeper link under the reconnect burst: must be 0) and the times a
+// master's ZooKeeper client thread ran late ("Exceeded deadline": starved
+// of CPU). One CSV line per kill on stdout.
 //
 // Workers: one per --peers-per-worker peers, so no process needs more than
 // a few thousand of its RLIMIT_NOFILE (20,000 here) and both cores serve
@@ -65,6 +69,7 @@ struct Settings {
   int64_t peersPerWorker = 2500;
   double roundTimeoutS = 60;
   double statusRetryS = 10;
+  std::string masterFlags;   // more flags for every allot-master, space-separated
   int64_t workerIndex = -1;  // >= 0: run as that worker
   int64_t workers = 0;
 };
@@ -133,7 +138,7 @@ class Bench {
                   std::to_string(tasks) + " tasks; " + describeWorkers());
     std::printf("agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,"
                 "frameworks_ms,offers_ms,tasks_lost,updates_lost,reconciled,reconcile_wrong,reconcile_ms,"
-                "leader_cpu_ms,clients_cpu_ms,load1\n");
+                "leader_cpu_ms,clients_cpu_ms,load1,fenced,zk_late\n");
     std::fflush(stdout);
     for (int k = 1; k <= s_.kills; ++k) {
       if (int rc = killRound(k); rc != 0) return rc;
@@ -174,6 +179,8 @@ class Bench {
                                      portFile, "--zk", s_.zk, "--zk-session-timeout",
                                      std::to_string(s_.sessionTimeoutS), "--agent-timeout", "600",
                                      "--failover-timeout", "600", "--stats-interval", "0"};
+    std::istringstream extra(s_.masterFlags);
+    for (std::string flag; extra >> flag;) args.push_back(flag);
     m.pid = spawn(args, -1, -1, s_.workDir + "/master" + std::to_string(index) + ".log");
     for (int i = 0; i < 1000 && m.port == 0; ++i) {
       std::ifstream(portFile) >> m.port;
@@ -339,6 +346,8 @@ class Bench {
     std::vector<double> mastersCpu, workersCpu;
     for (auto& m : masters_) mastersCpu.push_back(m.pid > 0 ? cpuMs(m.pid) : 0);
     for (auto& w : workers_) workersCpu.push_back(cpuMs(w.pid));
+    int64_t fencedBefore = countInMasterLogs("no longer the leader");
+    int64_t lateBefore = countInMasterLogs("zookeeper client thread ran late");
     round_.active = true;
     round_.oldPort = masters_[leaderIndex].port;
     round_.t0Ns = nowNs();
@@ -372,15 +381,22 @@ class Bench {
     }
     double load = 0;
     std::ifstream("/proc/loadavg") >> load;
-    std::printf("%lld,%lld,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%lld,%lld,%lld,%lld,%.0f,%.0f,%.0f,%.2f\n",
+    int64_t fenced = countInMasterLogs("no longer the leader") - fencedBefore;
+    int64_t late = countInMasterLogs("zookeeper client thread ran late") - lateBefore;
+    std::printf("%lld,%lld,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%lld,%lld,%lld,%lld,%.0f,%.0f,%.0f,%.2f,"
+                "%lld,%lld\n",
                 static_cast<long long>(s_.agents), static_cast<long long>(s_.frameworks),
                 s_.signal.c_str(), k, round_.elected, round_.detected, round_.accepting,
                 round_.agents, round_.frameworks, round_.offers, static_cast<long long>(lost_),
                 static_cast<long long>(std::max<int64_t>(0, expected - finished_[k])),
                 static_cast<long long>(reconciled_), static_cast<long long>(reconcileWrong_),
-                reconcileMs, leaderCpu, clientsCpu, load);
+                reconcileMs, leaderCpu, clientsCpu, load, static_cast<long long>(fenced),
+                static_cast<long long>(late));
     std::fflush(stdout);
     if (!done) return fail("round " + std::to_string(k) + " did not recover within --round-timeout: " + describeWorkers());
+    if (fenced > 0)
+      return fail("round " + std::to_string(k) + ": " + std::to_string(fenced) +
+                  " master(s) fenced themselves (lost their ZooKeeper link); logs in " + s_.workDir);
     if (reconciled_ < running || reconcileWrong_ > 0)
       return fail("round " + std::to_string(k) + ": reconciliation confirmed " +
                   std::to_string(reconciled_) + " of " + std::to_string(running) +
@@ -389,6 +405,17 @@ class Bench {
     masters_[leaderIndex] = spawnMaster(static_cast<int>(leaderIndex));
     runFor(std::chrono::milliseconds(500));  // it joins as a standby
     return 0;
+  }
+
+  // Lines containing `text` in every master's log (restarted masters
+  // append to their predecessor's).
+  int64_t countInMasterLogs(const std::string& text) const {
+    int64_t n = 0;
+    for (int64_t i = 0; i < s_.masters; ++i) {
+      std::ifstream in(s_.workDir + "/master" + std::to_string(i) + ".log");
+      for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
+    }
+    return n;
   }
 
   int tellWorkers(const std::string& line) {
@@ -454,6 +481,8 @@ int main(int argc, char** argv) {
   flags.addInt("kills", &s.kills, "leader kills");
   flags.addString("signal", &s.signal, "kill (SIGKILL) or term (SIGTERM)");
   flags.addDouble("zk-session-timeout", &s.sessionTimeoutS, "the masters' --zk-session-timeout");
+  flags.addString("master-flags", &s.masterFlags,
+                  "more flags for every allot-master, space-separated (e.g. \"--zk-client-priority 0\")");
   flags.addInt("peers-per-worker", &s.peersPerWorker, "agents + frameworks per worker process");
   flags.addDouble("round-timeout", &s.roundTimeoutS, "give up on a round after this many seconds");
   flags.addDouble("status-retry", &s.statusRetryS,

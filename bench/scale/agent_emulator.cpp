@@ -10,8 +10,11 @@
 // or takes longer than --attempt-timeout is retried after the production
 // Backoff (full jitter, --reconnect-min doubling to --reconnect-max, reset by
 // a registration); an agent that loses a registered link re-registers with
-// its id and secret. At most --connect-burst agents are mid-attempt or
-// waiting to retry while ramping up. The report lines count retries.
+// its id and secret and, as the real agent does, every task it runs (and
+// those that finished while it had no link, whose FINISHED it sends once
+// registered), so a new or restarted master knows them. At most
+// --connect-burst agents are mid-attempt or waiting to retry while ramping
+// up. The report lines count retries.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <iostream>
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/asio.h"
 #include "base/clock.h"
@@ -48,6 +52,14 @@ struct Settings {
   TlsFiles tls;
 };
 
+// A task an emulated agent "runs": RUNNING until its timer fires, then
+// FINISHED (kept until sent when the agent had no link at that moment).
+struct EmulatedTask {
+  wire::RunTask run;
+  std::shared_ptr<asio::steady_timer> timer;
+  wire::TaskState state = wire::TASK_RUNNING;
+};
+
 struct Agent {
   std::shared_ptr<Connection> conn;
   std::shared_ptr<asio::ip::tcp::socket> connecting;  // while the TCP connect runs
@@ -57,9 +69,10 @@ struct Agent {
   // Bounds an attempt (connect -> AgentRegistered), then times the retry.
   std::unique_ptr<asio::steady_timer> attempt;
   std::unique_ptr<Backoff> backoff;  // made at the first failure
-  // Running emulated tasks by "framework/task", so a KillTask (a revocation,
-  // a drain, a framework's kill) ends them as a real agent would.
-  std::unordered_map<std::string, std::shared_ptr<asio::steady_timer>> running;
+  // Emulated tasks by "framework/task", so a KillTask (a revocation, a
+  // drain, a framework's kill) ends them as a real agent would, and a
+  // re-registration lists them.
+  std::unordered_map<std::string, EmulatedTask> tasks;
   double interval = 5;
   uint64_t sequence = 0;
   uint64_t generation = 0;  // callbacks of an older attempt see a newer value and stop
@@ -172,6 +185,7 @@ class Emulator {
       info->set_hostname("emu-" + std::to_string(index));
       resources_.toWire(info->mutable_resources());
       reg->set_agent_secret(agent.secret);
+      listTasks(agent, reg);
       (void)agent.conn->send(e);
     };
     h.onMessage = [this, index](wire::Envelope& e) { onMessage(index, e); };
@@ -191,6 +205,7 @@ class Emulator {
       agent.registered = true;
       if (agent.backoff) agent.backoff->reset();
       heartbeat(index, true);
+      sendFinishedWhileAway(index);
       if (agent.everRegistered) {
         ++reregistered_;
         return;
@@ -210,6 +225,40 @@ class Emulator {
       runTask(index, e.run_task());
     } else if (e.has_kill_task()) {
       killTask(index, e.kill_task());
+    }
+  }
+
+  // What the agent runs, as a re-registration carries it (one executor per
+  // task, its latest state), so a new master rebuilds its view.
+  void listTasks(const Agent& agent, wire::RegisterAgent* reg) {
+    std::unordered_set<std::string> frameworks;
+    for (const auto& [key, task] : agent.tasks) {
+      const wire::RunTask& run = task.run;
+      if (frameworks.insert(run.framework().id()).second) *reg->add_frameworks() = run.framework();
+      auto* ex = reg->add_executors();
+      ex->mutable_info()->set_framework_id(run.framework().id());
+      ex->mutable_info()->set_executor_id(run.task().task_id());
+      *ex->add_tasks() = run.task();
+      auto* latest = ex->add_latest();
+      latest->set_task_id(run.task().task_id());
+      latest->set_framework_id(run.framework().id());
+      latest->set_agent_id(agent.id);
+      latest->set_state(task.state);
+    }
+  }
+
+  // Tasks that finished while the agent had no link: their FINISHED now.
+  void sendFinishedWhileAway(size_t index) {
+    auto& tasks = agents_[index].tasks;
+    for (auto it = tasks.begin(); it != tasks.end();) {
+      if (it->second.state != wire::TASK_FINISHED) {
+        ++it;
+        continue;
+      }
+      ++finished_;
+      sendStatus(index, it->second.run.framework().id(), it->second.run.task().task_id(),
+                 wire::TASK_FINISHED);
+      it = tasks.erase(it);
     }
   }
 
@@ -251,11 +300,17 @@ class Emulator {
     double seconds = std::atof(run.task().data().c_str());
     auto timer = std::make_shared<asio::steady_timer>(io_, secondsToDuration(seconds));
     std::string key = fw + "/" + id;
-    agents_[index].running[key] = timer;
+    agents_[index].tasks[key] = EmulatedTask{run, timer, wire::TASK_RUNNING};
     timer->async_wait([this, index, fw, id, key](const boost::system::error_code& ec) {
       if (ec) return;  // killed
-      agents_[index].running.erase(key);
-      if (!agents_[index].registered) return;
+      auto& tasks = agents_[index].tasks;
+      auto it = tasks.find(key);
+      if (it == tasks.end()) return;
+      if (!agents_[index].registered) {
+        it->second.state = wire::TASK_FINISHED;  // sent once registered again
+        return;
+      }
+      tasks.erase(it);
       ++finished_;
       sendStatus(index, fw, id, wire::TASK_FINISHED);
     });
@@ -263,11 +318,11 @@ class Emulator {
 
   // The task ends at once (an emulated task honours SIGTERM immediately).
   void killTask(size_t index, const wire::KillTask& kill) {
-    auto& running = agents_[index].running;
-    auto it = running.find(kill.framework_id() + "/" + kill.task_id());
-    if (it == running.end()) return;
-    it->second->cancel();
-    running.erase(it);
+    auto& tasks = agents_[index].tasks;
+    auto it = tasks.find(kill.framework_id() + "/" + kill.task_id());
+    if (it == tasks.end() || it->second.state != wire::TASK_RUNNING) return;
+    it->second.timer->cancel();
+    tasks.erase(it);
     ++killed_;
     sendStatus(index, kill.framework_id(), kill.task_id(), wire::TASK_KILLED,
                kill.reason() != wire::REASON_NONE ? kill.reason() : wire::REASON_KILLED_BY_FRAMEWORK);
