@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <string_view>
 
 #include "proto/input_limits.h"
 
@@ -10,41 +11,70 @@ namespace {
 
 using namespace limits;
 
-std::string indexed(const std::string& where, int i) { return where + "[" + std::to_string(i) + "]"; }
+// Where a value sits in the message ("AcceptOffers.tasks[3].command.argv"):
+// a chain of frames on the caller's stack, turned into text only when a
+// check fails. A message that passes costs no string per field: building
+// the names eagerly was most of the validation of a frame with thousands
+// of entries (docs/benchmarks.md "Fuzzing").
+class Where {
+ public:
+  Where(const char* root) : root_(root) {}  // a literal: "AcceptOffers"
+  explicit Where(const std::string& root) : root_(root) {}
+  // `field` is a string literal (".task_id") or points into a string that
+  // outlives this frame.
+  Where(const Where& parent, std::string_view field) : parent_(&parent), root_(field) {}
+  Where(const Where& parent, int index) : parent_(&parent), index_(index) {}
 
-Status tooLong(const std::string& where, size_t size, size_t limit) {
-  return Error{where + ": " + std::to_string(size) + " bytes (limit " + std::to_string(limit) + ")"};
+  std::string str() const {
+    std::string out = parent_ ? parent_->str() : std::string();
+    if (index_ >= 0) return out + "[" + std::to_string(index_) + "]";
+    return out.append(root_);
+  }
+
+ private:
+  const Where* parent_ = nullptr;
+  std::string_view root_;
+  int index_ = -1;
+};
+
+Status tooLong(const Where& where, size_t size, size_t limit) {
+  return Error{where.str() + ": " + std::to_string(size) + " bytes (limit " + std::to_string(limit) + ")"};
 }
 
-Status tooMany(const std::string& where, size_t count, size_t limit) {
-  return Error{where + ": " + std::to_string(count) + " entries (limit " + std::to_string(limit) +
+Status tooMany(const Where& where, size_t count, size_t limit) {
+  return Error{where.str() + ": " + std::to_string(count) + " entries (limit " + std::to_string(limit) +
                ")"};
 }
 
-Status bytes(const std::string& value, size_t limit, const std::string& where) {
+Status bytes(const std::string& value, size_t limit, const Where& where) {
   if (value.size() > limit) return tooLong(where, value.size(), limit);
   return okStatus();
 }
 
 template <typename List>
-Status count(const List& list, size_t limit, const std::string& where) {
+Status count(const List& list, size_t limit, const Where& where) {
   if (static_cast<size_t>(list.size()) > limit) return tooMany(where, list.size(), limit);
   return okStatus();
 }
 
 Status idList(const google::protobuf::RepeatedPtrField<std::string>& ids, size_t limit,
-              const std::string& where) {
+              const Where& where) {
   if (auto st = count(ids, limit, where); !st) return st;
   for (int i = 0; i < ids.size(); ++i) {
-    if (auto st = bytes(ids[i], kIdBytesMax, indexed(where, i)); !st) return st;
+    if (auto st = bytes(ids[i], kIdBytesMax, Where(where, i)); !st) return st;
   }
   return okStatus();
 }
 
-Status number(double value, double max, const std::string& where) {
+Status number(double value, double max, const Where& where) {
   if (!std::isfinite(value) || value < 0 || value > max) {
-    return Error{where + ": " + std::to_string(value) + " is not in [0, " + std::to_string(max) + "]"};
+    return Error{where.str() + ": " + std::to_string(value) + " is not in [0, " + std::to_string(max) + "]"};
   }
+  return okStatus();
+}
+
+Status finiteNumber(double value, const Where& where) {
+  if (!std::isfinite(value)) return Error{where.str() + ": not a finite number"};
   return okStatus();
 }
 
@@ -54,163 +84,211 @@ Status number(double value, double max, const std::string& where) {
     if (Status st_ = (expr); !st_) return st_; \
   } while (0)
 
-Status attributes(const google::protobuf::RepeatedPtrField<wire::Attribute>& list,
-                  const std::string& where) {
+Status resources(const google::protobuf::RepeatedPtrField<wire::Resource>& list, const Where& where) {
+  ALLOT_TRY(count(list, kResourcesPerListMax, where));
+  for (int i = 0; i < list.size(); ++i) {
+    const wire::Resource& r = list[i];
+    const Where at(where, i);
+    ALLOT_TRY(bytes(r.name(), kResourceNameBytesMax, Where(at, ".name")));
+    ALLOT_TRY(count(r.ranges(), kRangesPerResourceMax, Where(at, ".ranges")));
+    ALLOT_TRY(finiteNumber(r.scalar(), Where(at, ".scalar")));
+  }
+  // Names, duplicates, signs and magnitudes: Resources::fromWire.
+  return okStatus();
+}
+
+Status frameworkInfo(const wire::FrameworkInfo& info, const Where& where) {
+  ALLOT_TRY(bytes(info.id(), kIdBytesMax, Where(where, ".id")));
+  ALLOT_TRY(bytes(info.name(), kNameBytesMax, Where(where, ".name")));
+  ALLOT_TRY(bytes(info.user(), kUserBytesMax, Where(where, ".user")));
+  ALLOT_TRY(bytes(info.role(), kRoleBytesMax, Where(where, ".role")));
+  ALLOT_TRY(number(info.weight(), kWeightMax, Where(where, ".weight")));
+  ALLOT_TRY(number(info.failover_timeout_s(), kTimeoutSecondsMax, Where(where, ".failover_timeout_s")));
+  return resources(info.guaranteed(), Where(where, ".guaranteed"));
+}
+
+Status attributes(const google::protobuf::RepeatedPtrField<wire::Attribute>& list, const Where& where) {
   ALLOT_TRY(count(list, kAttributesMax, where));
   for (int i = 0; i < list.size(); ++i) {
-    ALLOT_TRY(bytes(list[i].name(), kAttributeBytesMax, indexed(where, i) + ".name"));
-    ALLOT_TRY(bytes(list[i].value(), kAttributeBytesMax, indexed(where, i) + ".value"));
+    const Where at(where, i);
+    ALLOT_TRY(bytes(list[i].name(), kAttributeBytesMax, Where(at, ".name")));
+    ALLOT_TRY(bytes(list[i].value(), kAttributeBytesMax, Where(at, ".value")));
   }
   return okStatus();
 }
 
-Status command(const wire::CommandInfo& c, const std::string& where) {
-  ALLOT_TRY(bytes(c.shell(), kShellBytesMax, where + ".shell"));
-  ALLOT_TRY(count(c.argv(), kArgvCountMax, where + ".argv"));
-  ALLOT_TRY(count(c.environment(), kEnvironmentCountMax, where + ".environment"));
-  ALLOT_TRY(bytes(c.user(), kUserBytesMax, where + ".user"));
+Status command(const wire::CommandInfo& c, const Where& where) {
+  ALLOT_TRY(bytes(c.shell(), kShellBytesMax, Where(where, ".shell")));
+  ALLOT_TRY(count(c.argv(), kArgvCountMax, Where(where, ".argv")));
+  ALLOT_TRY(count(c.environment(), kEnvironmentCountMax, Where(where, ".environment")));
+  ALLOT_TRY(bytes(c.user(), kUserBytesMax, Where(where, ".user")));
   size_t total = 0;
   for (const auto& a : c.argv()) total += a.size();
   for (const auto& [k, v] : c.environment()) total += k.size() + v.size();
-  if (total > kCommandBytesMax) return tooLong(where + " argv+environment", total, kCommandBytesMax);
+  if (total > kCommandBytesMax) return tooLong(Where(where, " argv+environment"), total, kCommandBytesMax);
   return okStatus();
 }
 
-Status executorInfo(const wire::ExecutorInfo& ex, const std::string& where) {
-  ALLOT_TRY(bytes(ex.executor_id(), kIdBytesMax, where + ".executor_id"));
-  ALLOT_TRY(bytes(ex.framework_id(), kIdBytesMax, where + ".framework_id"));
-  ALLOT_TRY(bytes(ex.name(), kNameBytesMax, where + ".name"));
-  ALLOT_TRY(command(ex.command(), where + ".command"));
-  return validateResources(ex.resources(), where + ".resources");
+Status executorInfo(const wire::ExecutorInfo& ex, const Where& where) {
+  ALLOT_TRY(bytes(ex.executor_id(), kIdBytesMax, Where(where, ".executor_id")));
+  ALLOT_TRY(bytes(ex.framework_id(), kIdBytesMax, Where(where, ".framework_id")));
+  ALLOT_TRY(bytes(ex.name(), kNameBytesMax, Where(where, ".name")));
+  ALLOT_TRY(command(ex.command(), Where(where, ".command")));
+  return resources(ex.resources(), Where(where, ".resources"));
 }
 
-Status filters(const wire::StandingFilters& f, const std::string& where) {
-  ALLOT_TRY(idList(f.agent_ids(), kFilterAgentIdsMax, where + ".agent_ids"));
-  return validateResources(f.min_free(), where + ".min_free");
+Status taskInfo(const wire::TaskInfo& task, const Where& where) {
+  ALLOT_TRY(bytes(task.task_id(), kIdBytesMax, Where(where, ".task_id")));
+  ALLOT_TRY(bytes(task.name(), kNameBytesMax, Where(where, ".name")));
+  ALLOT_TRY(bytes(task.agent_id(), kIdBytesMax, Where(where, ".agent_id")));
+  ALLOT_TRY(resources(task.resources(), Where(where, ".resources")));
+  ALLOT_TRY(command(task.command(), Where(where, ".command")));
+  if (task.has_executor()) ALLOT_TRY(executorInfo(task.executor(), Where(where, ".executor")));
+  ALLOT_TRY(number(task.kill_grace_s(), kKillGraceSecondsMax, Where(where, ".kill_grace_s")));
+  ALLOT_TRY(number(task.max_duration_s(), kTimeoutSecondsMax, Where(where, ".max_duration_s")));
+  return bytes(task.data(), kTaskDataBytesMax, Where(where, ".data"));
 }
 
-Status refuse(const wire::Filters& f, const std::string& where) {
+Status usage(const wire::ResourceUsage& u, const Where& where) {
+  return number(u.cpu_time_s(), 1e15, Where(where, ".cpu_time_s"));
+}
+
+Status taskStatus(const wire::TaskStatus& s, const Where& where) {
+  ALLOT_TRY(bytes(s.task_id(), kIdBytesMax, Where(where, ".task_id")));
+  ALLOT_TRY(bytes(s.framework_id(), kIdBytesMax, Where(where, ".framework_id")));
+  ALLOT_TRY(bytes(s.agent_id(), kIdBytesMax, Where(where, ".agent_id")));
+  ALLOT_TRY(bytes(s.executor_id(), kIdBytesMax, Where(where, ".executor_id")));
+  ALLOT_TRY(bytes(s.update_id(), kIdBytesMax, Where(where, ".update_id")));
+  ALLOT_TRY(bytes(s.message(), kStatusMessageBytesMax, Where(where, ".message")));
+  if (!wire::TaskState_IsValid(s.state())) return Error{Where(where, ".state").str() + ": unknown value"};
+  ALLOT_TRY(finiteNumber(s.timestamp_s(), Where(where, ".timestamp_s")));
+  return usage(s.usage(), Where(where, ".usage"));
+}
+
+Status filters(const wire::StandingFilters& f, const Where& where) {
+  ALLOT_TRY(idList(f.agent_ids(), kFilterAgentIdsMax, Where(where, ".agent_ids")));
+  return resources(f.min_free(), Where(where, ".min_free"));
+}
+
+Status refuse(const wire::Filters& f, const Where& where) {
   if (!f.has_refuse_seconds()) return okStatus();
-  return number(f.refuse_seconds(), kTimeoutSecondsMax, where + ".refuse_seconds");
-}
-
-Status usage(const wire::ResourceUsage& u, const std::string& where) {
-  return number(u.cpu_time_s(), 1e15, where + ".cpu_time_s");
+  return number(f.refuse_seconds(), kTimeoutSecondsMax, Where(where, ".refuse_seconds"));
 }
 
 Status registerFramework(const wire::RegisterFramework& m) {
-  ALLOT_TRY(validateFrameworkInfo(m.info(), "RegisterFramework.info"));
-  ALLOT_TRY(filters(m.filters(), "RegisterFramework.filters"));
-  return bytes(m.framework_secret(), kSecretBytesMax, "RegisterFramework.framework_secret");
+  const Where where("RegisterFramework");
+  ALLOT_TRY(frameworkInfo(m.info(), Where(where, ".info")));
+  ALLOT_TRY(filters(m.filters(), Where(where, ".filters")));
+  return bytes(m.framework_secret(), kSecretBytesMax, Where(where, ".framework_secret"));
 }
 
 Status acceptOffers(const wire::AcceptOffers& m) {
-  ALLOT_TRY(idList(m.offer_ids(), kOfferIdsPerMessageMax, "AcceptOffers.offer_ids"));
-  ALLOT_TRY(count(m.tasks(), kTasksPerAcceptMax, "AcceptOffers.tasks"));
-  for (int i = 0; i < m.tasks_size(); ++i) {
-    ALLOT_TRY(validateTaskInfo(m.tasks(i), indexed("AcceptOffers.tasks", i)));
-  }
-  return refuse(m.filters(), "AcceptOffers.filters");
+  const Where where("AcceptOffers");
+  ALLOT_TRY(idList(m.offer_ids(), kOfferIdsPerMessageMax, Where(where, ".offer_ids")));
+  const Where tasks(where, ".tasks");
+  ALLOT_TRY(count(m.tasks(), kTasksPerAcceptMax, tasks));
+  for (int i = 0; i < m.tasks_size(); ++i) ALLOT_TRY(taskInfo(m.tasks(i), Where(tasks, i)));
+  return refuse(m.filters(), Where(where, ".filters"));
 }
 
-Status killTask(const wire::KillTask& m, const std::string& where) {
-  ALLOT_TRY(bytes(m.framework_id(), kIdBytesMax, where + ".framework_id"));
-  ALLOT_TRY(bytes(m.task_id(), kIdBytesMax, where + ".task_id"));
-  ALLOT_TRY(bytes(m.agent_id(), kIdBytesMax, where + ".agent_id"));
-  return number(m.grace_s(), kKillGraceSecondsMax, where + ".grace_s");
+Status killTask(const wire::KillTask& m, const Where& where) {
+  ALLOT_TRY(bytes(m.framework_id(), kIdBytesMax, Where(where, ".framework_id")));
+  ALLOT_TRY(bytes(m.task_id(), kIdBytesMax, Where(where, ".task_id")));
+  ALLOT_TRY(bytes(m.agent_id(), kIdBytesMax, Where(where, ".agent_id")));
+  return number(m.grace_s(), kKillGraceSecondsMax, Where(where, ".grace_s"));
 }
 
 Status acknowledge(const wire::Acknowledge& m) {
-  ALLOT_TRY(bytes(m.framework_id(), kIdBytesMax, "Acknowledge.framework_id"));
-  ALLOT_TRY(bytes(m.agent_id(), kIdBytesMax, "Acknowledge.agent_id"));
-  ALLOT_TRY(bytes(m.task_id(), kIdBytesMax, "Acknowledge.task_id"));
-  return bytes(m.update_id(), kIdBytesMax, "Acknowledge.update_id");
+  const Where where("Acknowledge");
+  ALLOT_TRY(bytes(m.framework_id(), kIdBytesMax, Where(where, ".framework_id")));
+  ALLOT_TRY(bytes(m.agent_id(), kIdBytesMax, Where(where, ".agent_id")));
+  ALLOT_TRY(bytes(m.task_id(), kIdBytesMax, Where(where, ".task_id")));
+  return bytes(m.update_id(), kIdBytesMax, Where(where, ".update_id"));
 }
 
 Status reconcile(const wire::Reconcile& m) {
-  ALLOT_TRY(count(m.tasks(), kReconcileTasksMax, "Reconcile.tasks"));
+  const Where tasks("Reconcile.tasks");
+  ALLOT_TRY(count(m.tasks(), kReconcileTasksMax, tasks));
   for (int i = 0; i < m.tasks_size(); ++i) {
-    ALLOT_TRY(bytes(m.tasks(i).task_id(), kIdBytesMax, indexed("Reconcile.tasks", i) + ".task_id"));
-    ALLOT_TRY(bytes(m.tasks(i).agent_id(), kIdBytesMax, indexed("Reconcile.tasks", i) + ".agent_id"));
+    const Where at(tasks, i);
+    ALLOT_TRY(bytes(m.tasks(i).task_id(), kIdBytesMax, Where(at, ".task_id")));
+    ALLOT_TRY(bytes(m.tasks(i).agent_id(), kIdBytesMax, Where(at, ".agent_id")));
   }
   return okStatus();
 }
 
-Status executorState(const wire::ExecutorState& ex, const std::string& where) {
-  ALLOT_TRY(executorInfo(ex.info(), where + ".info"));
-  ALLOT_TRY(count(ex.latest(), static_cast<size_t>(ex.tasks_size()), where + ".latest"));
-  for (int i = 0; i < ex.tasks_size(); ++i) {
-    ALLOT_TRY(validateTaskInfo(ex.tasks(i), indexed(where + ".tasks", i)));
-  }
-  for (int i = 0; i < ex.latest_size(); ++i) {
-    ALLOT_TRY(validateTaskStatus(ex.latest(i), indexed(where + ".latest", i)));
-  }
+Status executorState(const wire::ExecutorState& ex, const Where& where) {
+  ALLOT_TRY(executorInfo(ex.info(), Where(where, ".info")));
+  const Where tasks(where, ".tasks"), latest(where, ".latest");
+  ALLOT_TRY(count(ex.latest(), static_cast<size_t>(ex.tasks_size()), latest));
+  for (int i = 0; i < ex.tasks_size(); ++i) ALLOT_TRY(taskInfo(ex.tasks(i), Where(tasks, i)));
+  for (int i = 0; i < ex.latest_size(); ++i) ALLOT_TRY(taskStatus(ex.latest(i), Where(latest, i)));
   return okStatus();
 }
 
 Status registerAgent(const wire::RegisterAgent& m) {
-  const std::string where = "RegisterAgent";
-  ALLOT_TRY(bytes(m.info().id(), kIdBytesMax, where + ".info.id"));
-  ALLOT_TRY(bytes(m.info().hostname(), kNameBytesMax, where + ".info.hostname"));
-  ALLOT_TRY(validateResources(m.info().resources(), where + ".info.resources"));
-  ALLOT_TRY(attributes(m.info().attributes(), where + ".info.attributes"));
-  ALLOT_TRY(bytes(m.agent_secret(), kSecretBytesMax, where + ".agent_secret"));
-  ALLOT_TRY(count(m.frameworks(), kFrameworksPerAgentMax, where + ".frameworks"));
-  for (int i = 0; i < m.frameworks_size(); ++i) {
-    ALLOT_TRY(validateFrameworkInfo(m.frameworks(i), indexed(where + ".frameworks", i)));
-  }
-  ALLOT_TRY(count(m.executors(), kExecutorsPerAgentMax, where + ".executors"));
+  const Where where("RegisterAgent");
+  ALLOT_TRY(bytes(m.info().id(), kIdBytesMax, Where(where, ".info.id")));
+  ALLOT_TRY(bytes(m.info().hostname(), kNameBytesMax, Where(where, ".info.hostname")));
+  ALLOT_TRY(resources(m.info().resources(), Where(where, ".info.resources")));
+  ALLOT_TRY(attributes(m.info().attributes(), Where(where, ".info.attributes")));
+  ALLOT_TRY(bytes(m.agent_secret(), kSecretBytesMax, Where(where, ".agent_secret")));
+  const Where frameworks(where, ".frameworks");
+  ALLOT_TRY(count(m.frameworks(), kFrameworksPerAgentMax, frameworks));
+  for (int i = 0; i < m.frameworks_size(); ++i) ALLOT_TRY(frameworkInfo(m.frameworks(i), Where(frameworks, i)));
+  const Where executors(where, ".executors");
+  ALLOT_TRY(count(m.executors(), kExecutorsPerAgentMax, executors));
   size_t tasks = 0;
   for (const auto& ex : m.executors()) tasks += ex.tasks_size();
-  if (tasks > kTasksPerAgentMax) return tooMany(where + ".executors[*].tasks", tasks, kTasksPerAgentMax);
-  for (int i = 0; i < m.executors_size(); ++i) {
-    ALLOT_TRY(executorState(m.executors(i), indexed(where + ".executors", i)));
-  }
+  if (tasks > kTasksPerAgentMax) return tooMany(Where(where, ".executors[*].tasks"), tasks, kTasksPerAgentMax);
+  for (int i = 0; i < m.executors_size(); ++i) ALLOT_TRY(executorState(m.executors(i), Where(executors, i)));
   return okStatus();
 }
 
 Status usageReport(const wire::UsageReport& m) {
-  ALLOT_TRY(count(m.executors(), kExecutorsPerAgentMax, "UsageReport.executors"));
+  const Where executors("UsageReport.executors");
+  ALLOT_TRY(count(m.executors(), kExecutorsPerAgentMax, executors));
   for (int i = 0; i < m.executors_size(); ++i) {
-    const std::string where = indexed("UsageReport.executors", i);
-    ALLOT_TRY(bytes(m.executors(i).framework_id(), kIdBytesMax, where + ".framework_id"));
-    ALLOT_TRY(bytes(m.executors(i).executor_id(), kIdBytesMax, where + ".executor_id"));
-    ALLOT_TRY(usage(m.executors(i).usage(), where + ".usage"));
+    const Where at(executors, i);
+    ALLOT_TRY(bytes(m.executors(i).framework_id(), kIdBytesMax, Where(at, ".framework_id")));
+    ALLOT_TRY(bytes(m.executors(i).executor_id(), kIdBytesMax, Where(at, ".executor_id")));
+    ALLOT_TRY(usage(m.executors(i).usage(), Where(at, ".usage")));
   }
   return okStatus();
 }
 
 Status registerExecutor(const wire::RegisterExecutor& m) {
-  ALLOT_TRY(bytes(m.framework_id(), kIdBytesMax, "RegisterExecutor.framework_id"));
-  ALLOT_TRY(bytes(m.executor_id(), kIdBytesMax, "RegisterExecutor.executor_id"));
-  ALLOT_TRY(bytes(m.executor_secret(), kSecretBytesMax, "RegisterExecutor.executor_secret"));
-  ALLOT_TRY(count(m.tasks(), kTasksPerExecutorMax, "RegisterExecutor.tasks"));
-  ALLOT_TRY(count(m.unacknowledged(), kTasksPerExecutorMax, "RegisterExecutor.unacknowledged"));
-  for (int i = 0; i < m.tasks_size(); ++i) {
-    ALLOT_TRY(validateTaskInfo(m.tasks(i), indexed("RegisterExecutor.tasks", i)));
-  }
+  const Where where("RegisterExecutor");
+  ALLOT_TRY(bytes(m.framework_id(), kIdBytesMax, Where(where, ".framework_id")));
+  ALLOT_TRY(bytes(m.executor_id(), kIdBytesMax, Where(where, ".executor_id")));
+  ALLOT_TRY(bytes(m.executor_secret(), kSecretBytesMax, Where(where, ".executor_secret")));
+  const Where tasks(where, ".tasks"), unacknowledged(where, ".unacknowledged");
+  ALLOT_TRY(count(m.tasks(), kTasksPerExecutorMax, tasks));
+  ALLOT_TRY(count(m.unacknowledged(), kTasksPerExecutorMax, unacknowledged));
+  for (int i = 0; i < m.tasks_size(); ++i) ALLOT_TRY(taskInfo(m.tasks(i), Where(tasks, i)));
   for (int i = 0; i < m.unacknowledged_size(); ++i) {
-    ALLOT_TRY(validateTaskStatus(m.unacknowledged(i), indexed("RegisterExecutor.unacknowledged", i)));
+    ALLOT_TRY(taskStatus(m.unacknowledged(i), Where(unacknowledged, i)));
   }
   return okStatus();
 }
 
-Status nonEmpty(const std::string& value, const std::string& where) {
-  if (value.empty()) return Error{where + ": empty"};
+Status nonEmpty(const std::string& value, const Where& where) {
+  if (value.empty()) return Error{where.str() + ": empty"};
   return okStatus();
 }
 
 Status errorMessage(const wire::ErrorMessage& m) {
-  return bytes(m.message(), kErrorMessageBytesMax, "ErrorMessage.message");
+  return bytes(m.message(), kErrorMessageBytesMax, Where("ErrorMessage.message"));
 }
 
 Status agentRegistered(const wire::AgentRegistered& m) {
-  ALLOT_TRY(nonEmpty(m.agent_id(), "AgentRegistered.agent_id"));
-  ALLOT_TRY(bytes(m.agent_id(), kIdBytesMax, "AgentRegistered.agent_id"));
-  ALLOT_TRY(bytes(m.master_id(), kIdBytesMax, "AgentRegistered.master_id"));
-  ALLOT_TRY(bytes(m.agent_secret(), kSecretBytesMax, "AgentRegistered.agent_secret"));
+  const Where where("AgentRegistered");
+  ALLOT_TRY(nonEmpty(m.agent_id(), Where(where, ".agent_id")));
+  ALLOT_TRY(bytes(m.agent_id(), kIdBytesMax, Where(where, ".agent_id")));
+  ALLOT_TRY(bytes(m.master_id(), kIdBytesMax, Where(where, ".master_id")));
+  ALLOT_TRY(bytes(m.agent_secret(), kSecretBytesMax, Where(where, ".agent_secret")));
   double interval = m.heartbeat_interval_s();
-  ALLOT_TRY(number(interval, kTimeoutSecondsMax, "AgentRegistered.heartbeat_interval_s"));
+  ALLOT_TRY(number(interval, kTimeoutSecondsMax, Where(where, ".heartbeat_interval_s")));
   if (interval > 0 && interval < kHeartbeatIntervalSecondsMin) {
     return Error{"AgentRegistered.heartbeat_interval_s: " + std::to_string(interval) + " is below " +
                  std::to_string(kHeartbeatIntervalSecondsMin)};
@@ -221,34 +299,36 @@ Status agentRegistered(const wire::AgentRegistered& m) {
 // The ids come first: a RunTask refused for anything else is answered with
 // TASK_ERROR for that task, which needs usable ids.
 Status runTask(const wire::RunTask& m) {
-  ALLOT_TRY(nonEmpty(m.framework().id(), "RunTask.framework.id"));
-  ALLOT_TRY(bytes(m.framework().id(), kIdBytesMax, "RunTask.framework.id"));
-  ALLOT_TRY(nonEmpty(m.task().task_id(), "RunTask.task.task_id"));
-  ALLOT_TRY(bytes(m.task().task_id(), kIdBytesMax, "RunTask.task.task_id"));
-  ALLOT_TRY(validateFrameworkInfo(m.framework(), "RunTask.framework"));
-  return validateTaskInfo(m.task(), "RunTask.task");
+  const Where framework("RunTask.framework"), task("RunTask.task");
+  ALLOT_TRY(nonEmpty(m.framework().id(), Where(framework, ".id")));
+  ALLOT_TRY(bytes(m.framework().id(), kIdBytesMax, Where(framework, ".id")));
+  ALLOT_TRY(nonEmpty(m.task().task_id(), Where(task, ".task_id")));
+  ALLOT_TRY(bytes(m.task().task_id(), kIdBytesMax, Where(task, ".task_id")));
+  ALLOT_TRY(frameworkInfo(m.framework(), framework));
+  return taskInfo(m.task(), task);
 }
 
-Status offer(const wire::Offer& o, const std::string& where) {
-  ALLOT_TRY(bytes(o.offer_id(), kIdBytesMax, where + ".offer_id"));
-  ALLOT_TRY(bytes(o.framework_id(), kIdBytesMax, where + ".framework_id"));
-  ALLOT_TRY(bytes(o.agent_id(), kIdBytesMax, where + ".agent_id"));
-  ALLOT_TRY(bytes(o.hostname(), kNameBytesMax, where + ".hostname"));
-  ALLOT_TRY(validateResources(o.resources(), where + ".resources"));
-  ALLOT_TRY(attributes(o.attributes(), where + ".attributes"));
-  return idList(o.executor_ids(), kExecutorsPerAgentMax, where + ".executor_ids");
+Status offer(const wire::Offer& o, const Where& where) {
+  ALLOT_TRY(bytes(o.offer_id(), kIdBytesMax, Where(where, ".offer_id")));
+  ALLOT_TRY(bytes(o.framework_id(), kIdBytesMax, Where(where, ".framework_id")));
+  ALLOT_TRY(bytes(o.agent_id(), kIdBytesMax, Where(where, ".agent_id")));
+  ALLOT_TRY(bytes(o.hostname(), kNameBytesMax, Where(where, ".hostname")));
+  ALLOT_TRY(resources(o.resources(), Where(where, ".resources")));
+  ALLOT_TRY(attributes(o.attributes(), Where(where, ".attributes")));
+  return idList(o.executor_ids(), kExecutorsPerAgentMax, Where(where, ".executor_ids"));
 }
 
 Status resourceOffers(const wire::ResourceOffers& m) {
-  ALLOT_TRY(count(m.offers(), kOffersPerMessageMax, "ResourceOffers.offers"));
-  for (int i = 0; i < m.offers_size(); ++i) ALLOT_TRY(offer(m.offers(i), indexed("ResourceOffers.offers", i)));
+  const Where offers("ResourceOffers.offers");
+  ALLOT_TRY(count(m.offers(), kOffersPerMessageMax, offers));
+  for (int i = 0; i < m.offers_size(); ++i) ALLOT_TRY(offer(m.offers(i), Where(offers, i)));
   return okStatus();
 }
 
 Status shareUpdate(const wire::ShareUpdate& m) {
-  ALLOT_TRY(validateResources(m.guaranteed(), "ShareUpdate.guaranteed"));
-  ALLOT_TRY(validateResources(m.allocated(), "ShareUpdate.allocated"));
-  return number(m.dominant_share(), 1e6, "ShareUpdate.dominant_share");
+  ALLOT_TRY(resources(m.guaranteed(), Where("ShareUpdate.guaranteed")));
+  ALLOT_TRY(resources(m.allocated(), Where("ShareUpdate.allocated")));
+  return number(m.dominant_share(), 1e6, Where("ShareUpdate.dominant_share"));
 }
 
 Status unexpected(const wire::Envelope& e, const char* from) {
@@ -260,49 +340,19 @@ Status unexpected(const wire::Envelope& e, const char* from) {
 
 Status validateResources(const google::protobuf::RepeatedPtrField<wire::Resource>& list,
                          const std::string& where) {
-  ALLOT_TRY(count(list, kResourcesPerListMax, where));
-  for (int i = 0; i < list.size(); ++i) {
-    const wire::Resource& r = list[i];
-    ALLOT_TRY(bytes(r.name(), kResourceNameBytesMax, indexed(where, i) + ".name"));
-    ALLOT_TRY(count(r.ranges(), kRangesPerResourceMax, indexed(where, i) + ".ranges"));
-    if (!std::isfinite(r.scalar())) return Error{indexed(where, i) + ".scalar: not a finite number"};
-  }
-  // Names, duplicates, signs and magnitudes: Resources::fromWire.
-  return okStatus();
+  return resources(list, Where(where));
 }
 
 Status validateFrameworkInfo(const wire::FrameworkInfo& info, const std::string& where) {
-  ALLOT_TRY(bytes(info.id(), kIdBytesMax, where + ".id"));
-  ALLOT_TRY(bytes(info.name(), kNameBytesMax, where + ".name"));
-  ALLOT_TRY(bytes(info.user(), kUserBytesMax, where + ".user"));
-  ALLOT_TRY(bytes(info.role(), kRoleBytesMax, where + ".role"));
-  ALLOT_TRY(number(info.weight(), kWeightMax, where + ".weight"));
-  ALLOT_TRY(number(info.failover_timeout_s(), kTimeoutSecondsMax, where + ".failover_timeout_s"));
-  return validateResources(info.guaranteed(), where + ".guaranteed");
+  return frameworkInfo(info, Where(where));
 }
 
 Status validateTaskInfo(const wire::TaskInfo& task, const std::string& where) {
-  ALLOT_TRY(bytes(task.task_id(), kIdBytesMax, where + ".task_id"));
-  ALLOT_TRY(bytes(task.name(), kNameBytesMax, where + ".name"));
-  ALLOT_TRY(bytes(task.agent_id(), kIdBytesMax, where + ".agent_id"));
-  ALLOT_TRY(validateResources(task.resources(), where + ".resources"));
-  ALLOT_TRY(command(task.command(), where + ".command"));
-  if (task.has_executor()) ALLOT_TRY(executorInfo(task.executor(), where + ".executor"));
-  ALLOT_TRY(number(task.kill_grace_s(), kKillGraceSecondsMax, where + ".kill_grace_s"));
-  ALLOT_TRY(number(task.max_duration_s(), kTimeoutSecondsMax, where + ".max_duration_s"));
-  return bytes(task.data(), kTaskDataBytesMax, where + ".data");
+  return taskInfo(task, Where(where));
 }
 
 Status validateTaskStatus(const wire::TaskStatus& s, const std::string& where) {
-  ALLOT_TRY(bytes(s.task_id(), kIdBytesMax, where + ".task_id"));
-  ALLOT_TRY(bytes(s.framework_id(), kIdBytesMax, where + ".framework_id"));
-  ALLOT_TRY(bytes(s.agent_id(), kIdBytesMax, where + ".agent_id"));
-  ALLOT_TRY(bytes(s.executor_id(), kIdBytesMax, where + ".executor_id"));
-  ALLOT_TRY(bytes(s.update_id(), kIdBytesMax, where + ".update_id"));
-  ALLOT_TRY(bytes(s.message(), kStatusMessageBytesMax, where + ".message"));
-  if (!wire::TaskState_IsValid(s.state())) return Error{where + ".state: unknown value"};
-  if (!std::isfinite(s.timestamp_s())) return Error{where + ".timestamp_s: not a finite number"};
-  return usage(s.usage(), where + ".usage");
+  return taskStatus(s, Where(where));
 }
 
 Status validateFromScheduler(const wire::Envelope& e) {
@@ -329,7 +379,7 @@ Status validateFromAgent(const wire::Envelope& e) {
     case wire::Envelope::kRegisterAgent: return registerAgent(e.register_agent());
     case wire::Envelope::kHeartbeat: return okStatus();
     case wire::Envelope::kStatusUpdate:
-      return validateTaskStatus(e.status_update().status(), "StatusUpdate.status");
+      return taskStatus(e.status_update().status(), "StatusUpdate.status");
     case wire::Envelope::kUsageReport: return usageReport(e.usage_report());
     default: return unexpected(e, "an agent");
   }
@@ -362,7 +412,7 @@ Status validateFromExecutor(const wire::Envelope& e) {
     case wire::Envelope::kRegisterExecutor: return registerExecutor(e.register_executor());
     case wire::Envelope::kStatusUpdate:
       ALLOT_TRY(nonEmpty(e.status_update().status().task_id(), "StatusUpdate.status.task_id"));
-      return validateTaskStatus(e.status_update().status(), "StatusUpdate.status");
+      return taskStatus(e.status_update().status(), "StatusUpdate.status");
     default: return unexpected(e, "an executor");
   }
 }
@@ -380,7 +430,7 @@ Status validateFromMasterToScheduler(const wire::Envelope& e) {
     case wire::Envelope::kOfferRescinded:
       return bytes(e.offer_rescinded().offer_id(), kIdBytesMax, "OfferRescinded.offer_id");
     case wire::Envelope::kStatusUpdate:
-      return validateTaskStatus(e.status_update().status(), "StatusUpdate.status");
+      return taskStatus(e.status_update().status(), "StatusUpdate.status");
     case wire::Envelope::kAgentLost:
       return bytes(e.agent_lost().agent_id(), kIdBytesMax, "AgentLost.agent_id");
     case wire::Envelope::kShareUpdate: return shareUpdate(e.share_update());
@@ -394,12 +444,12 @@ Status validateFromAgentToExecutor(const wire::Envelope& e) {
     case wire::Envelope::kExecutorRegistered: {
       const auto& r = e.executor_registered();
       ALLOT_TRY(bytes(r.agent_id(), kIdBytesMax, "ExecutorRegistered.agent_id"));
-      ALLOT_TRY(validateFrameworkInfo(r.framework(), "ExecutorRegistered.framework"));
+      ALLOT_TRY(frameworkInfo(r.framework(), "ExecutorRegistered.framework"));
       return executorInfo(r.executor(), "ExecutorRegistered.executor");
     }
     case wire::Envelope::kLaunchTask:
       ALLOT_TRY(nonEmpty(e.launch_task().task().task_id(), "LaunchTask.task.task_id"));
-      return validateTaskInfo(e.launch_task().task(), "LaunchTask.task");
+      return taskInfo(e.launch_task().task(), "LaunchTask.task");
     case wire::Envelope::kKillTask:
       ALLOT_TRY(nonEmpty(e.kill_task().task_id(), "KillTask.task_id"));
       return killTask(e.kill_task(), "KillTask");

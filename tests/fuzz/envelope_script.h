@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>
 
@@ -47,20 +48,51 @@ struct Step {
   bool placeholders = true;
 };
 
-inline std::vector<Step> parseScript(const uint8_t* data, size_t size) {
-  std::vector<Step> steps;
-  size_t at = 0;
-  while (at + 5 <= size && steps.size() < kStepsMax) {
-    Step s;
-    s.selector = data[at];
+// Calls `take(selector, bytes, len)` for each step's header, in order,
+// until `take` has accepted kStepsMax steps (it returns whether the step's
+// envelope parsed).
+template <typename Take>
+void forEachStep(const uint8_t* data, size_t size, Take take) {
+  size_t at = 0, taken = 0;
+  while (at + 5 <= size && taken < kStepsMax) {
     uint32_t len = (uint32_t{data[at + 1]} << 24) | (uint32_t{data[at + 2]} << 16) |
                    (uint32_t{data[at + 3]} << 8) | data[at + 4];
+    uint8_t selector = data[at];
     at += 5;
     if (len > size - at) len = static_cast<uint32_t>(size - at);
-    s.placeholders = std::memchr(data + at, '$', len) != nullptr;
-    if (s.envelope.ParseFromArray(data + at, static_cast<int>(len))) steps.push_back(std::move(s));
+    if (take(selector, data + at, len)) ++taken;
     at += len;
   }
+}
+
+inline std::vector<Step> parseScript(const uint8_t* data, size_t size) {
+  std::vector<Step> steps;
+  forEachStep(data, size, [&](uint8_t selector, const uint8_t* body, uint32_t len) {
+    Step s;
+    s.selector = selector;
+    s.placeholders = std::memchr(body, '$', len) != nullptr;
+    if (!s.envelope.ParseFromArray(body, static_cast<int>(len))) return false;
+    steps.push_back(std::move(s));
+    return true;
+  });
+  return steps;
+}
+
+// A step not parsed yet (the master target parses each step when it runs
+// it, after substituteWire, onto an arena per input).
+struct RawStep {
+  uint8_t selector = 0;
+  const uint8_t* body = nullptr;  // into the input
+  uint32_t len = 0;
+  bool placeholders = true;  // as Step::placeholders
+};
+
+inline std::vector<RawStep> splitScript(const uint8_t* data, size_t size) {
+  std::vector<RawStep> steps;
+  forEachStep(data, size, [&](uint8_t selector, const uint8_t* body, uint32_t len) {
+    steps.push_back({selector, body, len, std::memchr(body, '$', len) != nullptr});
+    return true;
+  });
   return steps;
 }
 
@@ -84,15 +116,17 @@ inline std::vector<StepSpan> scanScript(const uint8_t* data, size_t size) {
   return spans;
 }
 
+// Appends one step (header and body) to `out`.
+inline void appendStep(std::string* out, uint8_t selector, const wire::Envelope& e) {
+  uint32_t len = static_cast<uint32_t>(e.ByteSizeLong());
+  out->push_back(static_cast<char>(selector));
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(len >> shift));
+  e.AppendToString(out);
+}
+
 inline std::string serializeScript(const std::vector<Step>& steps) {
   std::string out;
-  for (const auto& s : steps) {
-    std::string body = s.envelope.SerializeAsString();
-    out.push_back(static_cast<char>(s.selector));
-    uint32_t len = static_cast<uint32_t>(body.size());
-    for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(len >> shift));
-    out += body;
-  }
+  for (const auto& s : steps) appendStep(&out, s.selector, s.envelope);
   return out;
 }
 
@@ -197,27 +231,34 @@ inline void mutateMessage(Message* m, std::mt19937_64& rng, int depth) {
 }
 
 // Replaces placeholders in every string field, depth first; `substitute`
-// rewrites one string in place.
+// rewrites one string in place and is called only for strings that start
+// with '$' (every placeholder does): the others are neither copied nor set.
+// Fields are visited through the descriptor, so the walk allocates nothing
+// for the (up to 10,000) messages it only passes through.
 inline void substituteAll(Message* m, const std::function<void(std::string*)>& substitute, int depth = 0) {
   if (depth > 8) return;
   const Reflection* r = m->GetReflection();
-  std::vector<const FieldDescriptor*> fields;
-  r->ListFields(*m, &fields);
-  for (const auto* f : fields) {
+  const google::protobuf::Descriptor* d = m->GetDescriptor();
+  auto placeholder = [](const std::string& v) { return !v.empty() && v[0] == '$'; };
+  std::string scratch;
+  for (int k = 0; k < d->field_count(); ++k) {
+    const FieldDescriptor* f = d->field(k);
+    if (f->is_map()) continue;
+    if (f->is_repeated() ? r->FieldSize(*m, f) == 0 : !r->HasField(*m, f)) continue;
     if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
       if (f->is_repeated()) {
         for (int i = 0; i < r->FieldSize(*m, f); ++i) {
+          if (!placeholder(r->GetRepeatedStringReference(*m, f, i, &scratch))) continue;
           std::string v = r->GetRepeatedString(*m, f, i);
           substitute(&v);
           r->SetRepeatedString(m, f, i, v);
         }
-      } else {
+      } else if (placeholder(r->GetStringReference(*m, f, &scratch))) {
         std::string v = r->GetString(*m, f);
         substitute(&v);
         r->SetString(m, f, v);
       }
     } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-      if (f->is_map()) continue;
       if (f->is_repeated()) {
         for (int i = 0; i < r->FieldSize(*m, f); ++i) substituteAll(r->MutableRepeatedMessage(m, f, i), substitute, depth + 1);
       } else {
@@ -225,6 +266,76 @@ inline void substituteAll(Message* m, const std::function<void(std::string*)>& s
       }
     }
   }
+}
+
+// The same replacement on a step's wire bytes, before it is parsed: copies
+// `body` to `out`, rewriting the string fields that start with '$' through
+// `substitute` and re-encoding the lengths around them. A field whose bytes
+// hold no '$' is copied as is, so the cost is a memchr over the step plus
+// the path down to each placeholder (the reflection walk over a parsed
+// step of thousands of entries was a fifth of the master target's CPU).
+// Maps and anything below depth 8 are copied, as substituteAll leaves them.
+// Returns false on bytes that are not a well-formed message of type `d`
+// (the caller then parses `body` unchanged and lets protobuf decide).
+inline bool readVarint(const uint8_t*& p, const uint8_t* end, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    uint8_t b = *p++;
+    *v |= uint64_t{b & 0x7fu} << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+inline void writeVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+inline bool substituteWire(const google::protobuf::Descriptor* d, const uint8_t* p, const uint8_t* end,
+                           std::string* out, const std::function<void(std::string*)>& substitute,
+                           int depth = 0) {
+  const uint8_t* unchanged = p;  // copied in one piece up to the next rewritten field
+  out->reserve(out->size() + static_cast<size_t>(end - p) + 64);
+  auto rewrite = [&](const uint8_t* field, uint64_t tag, const std::string& bytes) {
+    out->append(reinterpret_cast<const char*>(unchanged), field - unchanged);
+    writeVarint(out, tag);
+    writeVarint(out, bytes.size());
+    out->append(bytes);
+  };
+  while (p < end) {
+    const uint8_t* field = p;
+    uint64_t tag = 0, value = 0;
+    if (!readVarint(p, end, &tag)) return false;
+    switch (tag & 7) {
+      case 0: if (!readVarint(p, end, &value)) return false; continue;
+      case 1: if (end - p < 8) return false; p += 8; continue;
+      case 5: if (end - p < 4) return false; p += 4; continue;
+      case 2: break;
+      default: return false;  // groups: not in allot's protocol
+    }
+    if (!readVarint(p, end, &value) || value > static_cast<uint64_t>(end - p)) return false;
+    const uint8_t* bytes = p;
+    p += value;
+    const FieldDescriptor* f = d->FindFieldByNumber(static_cast<int>(tag >> 3));
+    if (!f || f->is_map() || !std::memchr(bytes, '$', value)) continue;
+    if (f->type() == FieldDescriptor::TYPE_MESSAGE && depth < 8) {
+      std::string inner;
+      if (!substituteWire(f->message_type(), bytes, p, &inner, substitute, depth + 1)) return false;
+      rewrite(field, tag, inner);
+      unchanged = p;
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING && bytes[0] == '$') {
+      std::string v(reinterpret_cast<const char*>(bytes), value);
+      substitute(&v);
+      rewrite(field, tag, v);
+      unchanged = p;
+    }
+  }
+  out->append(reinterpret_cast<const char*>(unchanged), end - unchanged);
+  return true;
 }
 
 // Mutates one step and copies the others as bytes: parsing and
@@ -237,27 +348,37 @@ inline size_t mutateScript(uint8_t* data, size_t size, size_t maxSize, unsigned 
   std::mt19937_64 rng(seed);
   if (rng() % 16 == 0) return LLVMFuzzerMutate(data, size, maxSize);
   std::vector<StepSpan> spans = scanScript(data, size);
-  std::vector<Step> replacement(1);
+  // The step being changed lives on an arena: a big one is parsed, mutated,
+  // serialized and freed without one allocation per entry.
+  google::protobuf::Arena arena;
+  auto* envelope = google::protobuf::Arena::CreateMessage<wire::Envelope>(&arena);
+  uint8_t selector = 0;
   size_t pick = 0, cut = 0;  // spans[pick, pick + cut) are replaced
+  auto fromPool = [&] {
+    const Step& seedStep = pool[rng() % pool.size()];
+    selector = seedStep.selector;
+    *envelope = seedStep.envelope;
+  };
   if (spans.empty() || (rng() % 4 == 0 && spans.size() < kStepsMax)) {
-    replacement[0] = pool[rng() % pool.size()];
+    fromPool();
     pick = spans.empty() ? 0 : rng() % (spans.size() + 1);
   } else {
     pick = rng() % spans.size();
     cut = 1;
-    Step& s = replacement[0];
-    s.selector = data[spans[pick].at];
-    if (!s.envelope.ParseFromArray(data + spans[pick].at + 5, static_cast<int>(spans[pick].len))) {
-      s = pool[rng() % pool.size()];
+    selector = data[spans[pick].at];
+    if (!envelope->ParseFromArray(data + spans[pick].at + 5, static_cast<int>(spans[pick].len))) {
+      envelope->Clear();
+      fromPool();
     } else if (rng() % 8 == 0) {
-      s.selector = static_cast<uint8_t>(rng());
+      selector = static_cast<uint8_t>(rng());
     } else {
-      mutateMessage(&s.envelope, rng, 0);
+      mutateMessage(envelope, rng, 0);
     }
   }
   size_t from = pick < spans.size() ? spans[pick].at : size;
   size_t to = pick + cut < spans.size() ? spans[pick + cut].at : (cut ? size : from);
-  std::string middle = serializeScript(replacement);
+  std::string middle;
+  appendStep(&middle, selector, *envelope);
   size_t newSize = from + middle.size() + (size - to);
   if (newSize > maxSize) return LLVMFuzzerMutate(data, size, maxSize);
   std::memmove(data + from + middle.size(), data + to, size - to);

@@ -186,24 +186,33 @@ void substitute(std::string* s, const CapturingOutbox& out, std::mt19937_64& rng
 
 class Harness {
  public:
-  // Placeholders are replaced in `steps` itself (no copy per step).
-  void runInput(std::vector<Step>& steps) {
+  // Each step is parsed when it runs, onto `arena`, with its placeholders
+  // replaced in its bytes first (substituteWire); a step that does not
+  // parse is skipped, and a step for a link that is gone is dropped
+  // unparsed, as the server would drop it.
+  void runInput(const std::vector<RawStep>& steps, google::protobuf::Arena& arena) {
     if (!master_ || inputs_ >= resetEvery() || outOfBounds()) reset();
     ++inputs_;
     std::mt19937_64 rng(steps.size());
     std::vector<PeerId> opened;
-    for (Step& step : steps) {
-      wire::Envelope& e = step.envelope;
-      if (step.placeholders) substituteAll(&e, [&](std::string* s) { substitute(s, out_, rng); });
-      switch (step.selector % 8) {
-        case 0: send(out_.agentPeer, e); break;
-        case 1: send(out_.frameworkPeer, e); break;
-        case 2: opened.push_back(connect(wire::ROLE_SCHEDULER)); send(opened.back(), e); break;
-        case 3: opened.push_back(connect(wire::ROLE_AGENT)); send(opened.back(), e); break;
+    for (const RawStep& step : steps) {
+      int kind = step.selector % 8;
+      PeerId to = 0;  // 2 and 3: the link they open
+      if (kind == 0) to = out_.agentPeer;
+      if (kind == 1) to = out_.frameworkPeer;
+      if (kind >= 6) to = opened.empty() ? out_.frameworkPeer : opened.back();
+      bool sends = kind != 4 && kind != 5;
+      if (sends && kind != 2 && kind != 3 && !live_.count(to)) continue;
+      wire::Envelope* e = parse(step, sends, rng, arena);
+      if (!e) continue;
+      switch (kind) {
+        case 2: opened.push_back(connect(wire::ROLE_SCHEDULER)); to = opened.back(); break;
+        case 3: opened.push_back(connect(wire::ROLE_AGENT)); to = opened.back(); break;
         case 4: clock_->advance(std::chrono::seconds(step.selector)); master_->tick(); break;
         case 5: closePeer(step.selector & 0x10 ? out_.agentPeer : out_.frameworkPeer, &opened); break;
-        default: send(opened.empty() ? out_.frameworkPeer : opened.back(), e); break;
+        default: break;
       }
+      if (sends) master_->peerMessage(to, *e);
       // Links the master closed go, as the server reports them.
       while (!out_.closed.empty()) {
         PeerId p = out_.closed.back();
@@ -228,9 +237,19 @@ class Harness {
     return nextPeer_++;
   }
 
-  // A step on a link that is gone is dropped, as the server would.
-  void send(PeerId peer, const wire::Envelope& e) {
-    if (peer != 0 && live_.count(peer)) master_->peerMessage(peer, e);
+  // The step's envelope, with live ids for its placeholders when it is sent;
+  // null when its bytes do not parse.
+  wire::Envelope* parse(const RawStep& step, bool sends, std::mt19937_64& rng,
+                        google::protobuf::Arena& arena) {
+    auto* e = google::protobuf::Arena::CreateMessage<wire::Envelope>(&arena);
+    if (sends && step.placeholders) {
+      std::string bytes;
+      auto replace = [&](std::string* s) { substitute(s, out_, rng); };
+      if (substituteWire(wire::Envelope::descriptor(), step.body, step.body + step.len, &bytes, replace)) {
+        return e->ParseFromString(bytes) ? e : nullptr;
+      }
+    }
+    return e->ParseFromArray(step.body, static_cast<int>(step.len)) ? e : nullptr;
   }
 
   void closePeer(PeerId peer, std::vector<PeerId>* opened) {
@@ -333,9 +352,16 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Harness* harness = new Harness;  // lives for the process
-  std::vector<Step> steps = parseScript(data, size);
-  if (steps.empty()) steps = seeds();
-  harness->runInput(steps);
+  // One arena per input, freed when the input ends: a reference the master
+  // kept into an envelope still reads freed memory (ASan) afterwards.
+  google::protobuf::Arena arena;
+  std::vector<RawStep> steps = splitScript(data, size);
+  std::string seedScript;
+  if (steps.empty()) {
+    seedScript = serializeScript(seeds());
+    steps = splitScript(reinterpret_cast<const uint8_t*>(seedScript.data()), seedScript.size());
+  }
+  harness->runInput(steps, arena);
   return 0;
 }
 
