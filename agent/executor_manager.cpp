@@ -220,6 +220,9 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
   }
   Container* c = find(fid, executor.executor_id());
   if (c && !c->life.acceptsTasks()) {
+    if (c->reapFailures >= options_.reapFailuresBeforeRefusing) {
+      return refuse(wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED, unreapedReason(*c));
+    }
     if (c->next.size() >= options_.tasksPerExecutorMax) {
       return refuse(wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
                     "executor's replacement already waits for its limit of tasks");
@@ -628,53 +631,6 @@ void ExecutorManager::finalize(Container& c) {
   }
   if (c.conn) c.conn->close("executor ended");
   reap(c);
-}
-
-// What is left of the container is killed and its cgroups removed on the
-// worker pool (the kernel may take seconds); the isolators' cleanup and the
-// container's record go once that is done, so a replacement executor of
-// the same (framework, executor) never shares the cgroup being reaped.
-void ExecutorManager::reap(Container& c) {
-  std::vector<std::function<Status()>> jobs;
-  for (auto& iso : isolators_) {
-    if (auto job = iso->reapJob(c.id)) jobs.push_back(std::move(job));
-  }
-  if (jobs.empty()) return destroy(c);
-  std::function<Status()> work = [jobs = std::move(jobs)] {
-    Status result;
-    for (auto& job : jobs) {
-      Status st = job();
-      if (!st && result) result = st;
-    }
-    return result;
-  };
-  std::weak_ptr<int> alive = alive_;
-  Status queued = pool_.submit<Status>(work, [this, alive, name = c.name, gen = c.generation](Status st) {
-    if (alive.expired()) return;
-    if (!st) LOG_ERROR("container " << name << ": reaping: " << st.error().describe());
-    if (Container* c = byName(name, gen)) destroy(*c);
-  });
-  if (!queued) {
-    LOG_WARNING("container " << c.name << ": " << queued.error().describe() << "; reaping on the loop");
-    if (Status st = work(); !st) LOG_ERROR("container " << c.name << ": reaping: " << st.error().describe());
-    destroy(c);
-  }
-}
-
-void ExecutorManager::destroy(Container& c) {
-  for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
-    if (auto st = (*it)->cleanup(c.id); !st) {
-      LOG_ERROR("container " << c.name << ": " << (*it)->name() << " cleanup: " << st.error().describe());
-    }
-  }
-  if (auto st = checkpoints_.removeExecutor(c.name); !st) LOG_ERROR(st.error().describe());
-  if (std::filesystem::exists(c.sandbox)) (void)touchDirectory(c.sandbox);
-  wire::FrameworkInfo framework = c.framework;
-  std::vector<wire::TaskInfo> next = std::move(c.next);
-  bool rootAllowed = c.rootAllowed;
-  (void)c.life.on(ContainerEvent::kReaped);
-  containers_.erase(c.name);
-  for (auto& task : next) runTask(framework, std::move(task), rootAllowed);
 }
 
 wire::TaskStatus ExecutorManager::agentStatus(const std::string& frameworkId,

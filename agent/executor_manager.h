@@ -13,7 +13,8 @@
 //   its ALLOT_EXECUTOR_SECRET may register as it.
 // - Every executor has its own cgroup (the "containment" isolator, first in
 //   the isolators): when it ends, its cgroup is killed whole and removed on
-//   the worker pool (reap), then the isolators' cleanup() runs on the loop.
+//   the worker pool (reap; retried there while a process resists the kill),
+//   then the isolators' cleanup() runs on the loop, which never waits.
 // - Kill: KillTask is forwarded to the executor (SIGTERM .. SIGKILL after the
 //   grace period); if the task is still alive killSlack after the grace, the
 //   executor is SIGKILLed and its cgroup reaped. The framework gets
@@ -76,6 +77,14 @@ struct ExecutorManagerOptions {
   // The worker pool for blocking kernel work (reaping containers).
   size_t workerThreads = 2;
   size_t workerQueueMax = 4096;
+  // A reap that fails (a process the kill did not end) is retried on the
+  // pool after reapRetry, doubling up to reapRetryMax, while the agent runs.
+  // After reapFailuresBeforeRefusing failures, the tasks waiting for that
+  // executor's replacement fail (REASON_ISOLATION_FAILED) and new ones are
+  // refused until it is reaped.
+  Duration reapRetry = std::chrono::seconds(1);
+  Duration reapRetryMax = std::chrono::seconds(60);
+  size_t reapFailuresBeforeRefusing = 3;
   Duration executorHandshakeTimeout = std::chrono::seconds(10);  // connect -> RegisterExecutor
   // Executors run as their framework's user or this one (agent/run_as.h).
   // Empty: no user switch, executors run as the agent's own user (an agent
@@ -148,7 +157,11 @@ class ExecutorManager {
   void addTask(Container& c, wire::TaskInfo task);
   void onExit(const std::string& name, uint64_t generation, const ExitInfo& exit);
   void finalize(Container& c);
+  // The end of a container (executor_reap.cpp).
   void reap(Container& c);
+  void onReaped(Container& c, const Status& st);
+  void failWaitingTasks(Container& c);
+  std::string unreapedReason(const Container& c) const;
   void destroy(Container& c);
   void failContainer(Container& c, wire::TaskState state, wire::Reason reason, const std::string& why);
   void killContainer(Container& c, const std::string& why);

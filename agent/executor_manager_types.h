@@ -29,7 +29,7 @@ struct ExecutorManager::Task {
 
 struct ExecutorManager::Container {
   explicit Container(asio::io_context& io)
-      : registerTimer(io), idleTimer(io), shutdownTimer(io), drainTimer(io) {}
+      : registerTimer(io), idleTimer(io), shutdownTimer(io), drainTimer(io), reapTimer(io) {}
 
   std::string name;
   uint64_t generation = 0;
@@ -51,6 +51,9 @@ struct ExecutorManager::Container {
   asio::steady_timer idleTimer;
   asio::steady_timer shutdownTimer;
   asio::steady_timer drainTimer;
+  asio::steady_timer reapTimer;  // the next reap attempt (executor_reap.cpp)
+  size_t reapFailures = 0;
+  std::string reapError;  // the last failed attempt's
   bool checkpointPending = false;
 };
 

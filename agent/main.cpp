@@ -4,13 +4,16 @@
 //
 // Exit codes: 0 stopped by SIGTERM/SIGINT (executors keep running and are
 // re-attached by the next agent), 1 a start-up failure, 2 bad flags.
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/magic.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <functional>
@@ -270,8 +273,31 @@ Result<std::unique_ptr<AgentHttp>> startHttp(asio::io_context& io, Agent& agent,
   return http;
 }
 
+// File descriptors the agent's table holds from the start: the executors
+// (pidfd, socket, setup pipe, cgroup fds each) and the master, HTTP and
+// ZooKeeper links of a full agent (kExecutorsMax 1000), within RLIMIT_NOFILE.
+constexpr rlim_t kFdTablePresize = 8192;
+
+// The kernel grows a process's fd table by doubling, and in a process
+// with threads every growth waits for an RCU grace period (expand_fdtable:
+// synchronize_rcu, tens of ms on a loaded host) inside the syscall that
+// made the fd: a clone3(CLONE_PIDFD), accept or open on the loop. Grown
+// once here, before any thread exists, it does not grow under load.
+void presizeFdTable() {
+  struct rlimit nofile {};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0) return;
+  rlim_t size = std::min(nofile.rlim_cur, kFdTablePresize);
+  if (size < 2) return;
+  int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(size - 1));
+  if (high >= 0) ::close(high);
+  ::close(fd);
+}
+
 // Builds the agent from its settings and runs its loop until SIGTERM/SIGINT.
 int run(Settings& settings, AgentConfig config) {
+  presizeFdTable();
   signal(SIGPIPE, SIG_IGN);
   asio::io_context io;
   auto poller = UringPoller::create(io);

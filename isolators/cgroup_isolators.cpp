@@ -19,8 +19,11 @@ Status CgroupIsolator::recover(const std::vector<KnownContainer>& known) {
     if (keep.count(name)) continue;
     // An orphan (the agent died mid-launch, or its checkpoint lost it): the
     // directory name is all we have, and all destroying needs.
+    // Blocking (reap waits for the kernel): recovery runs once, before the
+    // agent registers or takes any executor.
     LOG_INFO("destroying unknown container cgroup " << name);
-    Status st = layer_->destroyByName(name);
+    Status st = layer_->reap(name);
+    if (st) st = layer_->destroyByName(name);
     if (!st && result) result = st;
   }
   return result;

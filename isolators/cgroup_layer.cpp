@@ -296,22 +296,49 @@ Status CgroupLayer::destroyByName(const std::string& name) {
   handedToChild_.erase(name);
   // The agent reaps on its worker pool first (reapJob), and every cgroup
   // isolator's cleanup() comes here after it: nothing left is the common
-  // case, answered without a freeze, a kill or a wait.
-  bool any = false;
-  for (const auto& h : hierarchies()) any = any || fs().exists(h + "/" + root_ + "/" + name);
-  if (!any) return okStatus();
-  return reap(name);
+  // case, answered without a kill or an rmdir.
+  std::vector<std::string> left;
+  for (const auto& h : hierarchies()) {
+    std::string dir = h + "/" + root_ + "/" + name;
+    if (fs().exists(dir)) left.push_back(dir);
+  }
+  if (left.empty()) return okStatus();
+  // Never a wait here (the loop runs this): one kill, one rmdir each. A
+  // process the kernel has not let go of yet keeps its directory busy; the
+  // reap (off the loop) waits for it.
+  signalAll(name);
+  Status result;
+  for (const auto& dir : left) {
+    Status st = fs().removeDir(dir);
+    if (!st && result) {
+      result = Error{dir + " still has processes (" + st.error().describe() + "); the reap must end them first",
+                     st.error().errnum};
+    }
+  }
+  return result;
+}
+
+void CgroupLayer::signalAll(const std::string& name) const {
+  std::string v2dir = host_.v2 + "/" + root_ + "/" + name;
+  if (!host_.v2.empty() && fs().exists(v2dir + "/cgroup.kill")) {
+    (void)fs().writeFile(v2dir + "/cgroup.kill", "1");
+  }
+  for (const auto& h : hierarchies()) {
+    for (pid_t pid : fs().procs(h + "/" + root_ + "/" + name)) (void)fs().signal(pid, SIGKILL);
+  }
 }
 
 Status CgroupLayer::reap(const std::string& name) const {
-  Status result;
   std::string v2dir = host_.v2 + "/" + root_ + "/" + name;
   bool hasV2 = !host_.v2.empty() && fs().exists(v2dir);
-  Status st = hasV2 ? killV2(v2dir) : okStatus();
-  if (st) st = killV1(name);
-  if (!st) result = st;
+  Status result = hasV2 ? killV2(v2dir) : okStatus();
+  if (result) result = killV1(name);
+  bool killed = result.ok();
   for (const auto& h : hierarchies()) {
-    Status st = removeDir(h + "/" + root_ + "/" + name);
+    std::string dir = h + "/" + root_ + "/" + name;
+    // Retrying EBUSY is waiting for the kernel to finish a kill that
+    // worked; after one that did not, a busy directory stays busy.
+    Status st = killed ? removeDir(dir) : fs().removeDir(dir);
     if (!st && result) result = st;
   }
   return result;

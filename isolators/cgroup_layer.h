@@ -29,9 +29,10 @@
 // own unit and never removes that root; the unit's placeholder process
 // moves into <root>/holder.
 //
-// Thread: the agent's io_context thread, except reap(), which blocks for
-// the kernel (a freeze, a kill, an rmdir retried on EBUSY; bounded to
-// ~3 s) and may run on any thread: it reads only what the constructor set.
+// Thread: the agent's io_context thread, which it never blocks, except
+// reap(), which blocks for the kernel (a freeze, a kill, an rmdir retried
+// on EBUSY; bounded to ~3 s) and may run on any thread: it reads only what
+// the constructor set.
 #pragma once
 
 #include <sys/types.h>
@@ -87,14 +88,20 @@ class CgroupLayer {
   // joining to the child's setup (the launcher joins it before exec, or the
   // launch fails): the child may still be on its way (Launcher::start()).
   Status join(const ContainerId& id, pid_t pid);
-  // Kills every process of the container and removes its directories.
-  // Idempotent; a container that never existed is fine.
+  // Forgets the container and removes what reap() left, without waiting
+  // for the kernel: when a directory is still there, one kill (cgroup.kill
+  // or SIGKILL to each member) and one rmdir, then an Error naming the
+  // directory that is still busy. Idempotent; a container that never
+  // existed, or one reap() already removed, is fine.
   Status destroy(const ContainerId& id);
-  // The same for a directory name found under the root (recovery).
+  // The same for a directory name found under the root.
   Status destroyByName(const std::string& name);
-  // The blocking part of destroy: kills every process of container `name`
-  // and removes its directories. Thread-safe (a worker thread runs it
-  // before destroy(), which then finds nothing left).
+  // Kills every process of container `name` and removes its directories,
+  // waiting for the kernel (a freeze, the kill, an rmdir retried on EBUSY;
+  // bounded to ~3 s). An Error when processes are left after that (one in
+  // uninterruptible sleep): the caller retries later. Thread-safe: the
+  // agent's worker pool runs it before destroy(), which then finds nothing
+  // left; recovery runs it for unknown containers.
   Status reap(const std::string& name) const;
   // Container names present under the root in any hierarchy.
   std::set<std::string> existing() const;
@@ -105,6 +112,7 @@ class CgroupLayer {
   std::vector<std::string> hierarchies() const;  // distinct, v1 freezer/cpuacct included
   Status killV2(const std::string& dir) const;
   Status killV1(const std::string& name) const;
+  void signalAll(const std::string& name) const;  // no wait
   Status removeDir(const std::string& dir) const;
   Status prepareCpuset(const std::string& dir);
   // The agent's own cgroup in hierarchy `h` ("" when unknown).

@@ -58,7 +58,11 @@ Status DirCgroupFs::writeFile(const std::string& path, const std::string& value)
   bool real = fsys::exists(path);
   if (!real && !isKernelFile(path)) return Error{"open " + path, ENOENT};
   std::string name = baseName(path);
-  if (name == "cgroup.kill" && value == "1") return writeReal(parentOf(path) + "/cgroup.procs", "");
+  if (name == "cgroup.kill" && value == "1") {
+    std::string left;
+    for (pid_t pid : procs(parentOf(path))) left += unkillable_.count(pid) ? std::to_string(pid) + "\n" : "";
+    return writeReal(parentOf(path) + "/cgroup.procs", left);
+  }
   if (name == "cgroup.procs") {
     // A process is in one cgroup per hierarchy: joining one leaves the
     // others of the same hierarchy (the first directory below dir()).
@@ -116,7 +120,7 @@ void DirCgroupFs::dropPid(const std::string& dir, pid_t pid) const {
 
 Status DirCgroupFs::signal(pid_t pid, int sig) const {
   signals_.emplace_back(pid, sig);
-  if (sig == SIGKILL) dropPid(dir_, pid);
+  if (sig == SIGKILL && !unkillable_.count(pid)) dropPid(dir_, pid);
   return okStatus();
 }
 

@@ -14,6 +14,8 @@
 // - watchEvents() gives v2 the real inotify watch on the twin's file (made
 //   on disk first); v1 gets an eventfd that fireEvent() signals, as the
 //   kernel does on an OOM.
+// - unkillable(pid): a process no kill ends (uninterruptible sleep): it
+//   stays in every cgroup.procs through SIGKILL and cgroup.kill.
 // signals() records every signal sent. Paths are real paths under dir().
 // Thread: one test thread.
 #pragma once
@@ -34,6 +36,7 @@ class DirCgroupFs final : public CgroupFs {
 
   const std::string& dir() const { return dir_; }
   void withoutFile(const std::string& name) { absent_.insert(name); }
+  void unkillable(pid_t pid) { unkillable_.insert(pid); }
   const std::vector<std::pair<pid_t, int>>& signals() const { return signals_; }
   static const std::set<std::string>& kernelFiles();
 
@@ -56,6 +59,7 @@ class DirCgroupFs final : public CgroupFs {
 
   std::string dir_;
   std::set<std::string> absent_;
+  std::set<pid_t> unkillable_;
   mutable std::vector<std::pair<pid_t, int>> signals_;
   mutable std::vector<std::pair<std::string, UniqueFd>> eventFds_;  // v1 registrations (dups)
 };

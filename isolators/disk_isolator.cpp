@@ -1,5 +1,6 @@
 #include "isolators/disk_isolator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -11,6 +12,9 @@ namespace {
 constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 // Seconds: longer would leave a task a day of unchecked writes.
 constexpr double kIntervalMaxS = 24 * 3600;
+// A sandbox near its limit is measured at most this many times as often
+// as --disk-watch-interval says.
+constexpr int kScanSpeedupMax = 16;
 
 std::string mib(uint64_t bytes) {
   char buf[32];
@@ -33,13 +37,13 @@ class DiskIsolator final : public Isolator {
 
   Status recover(const std::vector<KnownContainer>& known) override {
     for (const auto& k : known) {
-      if (!k.config.sandbox.empty()) track(k.id, k.config);
+      if (!k.config.sandbox.empty()) track(k.id, k.config, false);
     }
     return okStatus();
   }
   Status prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup*) override {
     if (config.sandbox.empty()) return Error{"disk/du: container " + id.name() + " has no sandbox to measure"};
-    track(id, config);
+    track(id, config, true);
     return okStatus();
   }
   Status isolate(const ContainerId&, pid_t) override { return okStatus(); }
@@ -51,7 +55,15 @@ class DiskIsolator final : public Isolator {
   }
   Status update(const ContainerId& id, const Resources& limits) override {
     auto it = sandboxes_.find(id.name());
-    if (it != sandboxes_.end()) it->second.limitBytes = limitBytesOf(limits);
+    if (it == sandboxes_.end()) return okStatus();
+    Sandbox& s = it->second;
+    uint64_t before = s.limitBytes;
+    s.limitBytes = limitBytesOf(limits);
+    // A lower limit may already be passed: measure soon.
+    if (s.limitBytes > 0 && (before == 0 || s.limitBytes < before)) {
+      s.due = std::min(s.due, SteadyClock::now() + interval_ / kScanSpeedupMax);
+      arm();
+    }
     return okStatus();
   }
   Status usage(const ContainerId& id, wire::ResourceUsage* usage) override {
@@ -74,14 +86,20 @@ class DiskIsolator final : public Isolator {
     bool measured = false;
     bool scanning = false;
     bool limited = false;  // onLimitation fired
+    TimePoint due;         // the next scan
+    // Growth: the last measurement's time and the rate seen (bytes/s).
+    TimePoint measuredAt;
+    bool baseline = false;  // measuredAt/bytes are a starting point
+    double growthPerS = 0;
     std::function<void(const Limitation&)> onLimitation;
   };
 
-  void track(const ContainerId& id, const ContainerConfig& config);
+  void track(const ContainerId& id, const ContainerConfig& config, bool fresh);
   void arm();
   void tick();
   void scan(const std::string& name, Sandbox& s);
   void onScanned(const std::string& name, uint64_t generation, const Result<DiskUsage>& measured);
+  void schedule(Sandbox& s, uint64_t bytes);
   void limit(Sandbox& s, const std::string& why);
 
   WorkerPool& pool_;
@@ -89,26 +107,40 @@ class DiskIsolator final : public Isolator {
   DiskScan scan_;
   asio::steady_timer timer_;
   bool armed_ = false;
+  TimePoint armedFor_;
+  uint64_t armGeneration_ = 0;
   uint64_t nextGeneration_ = 1;
   std::map<std::string, Sandbox> sandboxes_;  // by container name; one per executor
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
-void DiskIsolator::track(const ContainerId& id, const ContainerConfig& config) {
+// The first scan comes soon: it learns where the sandbox starts (a fresh
+// one starts empty at prepare, so its growth is known from then).
+void DiskIsolator::track(const ContainerId& id, const ContainerConfig& config, bool fresh) {
   Sandbox& s = sandboxes_[id.name()] = Sandbox{};
   s.path = config.sandbox;
   s.generation = nextGeneration_++;
   s.limitBytes = limitBytesOf(config.limits);
+  s.measuredAt = SteadyClock::now();
+  s.baseline = fresh;
+  s.due = s.measuredAt + interval_ / kScanSpeedupMax;
   arm();
 }
 
+// One timer, for the earliest due sandbox; re-armed whenever that changes.
 void DiskIsolator::arm() {
-  if (armed_ || sandboxes_.empty()) return;
+  TimePoint next = TimePoint::max();
+  for (const auto& [name, s] : sandboxes_) {
+    if (!s.scanning && !s.limited) next = std::min(next, s.due);
+  }
+  if (next == TimePoint::max() || (armed_ && armedFor_ <= next)) return;
   armed_ = true;
-  timer_.expires_after(interval_);
+  armedFor_ = next;
+  uint64_t generation = ++armGeneration_;
+  timer_.expires_at(next);
   std::weak_ptr<int> alive = alive_;
-  timer_.async_wait([this, alive](const boost::system::error_code& ec) {
-    if (ec || alive.expired()) return;
+  timer_.async_wait([this, alive, generation](const boost::system::error_code& ec) {
+    if (ec || alive.expired() || generation != armGeneration_) return;
     armed_ = false;
     tick();
     arm();
@@ -116,8 +148,9 @@ void DiskIsolator::arm() {
 }
 
 void DiskIsolator::tick() {
+  TimePoint now = SteadyClock::now();
   for (auto& [name, s] : sandboxes_) {
-    if (!s.scanning && !s.limited) scan(name, s);
+    if (!s.scanning && !s.limited && s.due <= now) scan(name, s);
   }
 }
 
@@ -134,6 +167,7 @@ void DiskIsolator::scan(const std::string& name, Sandbox& s) {
       });
   if (!queued) {
     LOG_DEBUG("disk/du: " << name << ": " << queued.error().describe() << "; checked at the next interval");
+    s.due = SteadyClock::now() + interval_;
     return;
   }
   s.scanning = true;
@@ -146,10 +180,14 @@ void DiskIsolator::onScanned(const std::string& name, uint64_t generation, const
   s.scanning = false;
   if (!measured) {
     LOG_WARNING("disk/du: container " << name << ": " << measured.error().describe());
+    s.due = SteadyClock::now() + interval_;
+    arm();
     return;
   }
+  schedule(s, measured->bytes);
   s.bytes = measured->bytes;
   s.measured = true;
+  arm();
   if (s.limitBytes == 0) return;
   if (measured->bytes > s.limitBytes) {
     limit(s, "disk limit " + mib(s.limitBytes) + " exceeded: the sandbox holds " +
@@ -158,6 +196,22 @@ void DiskIsolator::onScanned(const std::string& name, uint64_t generation, const
     limit(s, "disk limit " + mib(s.limitBytes) + " cannot be checked: the sandbox nests directories deeper than " +
                  std::to_string(kDiskUsageDepthMax) + " levels (" + mib(measured->bytes) + " counted above them)");
   }
+}
+
+// The growth seen since the last measurement (a burst is remembered, half
+// as fast, for one more measurement) decides with the limit when to look
+// again: diskScanDelay().
+void DiskIsolator::schedule(Sandbox& s, uint64_t bytes) {
+  TimePoint now = SteadyClock::now();
+  double growth = 0;
+  double elapsedS = std::chrono::duration<double>(now - s.measuredAt).count();
+  uint64_t before = s.measured ? s.bytes : 0;
+  if ((s.measured || s.baseline) && elapsedS > 0 && bytes > before) {
+    growth = static_cast<double>(bytes - before) / elapsedS;
+  }
+  s.growthPerS = std::max(growth, s.growthPerS / 2);
+  s.measuredAt = now;
+  s.due = now + diskScanDelay(interval_, s.limitBytes, bytes, s.growthPerS);
 }
 
 void DiskIsolator::limit(Sandbox& s, const std::string& why) {
@@ -172,6 +226,16 @@ void DiskIsolator::limit(Sandbox& s, const std::string& why) {
 }
 
 }  // namespace
+
+Duration diskScanDelay(Duration interval, uint64_t limitBytes, uint64_t bytes, double growthBytesPerS) {
+  if (limitBytes == 0) return interval;
+  Duration floor = interval / kScanSpeedupMax;
+  if (bytes >= limitBytes) return floor;
+  double free = static_cast<double>(limitBytes - bytes);
+  double s = std::chrono::duration<double>(interval).count() * free / static_cast<double>(limitBytes);
+  if (growthBytesPerS > 0) s = std::min(s, free / growthBytesPerS / 2);
+  return std::clamp(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s)), floor, interval);
+}
 
 std::unique_ptr<Isolator> makeDiskIsolator(asio::io_context& io, WorkerPool& pool, Duration interval,
                                            DiskScan scan) {

@@ -358,6 +358,8 @@ int main(int argc, char** argv) {
     execv(agent.c_str(), argv2.data());
     _exit(127);
   }
+  // For attribution (bench/agent/loop_sampler.py --pid N).
+  std::fprintf(stderr, "agent_bench: allot-agent pid %d, log %s/agent.log\n", static_cast<int>(pid), dir.c_str());
   int rc = 0;
   auto fail = [&](const char* what) {
     std::fprintf(stderr, "agent_bench: %s (agent log in %s/agent.log)\n", what, dir.c_str());

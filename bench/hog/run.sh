@@ -6,6 +6,7 @@
 #                    [--spinners N] [--phases "alone cpu mem fork disk"]
 #                    [--modes "iso noiso"] [--isolation LIST] [--no-install]
 #                    [--no-build] [--agent-flags "FLAGS for the iso agent"] [--no-node]
+#                    [--sample-loop]
 #
 # It installs what is missing (Debian packages), builds allot-master,
 # allot-agent, allot-execute and allot-executor into --build (default
@@ -24,7 +25,9 @@
 # other load and the kernel's autogroup also count). The client runs outside
 # allot at SCHED_FIFO. Logs of the last run: ${TMPDIR:-/tmp}/allot-hog-logs.
 # Results: DIR/hog-results.txt (table and target checks), hog-results.json,
-# hog-results.dat, hog-latency.png.
+# hog-results.dat, hog-latency.png. --sample-loop also samples the agent's
+# loop thread every ms (bench/agent/loop_sampler.py) and appends what it was
+# doing when it ran late (attribution; it costs a few % of a core).
 # Everything it starts is stopped, and its cgroups removed, on exit or ^C.
 set -euo pipefail
 
@@ -45,6 +48,8 @@ install=1
 buildIt=1
 agentFlags=""
 useNode=1
+sampleLoop=0
+samplerPid=""
 pageRows=50
 webResources="cpus:1;mem:1024"
 hogResources="cpus:1;mem:1024"
@@ -54,7 +59,7 @@ forkNprocCap=2048            # safety cap of the fork bomb (RLIMIT_NPROC of its 
 hogUser=allot-hog
 
 origArgs="$*"
-usage() { sed -n '2,28p' "$0"; exit 2; }
+usage() { sed -n '2,32p' "$0"; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -69,6 +74,7 @@ while [ $# -gt 0 ]; do
     --no-build) buildIt=0; shift ;;
     --agent-flags) agentFlags=$2; shift 2 ;;
     --no-node) useNode=0; shift ;;
+    --sample-loop) sampleLoop=1; shift ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -230,7 +236,8 @@ cleanup() {
   removeCgroups
   local logs="${TMPDIR:-/tmp}/allot-hog-logs"
   rm -rf "$logs" && mkdir -p "$logs"
-  cp "$run"/*.log "$run"/*.json "$run"/*.args "$run"/samples-*.txt "$run"/phases.jsonl "$logs"/ 2>/dev/null
+  cp "$run"/*.log "$run"/*.json "$run"/*.args "$run"/samples-*.txt "$run"/loop-sample-*.txt "$run"/phases.jsonl \
+    "$logs"/ 2>/dev/null
   rm -rf "$run"
   log "logs of this run kept in $logs"
   log "cleaned up"
@@ -295,10 +302,18 @@ startAgent() {
   sleep 1
   kill -0 "$agentPid" 2>/dev/null || { log "allot-agent ($mode) exited: $(tail -3 "$run/agent-$mode.log")"; return 1; }
   log "allot-agent ($mode) pid $agentPid: ${args[*]}"
+  samplerPid=""
+  if [ "$sampleLoop" -eq 1 ]; then
+    python3 "$here/../agent/loop_sampler.py" --pid "$agentPid" --seconds 86400 --binary "$agent" \
+      --out "$run/loop-sample-$mode.txt" &
+    samplerPid=$!
+    bgPids+=($samplerPid)
+  fi
 }
 
 # The agent logs its loop's stalls when it stops (base/loop_stall_meter.h).
 stopAgent() {
+  [ -n "$samplerPid" ] && stopPid "$samplerPid" 60
   stopPid "$agentPid" 15
   killOurProcesses
   local line
@@ -476,7 +491,11 @@ python3 "$here/report.py" --phases "$run/phases.jsonl" --out "$out" \
   --node "$([ "$useNode" -eq 1 ] && echo "cgroup $nodeCgroup, cpu.shares $nodeShares" || echo none)" \
   --uptime-start "$(cat "$run/uptime-start")" --uptime-end "$(cat "$run/uptime-end")"
 { echo; echo "agent loop stalls (lateness of a 5 ms timer on the agent's loop over the whole mode; target < 10 ms):"
-  cat "$run/loop-stalls.txt" 2>/dev/null; } >> "$out/hog-results.txt"
+  cat "$run/loop-stalls.txt" 2>/dev/null
+  for f in "$run"/loop-sample-*.txt; do
+    [ -f "$f" ] || continue
+    echo; echo "what the agent's loop did when busy ($(basename "$f" .txt)):"; cat "$f"
+  done; } >> "$out/hog-results.txt"
 if command -v gnuplot >/dev/null; then
   gnuplot -e "datafile='$out/hog-results.dat'; outfile='$out/hog-latency.png'" "$here/plot.gp" \
     && log "plot: $out/hog-latency.png"

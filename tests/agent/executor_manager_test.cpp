@@ -369,6 +369,63 @@ TEST_F(ExecutorManagerTest, APrepareFailureIsAnIsolationFailureAndCleansUp) {
   EXPECT_TRUE(isolator_->record(name()).cleanedUp);
 }
 
+// A reap that fails (a process the kill did not end) is retried on the
+// worker pool, never done on the loop; the isolators' cleanup and the
+// record wait for a reap that succeeded.
+TEST_F(ExecutorManagerTest, AFailedReapIsRetriedOffTheLoopUntilItSucceeds) {
+  options_.reapRetry = 20ms;
+  options_.reapRetryMax = 40ms;
+  start();
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  isolator_->failReaps(2);
+  launcher_->exitWith(pid, 3);
+  exec.close();
+  ASSERT_TRUE(runUntil([&] { return isolator_->reaps() >= 1; }));
+  EXPECT_EQ(manager_->executorCount(), 1u);
+  EXPECT_FALSE(isolator_->record(name()).cleanedUp) << "cleanup before a reap that succeeded";
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+  EXPECT_EQ(isolator_->reaps(), 3);
+  EXPECT_FALSE(isolator_->reapedOnThread(std::this_thread::get_id())) << "a reap ran on the loop";
+  EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+  EXPECT_TRUE(reached("t1", wire::TASK_FAILED));
+}
+
+// A container that cannot be reaped (a process in uninterruptible sleep)
+// keeps its name: tasks waiting for its executor's replacement fail once
+// the failures reach the bound, new ones are refused, and the reap goes on
+// being retried until it succeeds; then the executor starts again.
+TEST_F(ExecutorManagerTest, TasksWaitingForAnUnreapableContainerFailAndNewOnesAreRefused) {
+  options_.reapRetry = 10ms;
+  options_.reapRetryMax = 20ms;
+  options_.reapFailuresBeforeRefusing = 3;
+  start();
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  isolator_->failReaps(1000);
+  launcher_->exitWith(pid, 0);
+  exec.close();
+  ASSERT_TRUE(runUntil([&] { return isolator_->reaps() >= 1; }));
+  manager_->runTask(framework(), task("t2", 0.5));  // waits for the replacement
+  ASSERT_TRUE(runUntil([&] { return reached("t2", wire::TASK_FAILED); }));
+  EXPECT_EQ(last("t2")->reason(), wire::REASON_ISOLATION_FAILED);
+  EXPECT_NE(last("t2")->message().find("previous container could not be removed (3 attempts)"), std::string::npos)
+      << last("t2")->message();
+  EXPECT_NE(last("t2")->message().find("still has processes"), std::string::npos) << last("t2")->message();
+  manager_->runTask(framework(), task("t3", 0.5));
+  ASSERT_TRUE(runUntil([&] { return reached("t3", wire::TASK_FAILED); }));
+  EXPECT_EQ(last("t3")->reason(), wire::REASON_ISOLATION_FAILED);
+  EXPECT_EQ(launcher_->launched().size(), 1u);
+  int reapsThen = isolator_->reaps();
+  runFor(100ms);
+  EXPECT_GT(isolator_->reaps(), reapsThen) << "the reap is retried";
+  EXPECT_EQ(manager_->executorCount(), 1u);
+  isolator_->failReaps(0);  // the process finally dies
+  ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
+  manager_->runTask(framework(), task("t4", 0.5));
+  EXPECT_EQ(launcher_->launched().size(), 2u);
+}
+
 TEST_F(ExecutorManagerTest, FrameworkRemovalShutsTheExecutorDownAndKillsItsTasks) {
   TestExecutor exec;
   pid_t pid = launchRunning(exec, {task("t1", 0.5)});

@@ -9,9 +9,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "isolators/isolator.h"
@@ -148,6 +153,14 @@ class FakeIsolator final : public Isolator {
 
   // The next prepare() fails with this error.
   void failPrepare(std::string why) { failPrepare_ = std::move(why); }
+  // The next `n` reap jobs fail (a process the kill did not end).
+  void failReaps(int n) { reapFailuresLeft_->store(n); }
+  // Reap jobs run so far, and on which threads.
+  int reaps() const { return reapCount_->load(); }
+  bool reapedOnThread(std::thread::id t) const {
+    std::lock_guard lock(reapThreads_->mu);
+    return reapThreads_->ids.count(t) > 0;
+  }
 
   Status recover(const std::vector<KnownContainer>& known) override {
     recovered_.clear();
@@ -182,6 +195,21 @@ class FakeIsolator final : public Isolator {
     usage->set_mem_bytes(usage->mem_bytes() + 1);
     return okStatus();
   }
+  // Runs on the manager's worker pool: touches only what it captured.
+  std::function<Status()> reapJob(const ContainerId& id) override {
+    return [left = reapFailuresLeft_, count = reapCount_, threads = reapThreads_, name = id.name()]() -> Status {
+      ++*count;
+      {
+        std::lock_guard lock(threads->mu);
+        threads->ids.insert(std::this_thread::get_id());
+      }
+      if (left->load() > 0) {
+        --*left;
+        return Error{"/fake/" + name + " still has processes 2 s after the kill"};
+      }
+      return okStatus();
+    };
+  }
   Status cleanup(const ContainerId& id) override {
     records_[id.name()].cleanedUp = true;
     ++cleanups_;
@@ -201,6 +229,13 @@ class FakeIsolator final : public Isolator {
   std::vector<ContainerId> recovered_;
   std::optional<std::string> failPrepare_;
   size_t cleanups_ = 0;
+  struct Threads {
+    std::mutex mu;
+    std::set<std::thread::id> ids;
+  };
+  std::shared_ptr<std::atomic<int>> reapFailuresLeft_ = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> reapCount_ = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<Threads> reapThreads_ = std::make_shared<Threads>();
 };
 
 }  // namespace allot

@@ -304,6 +304,51 @@ TEST_F(DiskIsolatorTest, PrepareWithoutASandboxIsAnError) {
   EXPECT_FALSE(iso_->watch(id_, [](const Limitation&) {}).ok());
 }
 
+TEST(DiskScanDelay, ShrinksNearTheLimitAndWhileTheSandboxGrowsFast) {
+  Duration interval = 16s;
+  auto at = [&](uint64_t limitMiB, uint64_t usedMiB, double growthMiBPerS) {
+    return std::chrono::duration<double>(
+               diskScanDelay(interval, limitMiB * kMiB, usedMiB * kMiB, growthMiBPerS * kMiB))
+        .count();
+  };
+  EXPECT_DOUBLE_EQ(at(0, 500, 100), 16) << "no limit: the interval";
+  EXPECT_DOUBLE_EQ(at(100, 0, 0), 16) << "an empty, quiet sandbox";
+  EXPECT_DOUBLE_EQ(at(100, 50, 0), 8) << "half full: half the interval";
+  EXPECT_DOUBLE_EQ(at(100, 50, 10), 2.5) << "50 MiB free at 10 MiB/s: half of it in 2.5 s";
+  EXPECT_DOUBLE_EQ(at(100, 99, 0), 1) << "never below interval / 16";
+  EXPECT_DOUBLE_EQ(at(100, 50, 1e6), 1);
+  EXPECT_DOUBLE_EQ(at(100, 120, 0), 1) << "past the limit";
+}
+
+// A sandbox growing at 100 MiB/s towards a 40 MiB limit, checked with a
+// 1.6 s interval: the first scan comes at 0.1 s, the next ones sooner as
+// the free space shrinks, so the limit fires past 40 MiB by about what
+// 0.1 s of writing adds (a scan every 1.6 s would let it reach 160 MiB).
+TEST(DiskIsolatorSchedule, AGrowingSandboxIsStoppedNearItsLimit) {
+  asio::io_context io;
+  WorkerPool pool{io, {.threads = 1, .queueMax = 16}};
+  auto started = SteadyClock::now();
+  std::atomic<int> scans{0};
+  auto iso = makeDiskIsolator(io, pool, 1600ms, [&](const std::string&, uint64_t) -> Result<DiskUsage> {
+    ++scans;
+    double s = std::chrono::duration<double>(SteadyClock::now() - started).count();
+    return DiskUsage{static_cast<uint64_t>(s * 100 * kMiB), false, false};
+  });
+  ContainerId id{"fw", "ex"};
+  std::vector<Limitation> limits;
+  ASSERT_TRUE(iso->prepare(id, ContainerConfig(*Resources::parse("disk:40"), "/nonexistent"), nullptr).ok());
+  ASSERT_TRUE(iso->watch(id, [&](const Limitation& l) { limits.push_back(l); }).ok());
+  auto end = SteadyClock::now() + 5s;
+  while (limits.empty() && SteadyClock::now() < end) {
+    io.restart();
+    io.run_for(5ms);
+  }
+  ASSERT_EQ(limits.size(), 1u);
+  EXPECT_GE(scans, 3);
+  EXPECT_LT(limits[0].usage.disk_bytes(), 40 * kMiB + 20 * kMiB) << "0.1 s of writing plus slack";
+  EXPECT_LT(SteadyClock::now() - started, 1s);
+}
+
 TEST(DiskIsolatorTable, NeedsThePoolAndAPositiveInterval) {
   IsolatorOptions options;
   auto made = makeDiskIsolatorFromOptions(options);

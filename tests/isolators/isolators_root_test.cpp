@@ -53,10 +53,8 @@ class RootIsolators : public ::testing::Test {
 
   void TearDown() override {
     for (const auto& id : containers_) {
-      for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
-        Status st = (*it)->cleanup(id);
-        EXPECT_TRUE(st.ok()) << (*it)->name() << ": " << st.error().describe();
-      }
+      Status st = reapAndCleanUp(id);
+      EXPECT_TRUE(st.ok()) << st.error().describe();
     }
     isolators_.clear();
     for (pid_t pid : children_) {
@@ -70,6 +68,23 @@ class RootIsolators : public ::testing::Test {
       if (cgroupfs::exists(dir + "/agent")) (void)cgroupfs::removeDir(dir + "/agent");
       EXPECT_TRUE(cgroupfs::removeDir(dir).ok()) << dir;
     }
+  }
+
+  // As the agent ends a container: the reap jobs (on its worker pool
+  // there), then every isolator's cleanup() in reverse order.
+  Status reapAndCleanUp(const ContainerId& id) {
+    Status result;
+    for (auto& iso : isolators_) {
+      if (auto job = iso->reapJob(id)) {
+        if (Status st = job(); !st && result) result = st;
+      }
+    }
+    for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
+      if (Status st = (*it)->cleanup(id); !st && result) {
+        result = Error{std::string((*it)->name()) + ": " + st.error().describe()};
+      }
+    }
+    return result;
   }
 
   // Every <hierarchy>/<root> of this test.
@@ -197,7 +212,7 @@ TEST_F(RootIsolators, ROOT_MemoryBombIsKilledWithTheMemoryReasonNeighbourRuns) {
   EXPECT_NE(seen[0].message.find("64 MiB"), std::string::npos) << seen[0].message;
   EXPECT_GT(seen[0].usage.mem_peak_bytes(), 32u << 20);
   EXPECT_LE(seen[0].usage.mem_peak_bytes(), 65u << 20);
-  for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) ASSERT_TRUE((*it)->cleanup(bomb).ok());
+  ASSERT_TRUE(reapAndCleanUp(bomb).ok());
   EXPECT_FALSE(running(b));
   EXPECT_TRUE(running(n)) << "the neighbour must survive the bomb";
   EXPECT_FALSE(cgroupfs::exists(dir(bomb, "memory")));
@@ -242,7 +257,7 @@ TEST_F(RootIsolators, ROOT_ForkBombStopsAtItsPidsCap) {
   EXPECT_LT(secondsSince(t1), 1.0);
   wire::ResourceUsage u = usage(id);
   EXPECT_GE(u.processes(), 1u);
-  for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) ASSERT_TRUE((*it)->cleanup(id).ok());
+  ASSERT_TRUE(reapAndCleanUp(id).ok());
   EXPECT_FALSE(cgroupfs::exists(dir(id, "pids")));
 }
 

@@ -80,6 +80,15 @@ class FakeCgroups : public ::testing::Test {
     std::string dir = fs::read_symlink("/proc/self/fd/" + std::to_string(setup.cgroupDirFd)).string();
     ASSERT_TRUE(fs_->writeFile(dir + "/cgroup.procs", std::to_string(pid)).ok());
   }
+  // What the agent's worker pool runs before cleanup().
+  Status reapAll(const ContainerId& id) {
+    for (auto& iso : isolators_) {
+      if (auto job = iso->reapJob(id)) {
+        if (Status st = job(); !st) return st;
+      }
+    }
+    return okStatus();
+  }
   Status cleanupAll(const ContainerId& id) {
     for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
       if (Status st = (*it)->cleanup(id); !st) return st;
@@ -366,6 +375,8 @@ TEST_F(FakeCgroups, V1CleanupFreezesKillsEveryMemberAndRemovesEveryDirectory) {
   ASSERT_TRUE(fs_->writeFile(dir_ + "/freezer" + c + "/cgroup.procs", "4343").ok());
   ASSERT_TRUE(fs_->writeFile(dir_ + "/memory" + c + "/cgroup.procs", "4343").ok());
   EXPECT_EQ(read(dir_ + "/cpu" + c + "/cgroup.procs"), "4242\n") << "joined once, however many isolators";
+  ASSERT_TRUE(reapAll(id_).ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/freezer" + c)) << "the reap removed it";
   ASSERT_TRUE(cleanupAll(id_).ok());
   std::set<pid_t> killed;
   for (auto [pid, sig] : fs_->signals()) {
@@ -373,6 +384,28 @@ TEST_F(FakeCgroups, V1CleanupFreezesKillsEveryMemberAndRemovesEveryDirectory) {
   }
   EXPECT_EQ(killed, (std::set<pid_t>{4242, 4343}));
   for (const char* h : {"cpu", "cpuacct", "memory", "freezer"}) EXPECT_FALSE(fs::exists(dir_ + "/" + h + c)) << h;
+}
+
+// cleanup() runs on the agent's loop: when the reap could not end a
+// process, it kills once, tries one rmdir and says which directory is
+// still busy, without the reap's waits (2 s for the kill, 1 s of rmdir
+// retries). The reap itself fails after its bounded wait, naming it too.
+TEST_F(FakeCgroups, CleanupNeverWaitsForAProcessThatDoesNotDie) {
+  make(CgroupMode::kHybrid, "cgroups/cpu,cgroups/mem");
+  ChildSetup setup;
+  ASSERT_TRUE(prepareAll(id_, res("cpus:1;mem:64"), &setup).ok());
+  childJoins(setup, 4242);
+  fs_->unkillable(4242);
+  auto started = std::chrono::steady_clock::now();
+  Status st = cleanupAll(id_);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(500));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().describe().find("still has processes"), std::string::npos) << st.error().describe();
+  EXPECT_TRUE(fs::exists(dir_ + "/unified/allot/fw-1.exec%2F1"));
+  Status reaped = reapAll(id_);
+  ASSERT_FALSE(reaped.ok());
+  EXPECT_NE(reaped.error().describe().find("still has processes 2 s after the kill"), std::string::npos)
+      << reaped.error().describe();
 }
 
 // The agent starts executors without waiting for their exec
