@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -169,6 +170,59 @@ TEST_F(AgentContainment, BackgroundProcessInANewSessionDiesWithItsExecutor) {
   bool gone = waitFor([&] { return !alive(strays_[0]) && !alive(strays_[1]); }, 10s);
   EXPECT_TRUE(gone) << "a task's background process outlived its executor\n" << cluster_->agentLog();
   EXPECT_TRUE(waitFor([&] { return executorCgroups(cgroupsRoot_).empty(); }, 10s));
+}
+
+// A process the kill cannot end (here: frozen by a v1 freezer cgroup the
+// test made, which holds SIGKILL until it thaws, as uninterruptible sleep
+// does) keeps its container's cgroup busy. The agent retries the reap off
+// its loop, which goes on serving (another task runs meanwhile), and
+// removes the cgroup once the process lets go.
+TEST_F(AgentContainment, AContainerWhoseProcessResistsTheKillIsReapedOnceItLetsGo) {
+  std::string freezer = "/sys/fs/cgroup/freezer/allot-resist-test-" + std::to_string(getpid());
+  if (!fs::exists("/sys/fs/cgroup/freezer/cgroup.procs") || !fs::exists("/sys/fs/cgroup/unified/cgroup.procs")) {
+    GTEST_SKIP() << "needs a v1 freezer beside cgroup2 (a hybrid host): the agent tracks with cgroup2, the test "
+                    "freezes with v1";
+  }
+  std::string pidFile = cluster_->workDir() + "/resist.pid";
+  { std::ofstream(pidFile).flush(); }
+  ::chmod(pidFile.c_str(), 0666);
+  Child run = cluster_->execute({"--command", "sleep 600 & echo $! >> " + pidFile + "; wait", "--resources",
+                                 "cpus:0.1;mem:32"});
+  pid_t resister = 0;
+  ASSERT_TRUE(waitFor([&] { return (std::istringstream(readAll(pidFile)) >> resister) && resister > 0; }, 30s))
+      << run.out() << cluster_->agentLog();
+  strays_.push_back(resister);
+  ASSERT_TRUE(fs::create_directory(freezer));
+  // Whatever happens below, the process thaws, dies and the freezer goes.
+  struct Thaw {
+    std::string dir;
+    pid_t pid;
+    ~Thaw() {
+      std::ofstream(dir + "/freezer.state") << "THAWED";
+      ::kill(pid, SIGKILL);
+      waitFor([&] { return ::rmdir(dir.c_str()) == 0 || errno == ENOENT; }, std::chrono::seconds(5));
+    }
+  } thaw{freezer, resister};
+  std::ofstream(freezer + "/cgroup.procs") << resister;
+  std::ofstream(freezer + "/freezer.state") << "FROZEN";
+  ASSERT_TRUE(waitFor([&] { return readAll(freezer + "/freezer.state").rfind("FROZEN", 0) == 0; }, 5s));
+
+  run.kill(SIGTERM);  // allot-execute kills its task; the executor then idles out
+  bool failed = waitFor([&] { return cluster_->agentLog().find("reap attempt 1 failed") != std::string::npos; }, 20s);
+  EXPECT_TRUE(failed) << cluster_->agentLog();
+  EXPECT_NE(cluster_->agentLog().find("still has processes"), std::string::npos) << cluster_->agentLog();
+  EXPECT_TRUE(alive(resister));
+  EXPECT_FALSE(executorCgroups(cgroupsRoot_).empty()) << "the cgroup of a process still alive went";
+  // The loop is not waiting for the kernel: another framework's task runs.
+  Child other = cluster_->execute({"--command", "true", "--resources", "cpus:0.1;mem:32"});
+  EXPECT_EQ(exitStatus(other.wait(30s)), 0) << other.out() << other.err() << cluster_->agentLog();
+
+  std::ofstream(freezer + "/freezer.state") << "THAWED";  // the SIGKILL it held lands
+  EXPECT_TRUE(waitFor([&] { return !alive(resister); }, 10s));
+  EXPECT_TRUE(waitFor([&] { return executorCgroups(cgroupsRoot_).empty(); }, 20s))
+      << "left behind: " << (executorCgroups(cgroupsRoot_).empty() ? "" : executorCgroups(cgroupsRoot_)[0])
+      << "\n" << cluster_->agentLog();
+  EXPECT_NE(cluster_->agentLog().find("failed attempt(s)"), std::string::npos) << cluster_->agentLog();
 }
 
 }  // namespace
