@@ -274,6 +274,7 @@ inline void substituteAll(Message* m, const std::function<void(std::string*)>& s
 // hold no '$' is copied as is, so the cost is a memchr over the step plus
 // the path down to each placeholder (the reflection walk over a parsed
 // step of thousands of entries was a fifth of the master target's CPU).
+// Appends to `out`, one copy of the step in all.
 // Maps and anything below depth 8 are copied, as substituteAll leaves them.
 // Returns false on bytes that are not a well-formed message of type `d`
 // (the caller then parses `body` unchanged and lets protobuf decide).
@@ -295,17 +296,23 @@ inline void writeVarint(std::string* out, uint64_t v) {
   out->push_back(static_cast<char>(v));
 }
 
+// A length written before its message: 5 varint bytes (over-long
+// encodings are valid protobuf), filled in once the message is written.
+inline size_t reserveLength(std::string* out) {
+  out->append(5, '\x80');
+  return out->size() - 5;
+}
+
+inline void fillLength(std::string* out, size_t at) {
+  uint64_t v = out->size() - at - 5;
+  for (int i = 0; i < 5; ++i, v >>= 7) (*out)[at + i] = static_cast<char>((v & 0x7f) | (i < 4 ? 0x80 : 0));
+}
+
 inline bool substituteWire(const google::protobuf::Descriptor* d, const uint8_t* p, const uint8_t* end,
                            std::string* out, const std::function<void(std::string*)>& substitute,
                            int depth = 0) {
   const uint8_t* unchanged = p;  // copied in one piece up to the next rewritten field
   out->reserve(out->size() + static_cast<size_t>(end - p) + 64);
-  auto rewrite = [&](const uint8_t* field, uint64_t tag, const std::string& bytes) {
-    out->append(reinterpret_cast<const char*>(unchanged), field - unchanged);
-    writeVarint(out, tag);
-    writeVarint(out, bytes.size());
-    out->append(bytes);
-  };
   while (p < end) {
     const uint8_t* field = p;
     uint64_t tag = 0, value = 0;
@@ -322,17 +329,21 @@ inline bool substituteWire(const google::protobuf::Descriptor* d, const uint8_t*
     p += value;
     const FieldDescriptor* f = d->FindFieldByNumber(static_cast<int>(tag >> 3));
     if (!f || f->is_map() || !std::memchr(bytes, '$', value)) continue;
-    if (f->type() == FieldDescriptor::TYPE_MESSAGE && depth < 8) {
-      std::string inner;
-      if (!substituteWire(f->message_type(), bytes, p, &inner, substitute, depth + 1)) return false;
-      rewrite(field, tag, inner);
-      unchanged = p;
-    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING && bytes[0] == '$') {
+    bool message = f->type() == FieldDescriptor::TYPE_MESSAGE && depth < 8;
+    if (!message && (f->cpp_type() != FieldDescriptor::CPPTYPE_STRING || bytes[0] != '$')) continue;
+    out->append(reinterpret_cast<const char*>(unchanged), field - unchanged);
+    writeVarint(out, tag);
+    if (message) {
+      size_t length = reserveLength(out);
+      if (!substituteWire(f->message_type(), bytes, p, out, substitute, depth + 1)) return false;
+      fillLength(out, length);
+    } else {
       std::string v(reinterpret_cast<const char*>(bytes), value);
       substitute(&v);
-      rewrite(field, tag, v);
-      unchanged = p;
+      writeVarint(out, v.size());
+      out->append(v);
     }
+    unchanged = p;
   }
   out->append(reinterpret_cast<const char*>(unchanged), end - unchanged);
   return true;

@@ -243,10 +243,10 @@ class Harness {
                         google::protobuf::Arena& arena) {
     auto* e = google::protobuf::Arena::CreateMessage<wire::Envelope>(&arena);
     if (sends && step.placeholders) {
-      std::string bytes;
+      bytes_.clear();
       auto replace = [&](std::string* s) { substitute(s, out_, rng); };
-      if (substituteWire(wire::Envelope::descriptor(), step.body, step.body + step.len, &bytes, replace)) {
-        return e->ParseFromString(bytes) ? e : nullptr;
+      if (substituteWire(wire::Envelope::descriptor(), step.body, step.body + step.len, &bytes_, replace)) {
+        return e->ParseFromString(bytes_) ? e : nullptr;
       }
     }
     return e->ParseFromArray(step.body, static_cast<int>(step.len)) ? e : nullptr;
@@ -338,6 +338,7 @@ class Harness {
   std::unordered_set<PeerId> live_;  // connected, not yet closed
   PeerId nextPeer_ = 1;
   size_t inputs_ = 0;
+  std::string bytes_;  // a step with its placeholders replaced (kept: no allocation per step)
 };
 
 }  // namespace
