@@ -42,6 +42,10 @@ class LeaderContender {
   void start();
   bool leading() const { return state_ == State::kLeading; }
   uint64_t epoch() const { return epoch_; }
+  // The session this contender leads with (null before start()); while
+  // leading() it stays the same session until `lost`. Others may issue calls
+  // on it (the leader's writes: master/role_store_zk.h), never start it.
+  ZkSession* session() const { return session_.get(); }
   // The znode path of this member ("" until created).
   const std::string& memberPath() const { return memberPath_; }
   // The path this standby watches ("" when leading or not yet known).

@@ -29,6 +29,7 @@ ZkRc toRc(int rc) {
     case ZOK: return ZkRc::kOk;
     case ZNONODE: return ZkRc::kNoNode;
     case ZNODEEXISTS: return ZkRc::kNodeExists;
+    case ZBADVERSION: return ZkRc::kBadVersion;
     case ZCONNECTIONLOSS:
     case ZOPERATIONTIMEOUT:
     case ZINVALIDSTATE: return ZkRc::kConnectionLoss;
@@ -43,6 +44,7 @@ ZkStat toStat(const Stat* stat) {
   if (stat != nullptr) {
     s.czxid = stat->czxid;
     s.ephemeralOwner = stat->ephemeralOwner;
+    s.version = stat->version;
   }
   return s;
 }
@@ -217,6 +219,15 @@ class ZooKeeperSession final : public ZkSession {
     if (rc != ZOK) onData(rc, nullptr, 0, nullptr, call);
   }
 
+  void set(const std::string& path, const std::string& data, int32_t version,
+           StatFn done) override {
+    auto* call = new Call<StatFn>{shared_, std::move(done)};
+    int rc = zh_ == nullptr ? ZINVALIDSTATE
+                            : zoo_aset(zh_, path.c_str(), data.data(), static_cast<int>(data.size()),
+                                       version, onStat, call);
+    if (rc != ZOK) onStat(rc, nullptr, call);
+  }
+
   void remove(const std::string& path, DoneFn done) override {
     auto* call = new Call<DoneFn>{shared_, std::move(done)};
     int rc = zh_ == nullptr ? ZINVALIDSTATE : zoo_adelete(zh_, path.c_str(), -1, onVoid, call);
@@ -276,6 +287,7 @@ const char* zkRcName(ZkRc rc) {
     case ZkRc::kOk: return "ok";
     case ZkRc::kNoNode: return "no such znode";
     case ZkRc::kNodeExists: return "znode exists";
+    case ZkRc::kBadVersion: return "znode changed meanwhile (version)";
     case ZkRc::kConnectionLoss: return "connection loss";
     case ZkRc::kSessionExpired: return "session expired";
     case ZkRc::kClosing: return "closing";

@@ -34,7 +34,16 @@
 
 namespace allot {
 
-enum class ZkRc { kOk, kNoNode, kNodeExists, kConnectionLoss, kSessionExpired, kClosing, kOther };
+enum class ZkRc {
+  kOk,
+  kNoNode,
+  kNodeExists,
+  kBadVersion,  // set(): the znode's version is not the one given
+  kConnectionLoss,
+  kSessionExpired,
+  kClosing,
+  kOther
+};
 const char* zkRcName(ZkRc rc);
 
 enum class ZkState { kConnecting, kConnected, kExpired };
@@ -51,6 +60,7 @@ struct ZkEvent {
 struct ZkStat {
   int64_t czxid = 0;           // zxid of the create: global, increasing
   int64_t ephemeralOwner = 0;  // session id owning an ephemeral node, else 0
+  int32_t version = 0;         // data version: 0 at create, +1 per set
 };
 
 class ZkSession {
@@ -73,6 +83,10 @@ class ZkSession {
   // kNoNode when absent; a watch is set either way (it fires on creation).
   virtual void exists(const std::string& path, bool watch, StatFn done) = 0;
   virtual void get(const std::string& path, DataFn done) = 0;
+  // Replaces the data of `path` if its version is `version` (-1: any);
+  // kBadVersion when another write came first. The stat is the new one.
+  virtual void set(const std::string& path, const std::string& data, int32_t version,
+                   StatFn done) = 0;
   virtual void remove(const std::string& path, DoneFn done) = 0;
   // The servers and timeout, for log lines.
   virtual std::string describe() const = 0;

@@ -224,7 +224,10 @@ void StreamSession<Stream>::onRead(beast::error_code ec) {
   request.tls = identity_.tls;
   request.principal = identity_.principal;
   request.certRole = identity_.certRole;
-  answer(server_->dispatch(request), req.keep_alive(), req.version());
+  server_->dispatch(request, [self = this->shared_from_this(), keepAlive = req.keep_alive(),
+                              version = req.version()](Response response) {
+    if (self->server_) self->answer(std::move(response), keepAlive, version);
+  });
 }
 
 template <class Stream>
@@ -325,18 +328,25 @@ Server::Server(asio::io_context& io, ServerOptions options)
 Server::~Server() { stop(); }
 
 void Server::route(std::string method, std::string path, Handler handler) {
+  routeAsync(std::move(method), std::move(path),
+             [handler = std::move(handler)](const Request& request, Reply reply) {
+               reply(handler(request));
+             });
+}
+
+void Server::routeAsync(std::string method, std::string path, AsyncHandler handler) {
   routes_[{std::move(method), std::move(path)}] = std::move(handler);
 }
 
-Response Server::dispatch(const Request& request) const {
+void Server::dispatch(const Request& request, Reply reply) const {
   auto exact = routes_.find({request.method, request.path});
-  if (exact != routes_.end()) return exact->second(request);
+  if (exact != routes_.end()) return exact->second(request, std::move(reply));
   for (const auto& [key, handler] : routes_) {
     if (key.second == request.path) {
-      return Response::text(405, "method " + request.method + " not allowed on " + request.path);
+      return reply(Response::text(405, "method " + request.method + " not allowed on " + request.path));
     }
   }
-  return Response::text(404, "no such path: " + request.path);
+  reply(Response::text(404, "no such path: " + request.path));
 }
 
 void Server::start() {

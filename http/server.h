@@ -69,6 +69,12 @@ struct Response {
 };
 
 using Handler = std::function<Response(const Request&)>;
+// A handler that answers later (after a write to ZooKeeper or a disk): it
+// calls `reply` exactly once, on the loop thread, possibly after returning.
+// A reply after the connection or the server is gone is dropped. No read
+// timeout runs meanwhile: the handler must reply within its own bound.
+using Reply = std::function<void(Response)>;
+using AsyncHandler = std::function<void(const Request&, Reply reply)>;
 
 class Session;
 
@@ -91,6 +97,7 @@ class Server {
   // Exact path match; a known path with another method answers 405, an
   // unknown one 404.
   void route(std::string method, std::string path, Handler handler);
+  void routeAsync(std::string method, std::string path, AsyncHandler handler);
 
   void start();
   void stop();
@@ -98,7 +105,7 @@ class Server {
   size_t connectionCount() const { return sessions_.size(); }
 
   // Internal to server.cpp (sessions call back).
-  Response dispatch(const Request& request) const;
+  void dispatch(const Request& request, Reply reply) const;
   const ServerOptions& options() const { return options_; }
   void sessionEnded(const Session* session) { sessions_.erase(session); }
 
@@ -110,7 +117,7 @@ class Server {
   ServerOptions options_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer acceptPause_;
-  std::map<std::pair<std::string, std::string>, Handler> routes_;
+  std::map<std::pair<std::string, std::string>, AsyncHandler> routes_;
   // Open sessions, so stop() can close them; each holds its own lifetime.
   std::unordered_map<const Session*, std::weak_ptr<Session>> sessions_;
   uint16_t port_ = 0;

@@ -103,11 +103,13 @@ void MasterHttp::addRoutes() {
   });
   server_->route("GET", "/roles", [this](const http::Request&) { return roles(); });
   for (const char* method : {"POST", "PUT"}) {
-    server_->route(method, "/api/v1/roles", [this](const http::Request& r) { return setRole(r); });
+    server_->routeAsync(method, "/api/v1/roles",
+                        [this](const http::Request& r, http::Reply reply) { setRole(r, std::move(reply)); });
   }
 }
 
-// {"roles":[{"name":..,"weight":..,"quota":"RES","allocated":"RES","frameworks":N},..]}
+// {"roles":[{"name":..,"weight":..,"quota":"RES","allocated":"RES","frameworks":N,
+//   "run_time":BOOL},..],"store":"..."}
 http::Response MasterHttp::roles() {
   std::string body = "{\"roles\":[";
   bool first = true;
@@ -116,31 +118,46 @@ http::Response MasterHttp::roles() {
     snprintf(weight, sizeof weight, "%.6g", row.weight);
     body += std::string(first ? "" : ",") + "{\"name\":" + jsonString(row.name) + ",\"weight\":" + weight +
             ",\"quota\":" + jsonString(row.quota.toString()) + ",\"allocated\":" +
-            jsonString(row.allocated.toString()) + ",\"frameworks\":" + std::to_string(row.frameworks) + "}";
+            jsonString(row.allocated.toString()) + ",\"frameworks\":" + std::to_string(row.frameworks) +
+            ",\"run_time\":" + (row.runTime ? "true" : "false") + "}";
     first = false;
   }
-  return http::Response::json(body + "]}\n");
+  return http::Response::json(body + "],\"store\":" +
+                              jsonString(master_.roleSettings().storeDescription()) + "}\n");
 }
 
 // POST /api/v1/roles?role=R[&weight=W][&quota=RES]: quota= (empty) removes
-// the role's quota.
-http::Response MasterHttp::setRole(const http::Request& r) {
+// the role's quota. Answered once the change is stored (RoleSettingsKeeper):
+// 400 for a refused change, 503 when this master cannot store it now.
+void MasterHttp::setRole(const http::Request& r, http::Reply reply) {
   auto role = r.query.find("role");
-  if (role == r.query.end()) return http::Response::text(400, "role= is required");
-  std::optional<double> weight;
+  if (role == r.query.end()) return reply(http::Response::text(400, "role= is required"));
+  RoleSetting change;
   if (auto w = r.query.find("weight"); w != r.query.end()) {
     char* end = nullptr;
-    weight = std::strtod(w->second.c_str(), &end);
-    if (w->second.empty() || *end != '\0') return http::Response::text(400, "weight= must be a number");
+    change.weight = std::strtod(w->second.c_str(), &end);
+    if (w->second.empty() || *end != '\0') return reply(http::Response::text(400, "weight= must be a number"));
   }
-  std::optional<Resources> quota;
   if (auto q = r.query.find("quota"); q != r.query.end()) {
     auto parsed = Resources::parse(q->second);
-    if (!parsed) return http::Response::text(400, "quota: " + parsed.error().describe());
-    quota = std::move(*parsed);
+    if (!parsed) return reply(http::Response::text(400, "quota: " + parsed.error().describe()));
+    change.quota = std::move(*parsed);
   }
-  if (!weight && !quota) return http::Response::text(400, "weight= or quota= is required");
-  return operate(r, [&] { return master_.master().setRole(role->second, weight, quota); });
+  if (!change.weight && !change.quota) return reply(http::Response::text(400, "weight= or quota= is required"));
+  if (Status st = operatePermission(master_.master(), options_.aclsFromFile, r); !st) {
+    LOG_WARNING("http " << r.peer << ": " << r.path << " refused: " << st.error().describe());
+    return reply(http::Response::text(403, st.error().describe()));
+  }
+  master_.roleSettings().set(
+      role->second, change,
+      [this, reply = std::move(reply)](const std::optional<RoleSettingsKeeper::SetError>& error) {
+        if (!error) {
+          master_.kick();
+          return reply(http::Response::json("{\"ok\":true}\n"));
+        }
+        bool invalid = error->refusal == RoleSettingsKeeper::Refusal::kInvalid;
+        reply(http::Response::text(invalid ? 400 : 503, error->message));
+      });
 }
 
 Status operatePermission(const Master& master, bool aclsFromFile, const http::Request& request) {

@@ -9,7 +9,8 @@
 //   POST /api/v1/kill?task=ID[&framework=ID]
 //   GET  /roles                   every role's weight, quota, allocation
 //   POST /api/v1/roles?role=R[&weight=W][&quota=RES]  (PUT too; quota=
-//                                 empty removes it; not persisted)
+//                                 empty removes it; answered once stored:
+//                                 503 when this master cannot store it)
 // Operating endpoints (POST) answer 200 with {"ok":true}, 400 on bad
 // parameters, 404 when the agent or task is unknown, 403 when the caller
 // may not operate (operatePermission below).
@@ -58,7 +59,7 @@ class MasterHttp {
   void addRoutes();
   http::Response state();
   http::Response roles();
-  http::Response setRole(const http::Request& r);
+  void setRole(const http::Request& r, http::Reply reply);
   http::Response operate(const http::Request& r, const std::function<Status()>& action);
 
   MasterServer& master_;

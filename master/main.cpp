@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <iostream>
@@ -19,6 +20,7 @@
 #include "ha/zk_session.h"
 #include "master/allocator/allocator.h"
 #include "master/http_api.h"
+#include "master/role_store_zk.h"
 #include "master/server.h"
 #include "systemd/notify.h"
 
@@ -65,7 +67,9 @@ struct Settings {
 void addFlags(Flags& flags, Settings* s) {
   flags.addString("listen", &s->listen, "HOST:PORT to listen on (port 0: any free port)");
   flags.addString("port-file", &s->portFile, "write the bound port to this file once listening");
-  flags.addString("work-dir", &s->workDir, "directory for the master's files (state is soft; unused)");
+  flags.addString("work-dir", &s->workDir,
+                  "directory for the master's files: without --zk, the run-time role settings "
+                  "(allotctl role) are kept in DIR/role-settings (state is otherwise soft)");
   flags.addString("zk", &s->zk,
                   "zk://host:port[,host:port...]/path: elect the leader among the masters "
                   "there (empty: standalone)");
@@ -313,9 +317,28 @@ Result<std::unique_ptr<MasterHttp>> startHttp(asio::io_context& io, const Settin
   return http;
 }
 
-int runStandalone(asio::io_context& io, MasterServer& server, Operating& operating) {
-  server.start();
-  operating.notifier.ready("listening on port " + std::to_string(server.port()));
+// Without --zk the run-time role settings live in --work-dir (none without
+// one); with --zk in the group's znode (runContending).
+Result<std::unique_ptr<RoleStore>> standaloneRoleStore(asio::io_context& io, const Settings& s) {
+  if (s.workDir.empty()) {
+    LOG_WARNING("no --work-dir: role weights and quotas set at run time (allotctl role) last "
+                "until this master stops");
+    return makeUnpersistedRoleStore(io);
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(s.workDir, ec);
+  if (ec) return Error{"--work-dir " + s.workDir + ": " + ec.message()};
+  return makeFileRoleStore(io, (std::filesystem::path(s.workDir) / "role-settings").string());
+}
+
+// The stored role settings are applied before the first peer is accepted
+// (and so before the first allocation).
+int runStandalone(asio::io_context& io, MasterServer& server, std::unique_ptr<RoleStore> roleStore,
+                  Operating& operating) {
+  server.roleSettings().load(std::move(roleStore), [&] {
+    server.start();
+    operating.notifier.ready("listening on port " + std::to_string(server.port()));
+  });
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     LOG_INFO("signal " << sig << ": shutting down");
@@ -341,11 +364,16 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, M
     return 2;
   }
   int exitCode = 0;
+  std::unique_ptr<LeaderContender> contender;
   LeaderContender::Callbacks callbacks;
+  // Elected: read (and claim) the stored role settings through the
+  // leader's own session, apply them, then serve peers.
   callbacks.elected = [&](uint64_t epoch) {
     server.setLeaderEpoch(epoch);
-    server.start();
-    operating.notifier.status("leading with epoch " + std::to_string(epoch));
+    server.roleSettings().load(makeZooKeeperRoleStore(io, *contender->session(), zk.path, epoch), [&, epoch] {
+      server.start();
+      operating.notifier.status("leading with epoch " + std::to_string(epoch));
+    });
   };
   callbacks.lost = [&](const std::string& why) {
     LOG_ERROR("exiting: this master can no longer be sure it leads (" << why << ")");
@@ -355,8 +383,8 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, M
     io.stop();
   };
   std::string where = member.address.describe();
-  auto contender = std::make_unique<LeaderContender>(io, std::move(*sessions), zk.path,
-                                                     std::move(member), callbacks);
+  contender = std::make_unique<LeaderContender>(io, std::move(*sessions), zk.path,
+                                                std::move(member), callbacks);
   LOG_INFO("master " << server.master().masterId() << " standing by at " << where
                      << " until elected");
   contender->start();
@@ -435,7 +463,18 @@ int main(int argc, char** argv) {
                            [&metrics = (*server)->master().metrics()](double lateS) { metrics.loopTick(lateS); });
   loopMeter.start();
   Operating operating{http->get(), notifier};
-  if (settings.zk.empty()) return runStandalone(io, **server, operating);
+  if (settings.zk.empty()) {
+    auto roleStore = standaloneRoleStore(io, settings);
+    if (!roleStore) {
+      LOG_ERROR(roleStore.error().describe());
+      return 1;
+    }
+    return runStandalone(io, **server, std::move(*roleStore), operating);
+  }
+  if (!settings.workDir.empty()) {
+    LOG_INFO("--zk: run-time role settings are kept in ZooKeeper (" << roleSettingsPath(zk->path)
+                                                                     << "), not in --work-dir");
+  }
   MemberData member{*advertise, (*server)->master().masterId(),
                     advertisedHttp(settings, *advertise, http->get())};
   return runContending(io, **server, *zk, std::move(member), settings, operating);

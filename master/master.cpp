@@ -48,6 +48,7 @@ Result<std::unique_ptr<Master>> Master::create(MasterOptions options, const Cloc
 Master::Master(MasterOptions options, const Clock& clock, Outbox& outbox,
                std::unique_ptr<Allocator> allocator)
     : options_(std::move(options)),
+      flagRoles_(options_.policy.roles),
       clock_(clock),
       outbox_(outbox),
       allocator_(std::move(allocator)),

@@ -45,6 +45,7 @@
 #include "master/metrics.h"
 #include "master/ids.h"
 #include "master/policy.h"
+#include "master/role_store.h"
 #include "proto/allot.pb.h"
 #include "proto/peer_identity.h"
 #include "proto/input_limits.h"
@@ -142,17 +143,29 @@ class Master {
   Status drainAgent(const std::string& agentId, Duration deadline);
   Status undrainAgent(const std::string& agentId);
   Status killTask(const std::string& taskId, const std::string& frameworkId);
-  // roles.cpp (allotctl role, HTTP /roles): sets a role's weight and/or
-  // quota at run time (validated: name, 0 < weight <= kRoleWeightMax,
-  // scalar quota; an empty quota removes it). Not persisted.
-  Status setRole(const std::string& role, std::optional<double> weight,
-                 std::optional<Resources> quota);
+  // roles.cpp: run-time role settings (allotctl role, HTTP /roles). Only
+  // RoleSettingsKeeper (master/role_settings.h) calls the first three: it
+  // stores a change before it applies it.
+  //   checkRoleSetting  is this setting acceptable (name, 0 < weight <=
+  //                     kRoleWeightMax, scalar quota, the configured-role
+  //                     limit)? Changes nothing.
+  //   applyRoleSetting  the role's weight and quota become the flags'
+  //                     (--role-weight, --quota) overridden by each field the
+  //                     setting has (an empty quota removes the flag's).
+  //   applyRoleSettings every role of a loaded set; the first error, after
+  //                     applying all the others.
+  Status checkRoleSetting(const std::string& role, const RoleSetting& setting) const;
+  Status applyRoleSetting(const std::string& role, const RoleSetting& setting);
+  Status applyRoleSettings(const RoleSettings& settings);
+  // What applyRoleSetting() applied, by role (what the store holds).
+  const RoleSettings& roleSettings() const { return roleSettings_; }
   struct RoleRow {
     std::string name;
     double weight = 1;
     Resources quota;
     Resources allocated;
     size_t frameworks = 0;
+    bool runTime = false;  // a stored run-time setting overrides the flags
   };
   std::vector<RoleRow> roles() const;
   MasterMetrics& metrics() { return metrics_; }
@@ -317,6 +330,10 @@ class Master {
   void forgetTask(FrameworkRecord& fw, const std::string& taskId, bool recoverResources);
 
   MasterOptions options_;
+  // The flags' roles (options_.policy.roles as given): the defaults that
+  // run-time settings override.
+  std::map<std::string, RoleConfig> flagRoles_;
+  RoleSettings roleSettings_;
   const Clock& clock_;
   Outbox& outbox_;
   std::unique_ptr<Allocator> allocator_;

@@ -1,8 +1,9 @@
 // Roles' weights and quota at run time (allotctl role, HTTP /roles; issue
 // 15). The values live in the allocator (which orders roles by them) and in
 // the policy options (what a later /roles read and the revocation pass
-// see). Not persisted: a restarted or newly elected master starts from its
-// flags (docs/decisions.md "Run-time role weights and quota").
+// see). RoleSettingsKeeper (role_settings.cpp) stores each change before it
+// calls applyRoleSetting, and applies the stored ones when this master
+// starts leading (docs/decisions.md "Run-time role settings are stored").
 #include <cctype>
 #include <cmath>
 #include <unordered_map>
@@ -26,22 +27,47 @@ Status validateRoleName(const std::string& role) {
   return okStatus();
 }
 
-Status Master::setRole(const std::string& role, std::optional<double> weight,
-                       std::optional<Resources> quota) {
+Status Master::checkRoleSetting(const std::string& role, const RoleSetting& setting) const {
   if (Status st = validateRoleName(role); !st) return st;
-  if (weight && !(std::isfinite(*weight) && *weight > 0 && *weight <= kRoleWeightMax)) {
+  if (const auto& w = setting.weight; w && !(std::isfinite(*w) && *w > 0 && *w <= kRoleWeightMax)) {
     return Error{"weight must be in (0, " + std::to_string(static_cast<int64_t>(kRoleWeightMax)) + "]"};
   }
-  if (quota && !quota->rangeSets().empty()) return Error{"quota: scalars only"};
-  RoleConfig config = allocator_->roleConfig(role);
-  if (weight) config.weight = *weight;
-  if (quota) config.quota = *quota;
+  if (setting.quota && !setting.quota->rangeSets().empty()) return Error{"quota: scalars only"};
+  // The allocator's limit, counted over what can be configured: the flags'
+  // roles and the run-time ones (a role in both counts once).
+  if (!flagRoles_.count(role) && !roleSettings_.count(role)) {
+    size_t configured = flagRoles_.size();
+    for (const auto& [name, s] : roleSettings_) configured += flagRoles_.count(name) ? 0 : 1;
+    if (configured >= kConfiguredRolesMax) {
+      return Error{"too many configured roles (at most " + std::to_string(kConfiguredRolesMax) + ")"};
+    }
+  }
+  return okStatus();
+}
+
+Status Master::applyRoleSetting(const std::string& role, const RoleSetting& setting) {
+  if (Status st = checkRoleSetting(role, setting); !st) return st;
+  RoleConfig config;
+  if (auto flag = flagRoles_.find(role); flag != flagRoles_.end()) config = flag->second;
+  if (setting.weight) config.weight = *setting.weight;
+  if (setting.quota) config.quota = *setting.quota;
   if (Status st = allocator_->setRoleConfig(role, config); !st) return st;
   options_.policy.roles[role] = config;
+  roleSettings_[role] = setting;
   allocationPending_ = true;
-  LOG_WARNING("operator sets role '" << role << "': weight " << config.weight << ", quota "
-                                     << (config.quota.empty() ? "none" : config.quota.toString()));
+  LOG_WARNING("role '" << role << "': weight " << config.weight << ", quota "
+                       << (config.quota.empty() ? "none" : config.quota.toString())
+                       << " (run-time setting over the flags)");
   return okStatus();
+}
+
+Status Master::applyRoleSettings(const RoleSettings& settings) {
+  Status first = okStatus();
+  for (const auto& [role, setting] : settings) {
+    Status st = applyRoleSetting(role, setting);
+    if (!st && first) first = Error{"role '" + role + "': " + st.error().message};
+  }
+  return first;
 }
 
 std::vector<Master::RoleRow> Master::roles() const {
@@ -52,7 +78,8 @@ std::vector<Master::RoleRow> Master::roles() const {
     RoleConfig config = allocator_->roleConfig(name);
     auto n = frameworksByRole.find(name);
     rows.push_back(RoleRow{name, config.weight, config.quota, allocator_->roleAllocation(name),
-                           n == frameworksByRole.end() ? 0 : n->second});
+                           n == frameworksByRole.end() ? 0 : n->second,
+                           roleSettings_.count(name) > 0});
   }
   return rows;
 }

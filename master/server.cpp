@@ -13,6 +13,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
   auto master = Master::create(std::move(masterOptions), server->clock_, *server);
   if (!master) return master.error();
   server->master_ = std::move(*master);
+  server->roleSettings_ = std::make_unique<RoleSettingsKeeper>(io, *server->master_);
 
   boost::system::error_code ec;
   auto address = asio::ip::make_address(options.listen.host, ec);

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/flags.h"
 #include "master/master.h"
+#include "master/role_settings.h"
 #include "proto/connection.h"
 
 namespace allot {
@@ -56,6 +57,9 @@ class MasterServer final : public Outbox {
   uint16_t port() const { return port_; }
   size_t pendingHandshakes() const { return pendingHandshakes_; }
   Master& master() { return *master_; }
+  // Run-time role settings: main() loads them (RoleSettingsKeeper::load)
+  // before start(), so the first allocation already uses them.
+  RoleSettingsKeeper& roleSettings() { return *roleSettings_; }
   // Listening starts in create(); peers are accepted from start() on (a
   // standby master calls it once elected, with its epoch).
   void setLeaderEpoch(uint64_t epoch) { options_.leaderEpoch = epoch; }
@@ -99,6 +103,7 @@ class MasterServer final : public Outbox {
   uint64_t messagesOut_ = 0;
   TimePoint statsSince_;
   std::unique_ptr<Master> master_;
+  std::unique_ptr<RoleSettingsKeeper> roleSettings_;
   std::unordered_map<PeerId, std::shared_ptr<Connection>> connections_;
   // Connections in connections_ whose TLS + Hello has not finished.
   size_t pendingHandshakes_ = 0;

@@ -342,6 +342,9 @@ TEST_F(LookupTest, ListsAgainWhenTheLeaderGoesBetweenTheListingAndTheRead) {
       if (reads_++ == 0) zk_.removeNode(p);
       inner_->get(p, std::move(fn));
     }
+    void set(const std::string& p, const std::string& d, int32_t v, StatFn fn) override {
+      inner_->set(p, d, v, std::move(fn));
+    }
     void remove(const std::string& p, DoneFn fn) override { inner_->remove(p, std::move(fn)); }
     std::string describe() const override { return inner_->describe(); }
 
@@ -370,6 +373,7 @@ TEST_F(LookupTest, UnreachableServersEndInATimeoutThatSaysSo) {
     void children(const std::string&, bool, ChildrenFn) override {}
     void exists(const std::string&, bool, StatFn) override {}
     void get(const std::string&, DataFn) override {}
+    void set(const std::string&, const std::string&, int32_t, StatFn) override {}
     void remove(const std::string&, DoneFn) override {}
     std::string describe() const override { return "10.9.9.9:2181"; }
   };

@@ -55,6 +55,19 @@ class FakeZooKeeper {
     dropEphemerals(id);
     s->deliver(sessionEvent(ZkState::kExpired));
   }
+  // Replaces a znode's data as another client would (version + 1; a data
+  // watch fires). No-op when absent.
+  void setData(const std::string& path, const std::string& data) {
+    auto it = nodes_.find(path);
+    if (it == nodes_.end()) return;
+    it->second.data = data;
+    ++it->second.version;
+    fire(dataWatches_, path, ZkEvent::Kind::kDataChanged);
+  }
+  std::string data(const std::string& path) const {
+    auto it = nodes_.find(path);
+    return it == nodes_.end() ? "" : it->second.data;
+  }
   void removeNode(const std::string& path) {
     if (nodes_.erase(path)) fireDeleted(path);
   }
@@ -96,6 +109,7 @@ class FakeZooKeeper {
     int64_t czxid = 0;
     int64_t owner = 0;
     int64_t nextSequence = 0;
+    int32_t version = 0;
   };
 
   class Session final : public ZkSession {
@@ -133,15 +147,27 @@ class FakeZooKeeper {
       if (watch) zk_.dataWatches_[path].insert(id_);
       auto it = zk_.nodes_.find(path);
       if (it == zk_.nodes_.end()) return answer([done] { done(ZkRc::kNoNode, ZkStat{}); });
-      ZkStat stat{it->second.czxid, it->second.owner};
+      ZkStat stat{it->second.czxid, it->second.owner, it->second.version};
       answer([done, stat] { done(ZkRc::kOk, stat); });
     }
     void get(const std::string& path, DataFn done) override {
       if (!connected_) return answer([done] { done(ZkRc::kConnectionLoss, "", ZkStat{}); });
       auto it = zk_.nodes_.find(path);
       if (it == zk_.nodes_.end()) return answer([done] { done(ZkRc::kNoNode, "", ZkStat{}); });
-      ZkStat stat{it->second.czxid, it->second.owner};
+      ZkStat stat{it->second.czxid, it->second.owner, it->second.version};
       answer([done, data = it->second.data, stat] { done(ZkRc::kOk, data, stat); });
+    }
+    void set(const std::string& path, const std::string& data, int32_t version,
+             StatFn done) override {
+      if (!connected_) return answer([done] { done(ZkRc::kConnectionLoss, ZkStat{}); });
+      auto it = zk_.nodes_.find(path);
+      if (it == zk_.nodes_.end()) return answer([done] { done(ZkRc::kNoNode, ZkStat{}); });
+      if (version != -1 && version != it->second.version) {
+        return answer([done] { done(ZkRc::kBadVersion, ZkStat{}); });
+      }
+      zk_.setData(path, data);
+      ZkStat stat{it->second.czxid, it->second.owner, it->second.version};
+      answer([done, stat] { done(ZkRc::kOk, stat); });
     }
     void remove(const std::string& path, DoneFn done) override {
       if (!connected_) return answer([done] { done(ZkRc::kConnectionLoss); });
@@ -196,7 +222,7 @@ class FakeZooKeeper {
       created += digits;
     }
     if (nodes_.count(created)) return {ZkRc::kNodeExists, "", {}};
-    Node node{data, ++zxid_, ephSeq ? session : 0, 0};
+    Node node{data, ++zxid_, ephSeq ? session : 0, 0, 0};
     nodes_[created] = node;
     fire(dataWatches_, created, ZkEvent::Kind::kCreated);
     fire(childWatches_, parent.empty() ? "/" : parent, ZkEvent::Kind::kChildrenChanged);

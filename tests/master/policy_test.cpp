@@ -479,26 +479,35 @@ TEST_F(MasterPolicyTest, RevokedResourcesAreWithheldFromTheVictimForAFewRounds) 
   EXPECT_EQ(Resources::fromWire(back[0].resources())->scalarMillis("cpus"), 2000);
 }
 
-// allotctl role / HTTP /roles: validated, then the allocator orders by it.
+// allotctl role / HTTP /roles (through RoleSettingsKeeper, which stores
+// first): validated, then the allocator orders by it.
 TEST_F(MasterPolicyTest, RoleWeightAndQuotaSetAtRunTimeAreValidatedAndUsed) {
   start(PolicyOptions{});
-  EXPECT_FALSE(master_->setRole("b", 0.0, std::nullopt).ok());
-  EXPECT_FALSE(master_->setRole("b", -1.0, std::nullopt).ok());
-  EXPECT_FALSE(master_->setRole("b", 2e6, std::nullopt).ok());
-  EXPECT_FALSE(master_->setRole("b", std::nan(""), std::nullopt).ok());
-  EXPECT_FALSE(master_->setRole(std::string(65, 'r'), 1.0, std::nullopt).ok());
-  EXPECT_FALSE(master_->setRole("a b", 1.0, std::nullopt).ok());
-  EXPECT_FALSE(master_->setRole("a:b", 1.0, std::nullopt).ok());
-  EXPECT_FALSE(master_->setRole("b", std::nullopt, res("ports:[1-2]")).ok());
-  EXPECT_TRUE(master_->setRole(std::string(64, 'r'), 1.0, std::nullopt).ok());
-  ASSERT_TRUE(master_->setRole("b", 2.5, res("cpus:3")).ok());
-  ASSERT_TRUE(master_->setRole("b", std::nullopt, std::nullopt).ok());  // nothing changes
+  auto set = [&](const std::string& role, std::optional<double> weight, std::optional<Resources> quota) {
+    RoleSetting setting{weight, quota};
+    Status checked = master_->checkRoleSetting(role, setting);
+    Status applied = master_->applyRoleSetting(role, setting);
+    EXPECT_EQ(checked.ok(), applied.ok()) << role;
+    return applied;
+  };
+  EXPECT_FALSE(set("b", 0.0, std::nullopt).ok());
+  EXPECT_FALSE(set("b", -1.0, std::nullopt).ok());
+  EXPECT_FALSE(set("b", 2e6, std::nullopt).ok());
+  EXPECT_FALSE(set("b", std::nan(""), std::nullopt).ok());
+  EXPECT_FALSE(set(std::string(65, 'r'), 1.0, std::nullopt).ok());
+  EXPECT_FALSE(set("a b", 1.0, std::nullopt).ok());
+  EXPECT_FALSE(set("a:b", 1.0, std::nullopt).ok());
+  EXPECT_FALSE(set("b", std::nullopt, res("ports:[1-2]")).ok());
+  EXPECT_TRUE(master_->roleSettings().empty()) << "a refused setting was recorded";
+  EXPECT_TRUE(set(std::string(64, 'r'), 1.0, std::nullopt).ok());
+  ASSERT_TRUE(set("b", 2.5, res("cpus:3")).ok());
   bool found = false;
   for (const auto& row : master_->roles()) {
     if (row.name != "b") continue;
     found = true;
     EXPECT_EQ(row.weight, 2.5);
     EXPECT_EQ(row.quota, res("cpus:3"));
+    EXPECT_TRUE(row.runTime);
   }
   EXPECT_TRUE(found);
   // The quota caps role b at once: B is offered 3 of the agent's 4 cpus.
