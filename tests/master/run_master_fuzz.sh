@@ -18,13 +18,14 @@ fi
 mkdir -p "$out/corpus" "$out/obj"
 out=$(cd "$out" && pwd)
 bin="$out/master_fuzz"
-# The master's state machine without its sockets (server, HTTP, main): every
-# allocator module and the master's own files.
+# The master's state machine without its sockets (server, HTTP, main) and
+# without the role settings' stores and keeper (files, ZooKeeper, the loop):
+# every allocator module and the master's own files.
 sources=("$src"/master/allocator/*.cpp
          "$src/proto/resources.cpp" "$src/proto/validate.cpp" "$src/proto/frame.cpp"
          "$src/base/log.cpp" "$gen/proto/allot.pb.cc")
 for f in "$src"/master/*.cpp; do
-  case "$(basename "$f")" in main.cpp|server.cpp|http_api.cpp|state_view.cpp) ;; *) sources+=("$f") ;; esac
+  case "$(basename "$f")" in main.cpp|server.cpp|http_api.cpp|state_view.cpp|role_settings.cpp|role_store.cpp|role_store_zk.cpp) ;; *) sources+=("$f") ;; esac
 done
 # The harness last: the linker keeps the first copy of an inline function
 # it meets, and the master's objects hold the instrumented ones.
