@@ -1,12 +1,15 @@
 #include "isolators/cgroup_host.h"
 
+#include <fcntl.h>
 #include <libcgroup.h>
+#include <sys/mount.h>
 #include <sys/xattr.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "base/unique_fd.h"
 #include "isolators/cgroupfs.h"
 
 namespace allot {
@@ -15,6 +18,32 @@ namespace {
 const char* kV1Controllers[] = {"cpu", "cpuacct", "memory", "blkio", "pids", "freezer", "cpuset"};
 
 std::string v1Name(const std::string& controller) { return controller == "io" ? "blkio" : controller; }
+
+// The cgroup2 lines of /proc/self/mountinfo: mount point -> super options
+// ("... mount-point ... - cgroup2 source rw,nsdelegate").
+std::map<std::string, std::string> cgroup2Mounts() {
+  std::map<std::string, std::string> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    std::istringstream fields(line.substr(0, dash)), tail(line.substr(dash + 3));
+    std::string id, parent, devices, root, mountPoint, type, source, options;
+    fields >> id >> parent >> devices >> root >> mountPoint;
+    tail >> type >> source >> options;
+    out.emplace(mountPoint, options);
+  }
+  return out;
+}
+
+std::set<std::string> splitOptions(const std::string& text) {
+  std::set<std::string> out;
+  std::istringstream in(text);
+  std::string option;
+  while (std::getline(in, option, ',')) out.insert(option);
+  return out;
+}
 
 std::string findCgroup2Mount() {
   std::ifstream in("/proc/self/mountinfo");
@@ -108,6 +137,32 @@ const char* cgroupModeName(CgroupMode mode) {
     case CgroupMode::kUnified: return "unified cgroups v2";
   }
   return "?";
+}
+
+Result<bool> favorDynamicMigrations(const CgroupHost& host) {
+  constexpr const char* kOption = "favordynmods";
+  if (host.v2.empty()) return false;
+  // The cgroup2 mount options this kernel knows (Documentation/admin-guide/cgroup-v2.rst).
+  auto features = cgroupfs::readFile("/sys/kernel/cgroup/features");
+  std::set<std::string> known = features ? words(*features) : std::set<std::string>{};
+  if (!known.count(kOption)) return false;
+  auto current = splitOptions(cgroup2Mounts()[host.v2]);
+  if (current.count(kOption)) return true;
+  UniqueFd context(fspick(AT_FDCWD, host.v2.c_str(), FSPICK_CLOEXEC));
+  if (!context) return Error::fromErrno("fspick " + host.v2);
+  // A reconfiguration sets every cgroup2 root option anew: the ones set
+  // now are passed again (rw, seclabel and the like are not cgroup2's).
+  current.insert(kOption);
+  for (const auto& option : current) {
+    if (!known.count(option)) continue;
+    if (fsconfig(context.get(), FSCONFIG_SET_FLAG, option.c_str(), nullptr, 0) != 0) {
+      return Error::fromErrno("fsconfig " + option + " on " + host.v2);
+    }
+  }
+  if (fsconfig(context.get(), FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) != 0) {
+    return Error::fromErrno("reconfiguring the cgroup2 mount " + host.v2 + " with " + kOption);
+  }
+  return splitOptions(cgroup2Mounts()[host.v2]).count(kOption) > 0;
 }
 
 Result<CgroupHost> detectCgroupHost(const std::string& root) {

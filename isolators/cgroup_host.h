@@ -56,4 +56,21 @@ Result<CgroupHost> detectCgroupHost(const std::string& root);
 
 const char* cgroupModeName(CgroupMode mode);
 
+// Makes moving a process into a cgroup (a cgroup.procs write, how a child
+// joins its v1 cgroups) cheap: the cgroup2 superblock option favordynmods
+// (Linux 6.0+). It acts on every hierarchy, v1 included: the lock it
+// changes is the kernel's one cgroup_threadgroup_rwsem. Without it, each
+// cgroup.procs write takes that rwsem for writing, which first waits for an
+// RCU grace period (rcu_sync), stretched to 10-20 ms while network
+// namespaces and veths are torn down; with it the rwsem stays in its slow
+// mode (no grace period to wait for), and from 6.18 on the write locks only
+// the moving process's thread group. The price: forks and exits take the
+// rwsem's slower path (docs/decisions.md). Reconfigures the cgroup2 mount at
+// host.v2 with its current cgroup2 options plus favordynmods (fspick +
+// fsconfig; the mount's own flags stay). True when the option is in effect
+// afterwards; false, with no error, when no cgroup2 is mounted, the kernel
+// lacks the option, or (outside the host's cgroup namespace) the kernel
+// ignored it. Real kernel only: the twin hosts of unit tests never call it.
+Result<bool> favorDynamicMigrations(const CgroupHost& host);
+
 }  // namespace allot

@@ -91,6 +91,10 @@ struct IsolatorOptions {
   // top-level groups, v2 scale 1..10000 (v1: * 1024 / 100); 0 leaves it
   // alone. See CgroupLayer and docs/hog-analysis.md.
   int64_t rootCpuWeight = kDefaultRootCpuWeight;
+  // Where executors join v1 cgroups (a cgroup.procs write per launch), set
+  // the cgroup2 mount option favordynmods at start so those writes do not
+  // wait for RCU grace periods (favorDynamicMigrations, cgroup_host.h).
+  bool favorDynmods = true;
   NetworkOptions network;  // network/netns (--network-*)
   // The seccomp isolator's profile file ("": the built-in default profile).
   std::string seccompProfile;

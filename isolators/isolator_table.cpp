@@ -85,6 +85,10 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
                "CPU weight of the agent's cgroup root against the rest of the system, 1..10000 on the v2 "
                "scale (v1 cpu.shares: * 1024 / 100); 0: leave it to whoever made the root "
                "(not written when the root is the agent's own delegated cgroup: systemd's CPUWeight= decides)");
+  flags.addBool("cgroups-favor-dynmods", &o->favorDynmods,
+                "where executors join v1 cgroups (hybrid or legacy hosts), reconfigure the host's cgroup2 mount "
+                "with favordynmods (Linux 6.0+) so that a launch's cgroup.procs writes do not wait for RCU grace "
+                "periods; forks and exits on the host get slightly dearer (docs/decisions.md)");
   flags.addInt("cgroups-pids-max", &o->pidsMax, "process cap per executor (0: 1024 per cpu, 256..32768)");
   flags.addDouble("disk-watch-interval", &o->diskWatchIntervalS,
                    "disk/du: seconds between measurements of each executor's sandbox against its disk "
@@ -139,14 +143,46 @@ Result<std::vector<std::unique_ptr<Isolator>>> createIsolatorsOn(const CgroupHos
   return out;
 }
 
+namespace {
+
+// Whether a child joins some cgroup by writing cgroup.procs (a v1
+// hierarchy: a controller's, or the freezer that tracks executors when no
+// cgroup2 is mounted) rather than being born in it (CLONE_INTO_CGROUP).
+bool joinsByWrite(const CgroupHost& host, const std::set<std::string>& names) {
+  if (host.v2.empty()) return true;
+  for (const auto& e : isolatorTable()) {
+    if (names.count(e.name) && e.controller && host.versionOf(e.controller) == CgroupVersion::kV1) return true;
+  }
+  return false;
+}
+
+void favorDynmodsFor(const CgroupHost& host, const std::set<std::string>& names) {
+  if (!joinsByWrite(host, names)) return;
+  auto favored = favorDynamicMigrations(host);
+  if (!favored) {
+    LOG_WARNING("cgroups: could not set favordynmods (each launch's v1 cgroup joins wait for RCU grace periods): "
+                << favored.error().describe());
+  } else if (*favored) {
+    LOG_INFO("cgroups: favordynmods is set on the cgroup2 mount " << host.v2
+                                                                  << ": v1 cgroup joins wait for no RCU grace period");
+  } else {
+    LOG_INFO("cgroups: favordynmods is not available here (Linux 6.0+ with a cgroup2 mount in the host's cgroup "
+             "namespace): each launch's v1 cgroup joins wait for an RCU grace period");
+  }
+}
+
+}  // namespace
+
 Result<std::vector<std::unique_ptr<Isolator>>> createIsolators(std::string_view isolation,
                                                                const IsolatorOptions& options) {
-  if (auto names = parseNames(isolation); !names) return names.error();
+  auto names = parseNames(isolation);
+  if (!names) return names.error();
   auto host = detectCgroupHost(options.cgroupsRoot);
   if (!host) return host.error();
   static bool logged = false;
   if (!logged) LOG_INFO("cgroups: " << host->describe());
   logged = true;
+  if (options.favorDynmods) favorDynmodsFor(*host, *names);
   return createIsolatorsOn(*host, isolation, options);
 }
 

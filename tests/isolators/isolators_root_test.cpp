@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -13,10 +14,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <dirent.h>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "base/asio.h"
@@ -386,7 +390,10 @@ TEST_F(RootIsolators, ROOT_VanishedCgroupFilesAreErrorsThenCleanupWorks) {
   EXPECT_EQ(*cgroupfs::readInt(memFile), 128 << 20);
   ASSERT_TRUE(isolators_[2]->update(id, res("cpus:1;mem:48")).ok());
   EXPECT_EQ(*cgroupfs::readInt(memFile), 48 << 20);
-  // Someone else kills everything and removes the cgroups behind our back.
+  // Someone else kills everything and removes the cgroups behind our back
+  // (once the child is in: it joins on its own, after start() returned).
+  auto t1 = Clock::now();
+  while (cgroupfs::procs(dir(id, "memory")).empty() && secondsSince(t1) < 5) std::this_thread::sleep_for(1ms);
   for (pid_t pid : cgroupfs::procs(dir(id, "memory"))) kill(pid, SIGKILL);
   waitpid(children_.back(), nullptr, 0);
   auto t0 = Clock::now();
@@ -441,6 +448,83 @@ TEST_F(RootIsolators, ROOT_CpusetGivesAWholeCpuItsOwnCore) {
   ASSERT_TRUE(isolators_[2]->update(whole, res("cpus:0.5")).ok());
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(allowedCpus(f), allowedCpus(w));
+}
+
+// The super options of the cgroup2 mount at `mountPoint` ("rw,nsdelegate").
+std::set<std::string> cgroup2Options(const std::string& mountPoint) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
+    std::string id, parent, devices, root, point, type, source, options;
+    head >> id >> parent >> devices >> root >> point;
+    tail >> type >> source >> options;
+    if (point != mountPoint) continue;
+    std::set<std::string> out;
+    std::istringstream list(options);
+    for (std::string o; std::getline(list, o, ',');) out.insert(o);
+    return out;
+  }
+  return {};
+}
+
+// Reconfigures the cgroup2 root with exactly `set` of its own options.
+bool reconfigureCgroup2(const std::string& mountPoint, const std::set<std::string>& set) {
+  int fd = fspick(AT_FDCWD, mountPoint.c_str(), FSPICK_CLOEXEC);
+  if (fd < 0) return false;
+  bool ok = true;
+  for (const auto& o : set) ok = ok && fsconfig(fd, FSCONFIG_SET_FLAG, o.c_str(), nullptr, 0) == 0;
+  ok = ok && fsconfig(fd, FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) == 0;
+  close(fd);
+  return ok;
+}
+
+// On a host where executors join v1 cgroups by writing cgroup.procs, the
+// isolators set favordynmods on the cgroup2 mount (those writes then wait
+// for no RCU grace period) and keep the mount's other cgroup2 options. The
+// test clears the option first (Linux 6.18 keeps the per-thread-group
+// locking it enabled once; the rcu_sync part goes and comes back).
+TEST_F(RootIsolators, ROOT_V1JoinsSetFavordynmodsKeepingOtherCgroup2Options) {
+  auto host = detectCgroupHost(options_.cgroupsRoot);
+  ASSERT_TRUE(host.ok());
+  if (host->v2.empty() || host->versionOf("cpu") != CgroupVersion::kV1) {
+    GTEST_SKIP() << "needs a hybrid host (v1 cpu controller and a cgroup2 mount)";
+  }
+  auto features = cgroupfs::readFile("/sys/kernel/cgroup/features");
+  if (!features || features->find("favordynmods") == std::string::npos) {
+    GTEST_SKIP() << "this kernel has no favordynmods (Linux 6.0+)";
+  }
+  std::set<std::string> own;
+  for (const auto& o : cgroup2Options(host->v2)) {
+    if (o != "favordynmods" && features->find(o) != std::string::npos) own.insert(o);
+  }
+  ASSERT_TRUE(reconfigureCgroup2(host->v2, own)) << std::strerror(errno);
+  ASSERT_EQ(cgroup2Options(host->v2).count("favordynmods"), 0u);
+
+  auto favored = favorDynamicMigrations(*host);
+  ASSERT_TRUE(favored.ok()) << favored.error().describe();
+  EXPECT_TRUE(*favored);
+  auto after = cgroup2Options(host->v2);
+  EXPECT_EQ(after.count("favordynmods"), 1u);
+  for (const auto& o : own) EXPECT_EQ(after.count(o), 1u) << o << " was lost";
+
+  // The agent's way in: createIsolators with v1 controllers sets it.
+  ASSERT_TRUE(reconfigureCgroup2(host->v2, own));
+  make("cgroups/cpu");
+  if (HasFatalFailure() || IsSkipped()) return;
+  EXPECT_EQ(cgroup2Options(host->v2).count("favordynmods"), 1u);
+  ContainerId id{"t", "favored"};
+  pid_t pid = start(id, res("cpus:0.5"), {"/bin/sleep", "5"});
+  ASSERT_GT(pid, 0);
+  // The forked child joins on its own, after start() returned.
+  auto joined = [&] {
+    auto members = cgroupfs::procs(dir(id, "cpu"));
+    return std::find(members.begin(), members.end(), pid) != members.end();
+  };
+  for (auto t0 = Clock::now(); !joined() && secondsSince(t0) < 5;) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(joined()) << "pid " << pid << " is not in its v1 cpu cgroup";
 }
 
 }  // namespace
