@@ -13,13 +13,20 @@
 //   route         the default route via the gateway
 //   nft           one offered port into the nftables map and set
 //   launch        Launcher::launch() of /bin/true that setns()es into it
-//   launch bare   the same launch without a namespace (for comparison)
+//   launch bare   the same launch without a namespace (for comparison;
+//                 the vfork-style clone)
+//   launch bare, clone3 into cgroup2
+//                 the same, born in a cgroup2 directory (CLONE_INTO_CGROUP:
+//                 clone3 without CLONE_VM, and a pipe for the exec), as
+//                 every executor is where cgroup2 is mounted
 //
 // and, untimed by the launch path but measured here, the teardown that the
 // next launch may queue behind: deleting the veth, closing the last fd of
 // the namespace (the kernel frees it asynchronously in cleanup_net).
 // Usage: netns_steps_bench [count] (default 200). Needs root.
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +40,7 @@
 
 #include "base/asio.h"
 #include "base/uring_poller.h"
+#include "isolators/cgroup_host.h"
 #include "isolators/network_isolator.h"
 #include "isolators/network_links.h"
 #include "isolators/network_pool.h"
@@ -72,10 +80,10 @@ class Steps {
     samples_[name].push_back(v);
   }
   void print() const {
-    std::printf("%-28s %10s %10s\n", "step", "p50 ms", "p99 ms");
+    std::printf("%-34s %10s %10s\n", "step", "p50 ms", "p99 ms");
     for (const auto& n : order_) {
       const auto& v = samples_.at(n);
-      std::printf("%-28s %10.3f %10.3f\n", n.c_str(), percentile(v, 0.5), percentile(v, 0.99));
+      std::printf("%-34s %10.3f %10.3f\n", n.c_str(), percentile(v, 0.5), percentile(v, 0.99));
     }
   }
 
@@ -91,12 +99,14 @@ std::string readLoad() {
   return line;
 }
 
-void launchAndWait(asio::io_context& io, Launcher& launcher, int netnsFd, Steps& steps, const char* name) {
+void launchAndWait(asio::io_context& io, Launcher& launcher, int netnsFd, Steps& steps, const char* name,
+                   int cgroupDirFd = -1) {
   LaunchSpec spec;
   spec.argv = {"/bin/true"};
   spec.env = {"PATH=/usr/bin:/bin"};
   spec.workDir = "/";
   spec.setup.netnsFd = netnsFd;
+  spec.setup.cgroupDirFd = cgroupDirFd;
   bool exited = false;
   auto pid = steps.time(name, [&] { return launcher.launch(spec, [&](const ExitInfo&) { exited = true; }); });
   if (!pid) die("launch", pid.error());
@@ -124,6 +134,16 @@ int runSteps(int count) {
   NetworkRulesConfig rules{networkTableName(net), net.bridge, cidr, false};
   if (Status st = (*nft)->run(tableScript(rules, {})); !st) die("nft table", st);
   UniqueFd self(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  // A cgroup2 directory of the bench's own for the clone3 launches (none
+  // without a cgroup2 mount: that row is left out).
+  std::string cgroup2Dir;
+  UniqueFd cgroup2Fd;
+  if (auto host = detectCgroupHost("allot-steps"); host && !host->v2.empty()) {
+    cgroup2Dir = host->v2 + "/allot-steps-" + std::to_string(getpid());
+    if (::mkdir(cgroup2Dir.c_str(), 0755) == 0) {
+      cgroup2Fd = UniqueFd(::open(cgroup2Dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    }
+  }
   Steps steps;
   PortRanges port{{31000, 31000}};
   for (int i = 0; i < count; ++i) {
@@ -160,6 +180,7 @@ int runSteps(int count) {
     launchAndWait(io, *launcher, ns.get(), steps, "launch (setns)");
     steps.add("= all of the above", ms(Clock::now() - total));
     launchAndWait(io, *launcher, -1, steps, "launch bare");
+    if (cgroup2Fd) launchAndWait(io, *launcher, -1, steps, "launch bare, clone3 into cgroup2", cgroup2Fd.get());
     (void)(*nft)->run(deletePortsScript(rules, address, port));
     st = steps.time("teardown: delete veth", [&] { return host->deleteLink(veth); });
     if (!st) die("delete veth", st);
@@ -170,6 +191,10 @@ int runSteps(int count) {
     });
   }
   (void)removeNetwork(net);
+  if (cgroup2Fd) {
+    cgroup2Fd.reset();
+    if (::rmdir(cgroup2Dir.c_str()) != 0) std::perror(("netns_steps_bench: rmdir " + cgroup2Dir).c_str());
+  }
   std::printf("network/netns steps, %d executors one after another; load %s\n", count, readLoad().c_str());
   steps.print();
   return 0;
