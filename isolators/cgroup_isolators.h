@@ -1,7 +1,7 @@
 // The cgroup isolators: one per controller, all sharing one CgroupLayer (the
-// container's directories, created by the first prepare() and removed, with
-// every process in them, by the first cleanup(); the others then find
-// nothing to do). Each isolator writes only its own controller's files,
+// container's directories, created by the first prepare(); the containment
+// isolator's reapJob() kills every process in them and removes them off the
+// loop, and cleanup() only checks that nothing is left). Each isolator writes only its own controller's files,
 // v1 or v2 as the host decided (CgroupHost::versionOf).
 //
 //   cgroups/cpu    cpu.shares | cpu.weight, optional CFS quota | cpu.max;

@@ -10,12 +10,13 @@
 //   watch(id, onLimitation)                a limit hit ends the container
 //   update(id, limits)                     whenever its tasks change
 //   usage(id)                              on demand
-//   reapJob(id) on a worker, then cleanup(id)   after it ended (or failed)
+//   reapJob(id) on a worker (until it succeeds), then cleanup(id)
+//                                          after it ended (or failed)
 //
 // Contract: every method is idempotent per container id and safe to call on
 // a container whose process already exited or whose files vanished;
-// cleanup() must leave nothing behind (cgroup directories, namespaces) even
-// after a failed prepare(). Errors name the file, value and errno that
+// cleanup() must leave nothing behind (cgroup directories, namespaces) once
+// the reap job succeeded, and after a failed prepare(). Errors name the file, value and errno that
 // failed. Thread: the agent's io_context thread.
 #pragma once
 
@@ -124,13 +125,17 @@ class Isolator {
   virtual Status update(const ContainerId& id, const Resources& limits) = 0;
   // Adds what this isolator measures to *usage (leaves other fields alone).
   virtual Status usage(const ContainerId& id, wire::ResourceUsage* usage) = 0;
-  // Kills whatever is left in the container and removes its kernel objects.
+  // Drops the container and removes what is left of its kernel objects,
+  // without waiting for the kernel (it runs on the loop): after the reap
+  // job succeeded, or a failed prepare(), nothing is left to wait for. An
+  // Error when something is still busy (a process the reap did not end).
   virtual Status cleanup(const ContainerId& id) = 0;
   // Blocking work that cleanup() needs done first (kill every process of the
   // container, wait for the kernel to let go of it), as a job the agent runs
-  // on its worker pool before it calls cleanup() on the loop. The job runs
-  // beside the loop: it may touch the kernel only, never this isolator's
-  // state. nullptr (the default): nothing to do off the loop.
+  // on its worker pool before it calls cleanup() on the loop, again later
+  // while it fails. The job runs beside the loop: it may touch the kernel
+  // only, never this isolator's state. nullptr (the default): nothing to do
+  // off the loop.
   virtual std::function<Status()> reapJob(const ContainerId&) { return nullptr; }
 };
 
