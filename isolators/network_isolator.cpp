@@ -14,6 +14,7 @@
 
 #include "base/files.h"
 #include "base/log.h"
+#include "isolators/network_conntrack.h"
 #include "isolators/network_links.h"
 #include "isolators/network_pool.h"
 #include "isolators/network_rules.h"
@@ -24,6 +25,8 @@ namespace {
 
 constexpr const char* kInsideName = "eth0";
 constexpr int64_t kWarmPoolMax = 64;
+// Jobs queued on the flush thread: one at a time (flushFlows batches).
+constexpr size_t kFlushQueueMax = 1;
 // Offered port ranges per executor: each is one map and one set element.
 constexpr size_t kPortRangesMax = 1024;
 
@@ -54,9 +57,10 @@ std::string rangesText(const PortRanges& ports) {
   return out;
 }
 
-// One executor's checkpoint: "address A\nveth V\nports B-E,B-E\n".
+// One executor's checkpoint: "address A\nveth V\nports B-E,B-E\n...".
 struct NetState {
   uint32_t address = 0;
+  std::optional<Ipv6Address> address6;  // with --network-cidr6
   std::string veth;
   PortRanges ports;
   double egressMbitPerS = 0;  // 0: unlimited
@@ -65,8 +69,11 @@ struct NetState {
 
 std::string stateText(const NetState& s) {
   return "address " + ipv4ToString(s.address) + "\nveth " + s.veth + "\nports " + rangesText(s.ports) +
-         "\negress " + std::to_string(s.egressMbitPerS) + "\npid " + std::to_string(s.pid) + "\n";
+         "\negress " + std::to_string(s.egressMbitPerS) + "\npid " + std::to_string(s.pid) + "\n" +
+         (s.address6 ? "address6 " + s.address6->toString() + "\n" : "");
 }
+
+ExecutorAddresses addressesOf(const NetState& s) { return {s.address, s.address6}; }
 
 Result<NetState> parseState(const std::string& path) {
   std::ifstream in(path);
@@ -80,6 +87,10 @@ Result<NetState> parseState(const std::string& path) {
       auto a = parseIpv4(value);
       if (!a) return Error{path + ": " + a.error().describe()};
       s.address = *a;
+    } else if (key == "address6") {
+      auto a = Ipv6Address::parse(value);
+      if (!a) return Error{path + ": " + a.error().describe()};
+      s.address6 = *a;
     } else if (key == "veth") {
       s.veth = value;
     } else if (key == "ports" && !value.empty()) {
@@ -118,6 +129,7 @@ class NetworkIsolator : public Isolator {
           *io, static_cast<size_t>(options_.warmPool), [this] { return newPlan(); },
           [this](const NetPlan& plan) { pool_.release(plan.address); });
     }
+    if (io) flushes_.emplace(*io, WorkerPoolOptions{.threads = 1, .queueMax = kFlushQueueMax});
   }
 
   std::string_view name() const override { return "network/netns"; }
@@ -158,7 +170,13 @@ class NetworkIsolator : public Isolator {
   Result<NetPlan> newPlan() {
     auto address = pool_.allocate();
     if (!address) return address.error();
-    return NetPlan{bridgeIndex_, vethName(*address), *address, rules_.cidr.gateway(), options_.egressMbitPerS};
+    NetPlan plan{bridgeIndex_, vethName(*address), *address, rules_.cidr.gateway(), options_.egressMbitPerS};
+    if (rules_.cidr6) {
+      // Never empty: makeNetworkIsolator() checked that every pool address has its IPv6 twin.
+      plan.address6 = rules_.cidr6->executorAddress(rules_.cidr, *address);
+      plan.gateway6 = rules_.cidr6->gateway();
+    }
+    return plan;
   }
   Status plumb(Net& net, std::optional<MadeNet> warm, double mbitPerS);
   Status updateRate(NetState& s, double mbitPerS);
@@ -168,6 +186,11 @@ class NetworkIsolator : public Isolator {
     return perTask > 0 ? perTask : options_.egressMbitPerS;
   }
   Status removeKernelObjects(const std::string& container, const NetState& state);
+  // Deletes the host's conntrack entries of `a` off the loop, then (with
+  // `release`) returns a.v4 to the pool: a reused address never finds an
+  // earlier executor's flows.
+  void forgetFlows(const ExecutorAddresses& a, bool release);
+  void flushFlows();
 
   NetworkOptions options_;
   NetworkRulesConfig rules_;
@@ -178,6 +201,17 @@ class NetworkIsolator : public Isolator {
   std::unique_ptr<Nftables> nft_;
   std::map<std::string, Net> nets_;  // by container name
   std::unique_ptr<WarmPool> warm_;    // null without --network-warm-pool or a loop
+  // Executors whose conntrack entries wait for the flush thread (at most
+  // one per executor that ended: bounded by the agent's executors).
+  struct Unflushed {
+    ExecutorAddresses addresses;
+    bool release;  // its address returns to the pool afterwards
+  };
+  std::vector<Unflushed> unflushed_;
+  bool flushing_ = false;
+  // The flush thread (without a loop flushes run inline); last, so it stops
+  // (and drops pending results) before the members they touch go.
+  std::optional<WorkerPool> flushes_;
 };
 
 Status NetworkIsolator::prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup* setup) {
@@ -193,7 +227,7 @@ Status NetworkIsolator::prepare(const ContainerId& id, const ContainerConfig& co
   auto plan = warm ? Result<NetPlan>(warm->plan) : newPlan();
   if (!plan) return plan.error();
   Net& net = nets_[name];
-  net.state = {plan->address, plan->veth, ports, plan->egressMbitPerS, 0};
+  net.state = {plan->address, plan->address6, plan->veth, ports, plan->egressMbitPerS, 0};
   // The checkpoint first: a crash after it leaves only what recover() finds
   // through it (or through the bridge) and removes.
   Status st = writeState(stateDir_, name, net.state);
@@ -208,6 +242,10 @@ Status NetworkIsolator::prepare(const ContainerId& id, const ContainerConfig& co
   setup->netnsFd = net.netns.get();
   setup->env.push_back("ALLOT_NETWORK_ADDRESS=" + ipv4ToString(net.state.address));
   setup->env.push_back("ALLOT_NETWORK_GATEWAY=" + ipv4ToString(rules_.cidr.gateway()));
+  if (net.state.address6) {
+    setup->env.push_back("ALLOT_NETWORK_ADDRESS6=" + net.state.address6->toString());
+    setup->env.push_back("ALLOT_NETWORK_GATEWAY6=" + rules_.cidr6->gateway().toString());
+  }
   return okStatus();
 }
 
@@ -219,6 +257,8 @@ Status NetworkIsolator::plumb(Net& net, std::optional<MadeNet> warm, double mbit
     net.netns = std::move(warm->netns);
   } else {
     NetPlan plan{bridgeIndex_, s.veth, s.address, rules_.cidr.gateway(), mbitPerS};
+    plan.address6 = s.address6;
+    if (rules_.cidr6) plan.gateway6 = rules_.cidr6->gateway();
     auto made = makeNet(host_, plan);
     if (!made) return made.error();
     net.netns = std::move(made->netns);
@@ -227,7 +267,7 @@ Status NetworkIsolator::plumb(Net& net, std::optional<MadeNet> warm, double mbit
   if (mbitPerS != s.egressMbitPerS) {
     if (auto st = applyRate(net.netns.get(), s, mbitPerS); !st) return st;
   }
-  return nft_->run(addPortsScript(rules_, s.address, s.ports));
+  return nft_->run(addPortsScript(rules_, addressesOf(s), s.ports));
 }
 
 Status NetworkIsolator::update(const ContainerId& id, const Resources& limits) {
@@ -241,7 +281,8 @@ Status NetworkIsolator::update(const ContainerId& id, const Resources& limits) {
   if (ports == s.ports) return writeState(stateDir_, id.name(), s);
   if (ports.size() > kPortRangesMax) return Error{"too many port ranges: " + std::to_string(ports.size())};
   // One transaction: the old elements go and the new ones come together.
-  std::string script = deletePortsScript(rules_, s.address, s.ports) + addPortsScript(rules_, s.address, ports);
+  std::string script =
+      deletePortsScript(rules_, addressesOf(s), s.ports) + addPortsScript(rules_, addressesOf(s), ports);
   if (auto st = nft_->run(script); !st) return st;
   s.ports = ports;
   return writeState(stateDir_, id.name(), s);
@@ -268,9 +309,38 @@ Status NetworkIsolator::cleanup(const ContainerId& id) {
   auto it = nets_.find(id.name());
   if (it == nets_.end()) return okStatus();
   Status st = removeKernelObjects(it->first, it->second.state);
-  pool_.release(it->second.state.address);
+  forgetFlows(addressesOf(it->second.state), /*release=*/true);
   nets_.erase(it);
   return st;
+}
+
+void NetworkIsolator::forgetFlows(const ExecutorAddresses& a, bool release) {
+  unflushed_.push_back({a, release});
+  if (!flushing_) flushFlows();
+}
+
+// One dump of the host's table serves every executor that ended since the
+// last one: the flush thread never has more than one job.
+void NetworkIsolator::flushFlows() {
+  std::vector<Unflushed> batch = std::move(unflushed_);
+  unflushed_.clear();
+  std::vector<ExecutorAddresses> addresses;
+  for (const auto& u : batch) addresses.push_back(u.addresses);
+  std::function<Status()> job = [addresses = std::move(addresses)] {
+    auto flushed = flushConntrack(addresses);
+    return flushed ? okStatus() : Status(flushed.error());
+  };
+  flushing_ = true;
+  auto done = [this, batch = std::move(batch)](Status st) {
+    flushing_ = false;
+    if (!st) LOG_WARNING("network/netns: conntrack of " << batch.size() << " executors: " << st.error().describe());
+    for (const auto& u : batch) {
+      if (u.release) pool_.release(u.addresses.v4);
+    }
+    if (!unflushed_.empty()) flushFlows();
+  };
+  if (flushes_ && flushes_->submit<Status>(job, done)) return;
+  done(job());  // no loop (tests, tools): here and now
 }
 
 Status NetworkIsolator::removeKernelObjects(const std::string& container, const NetState& s) {
@@ -281,7 +351,7 @@ Status NetworkIsolator::removeKernelObjects(const std::string& container, const 
   // Deleting an element that is not there fails the whole transaction, so
   // the elements go one by one.
   for (const auto& r : s.ports) {
-    (void)nft_->run(deletePortsScript(rules_, s.address, PortRanges{r}));
+    (void)nft_->run(deletePortsScript(rules_, addressesOf(s), PortRanges{r}));
   }
   // Normally reapJob() deleted it already; if_nametoindex asks without the
   // rtnl lock, so a cleanup after the reap does not wait behind a teardown.
@@ -299,7 +369,7 @@ Status NetworkIsolator::recover(const std::vector<KnownContainer>& known) {
   if (warm_) {
     for (auto& veth : warm_->waitingVeths()) keptVeths.insert(veth);
   }
-  std::map<uint32_t, PortRanges> ports;
+  ExecutorPorts ports;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(stateDir_, ec)) {
     std::string name = entry.path().filename();
@@ -313,14 +383,21 @@ Status NetworkIsolator::recover(const std::vector<KnownContainer>& known) {
       std::filesystem::remove(entry.path(), ec);
       continue;
     }
-    if (!knownNames.count(name) || nets_.count(name) || !pool_.claim(state->address)) {
+    bool claimed = pool_.claim(state->address);
+    if (!knownNames.count(name) || nets_.count(name) || !claimed) {
       LOG_INFO("network/netns: removing the network of gone executor " << name << " ("
                                                                        << ipv4ToString(state->address) << ")");
       if (auto st = removeKernelObjects(name, *state); !st) LOG_WARNING("network/netns: " << st.error().describe());
+      // Its address stays taken until its flows are gone.
+      forgetFlows(addressesOf(*state), claimed);
       continue;
     }
+    if (state->address6 && !(rules_.cidr6 && rules_.cidr6->contains(*state->address6))) {
+      LOG_WARNING("network/netns: executor " << name << " keeps " << state->address6->toString()
+                                             << " inside, outside --network-cidr6: not forwarded");
+    }
     keptVeths.insert(state->veth);
-    ports[state->address] = state->ports;
+    ports.push_back({addressesOf(*state), state->ports});
     nets_[name].state = *state;
   }
   if (auto onBridge = host_.bridgePorts(bridgeIndex_)) {
@@ -334,6 +411,32 @@ Status NetworkIsolator::recover(const std::vector<KnownContainer>& known) {
   // The pool's addresses now come after every recovered one is claimed.
   if (warm_) warm_->refill();
   return st;
+}
+
+// The first word of a /proc/sys file ("" when unreadable).
+std::string readNetFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string word;
+  in >> word;
+  return word;
+}
+
+// The bridge's IPv6 side: its gateway address (no DAD: usable at once) and
+// forwarding of what executors send. IPv6 forwarding is global before Linux
+// 6.17 (net.ipv6.conf.all.forwarding, which also turns off router
+// advertisements on every uplink): the agent never sets that; from 6.17 the
+// bridge's own force_forwarding does it for this bridge only.
+Status setUpBridge6(Netlink& host, int bridgeIndex, const std::string& bridge, const Ipv6Cidr& cidr6) {
+  std::string conf = "/proc/sys/net/ipv6/conf/" + bridge;
+  if (auto st = writeNetFile(conf + "/disable_ipv6", "0"); !st) return st;
+  if (auto st = host.addAddress6(bridgeIndex, cidr6.gateway(), cidr6.prefixLength); !st) return st;
+  if (::access((conf + "/force_forwarding").c_str(), F_OK) == 0) {
+    if (auto st = writeNetFile(conf + "/force_forwarding", "1"); !st) return st;
+  } else if (readNetFile("/proc/sys/net/ipv6/conf/all/forwarding") == "0") {
+    LOG_WARNING("network/netns: net.ipv6.conf.all.forwarding is 0 and this kernel has no per-interface "
+                "force_forwarding (Linux < 6.17): executors' IPv6 traffic reaches only this host");
+  }
+  return okStatus();
 }
 
 }  // namespace
@@ -355,6 +458,9 @@ void addNetworkFlags(Flags& flags, NetworkOptions* o) {
                   "network/netns: the host bridge executors' veths join (created if missing)");
   flags.addString("network-cidr", &o->cidr,
                   "network/netns: executor address pool; the bridge holds its first address as gateway");
+  flags.addString("network-cidr6", &o->cidr6,
+                  "network/netns: an IPv6 prefix (/64../120) giving every executor a second address, at the "
+                  "same offset as its IPv4 one; the bridge holds the first as gateway (default: IPv4 only)");
   flags.addDouble("network-egress-rate", &o->egressMbitPerS,
                   "network/netns: per-executor egress limit in Mbit/s (0: unlimited)");
   flags.addBool("network-allow-executor-traffic", &o->allowExecutorTraffic,
@@ -372,6 +478,13 @@ Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& o, a
   }
   auto cidr = Ipv4Cidr::parse(o.cidr);
   if (!cidr) return Error{"--network-cidr: " + cidr.error().describe()};
+  std::optional<Ipv6Cidr> cidr6;
+  if (!o.cidr6.empty()) {
+    auto parsed = Ipv6Cidr::parse(o.cidr6);
+    if (!parsed) return Error{"--network-cidr6: " + parsed.error().describe()};
+    if (auto why = dualStackMismatch(*cidr, *parsed)) return Error{"--network-cidr6: " + *why};
+    cidr6 = *parsed;
+  }
   if (!(o.egressMbitPerS >= 0 && o.egressMbitPerS <= 100000)) {
     return Error{"--network-egress-rate must be in [0, 100000] Mbit/s"};
   }
@@ -395,8 +508,11 @@ Result<std::unique_ptr<Isolator>> makeNetworkIsolator(const NetworkOptions& o, a
   for (const char* key : {"forwarding", "route_localnet"}) {
     if (auto st = writeNetFile(conf + "/" + key, "1"); !st) return st.error();
   }
-  NetworkRulesConfig rules{networkTableName(o), o.bridge, *cidr, o.allowExecutorTraffic};
-  if (!(*nft)->listTable(rules.table)) {
+  if (cidr6) {
+    if (auto st = setUpBridge6(*host, *bridge, o.bridge, *cidr6); !st) return st.error();
+  }
+  NetworkRulesConfig rules{networkTableName(o), o.bridge, *cidr, o.allowExecutorTraffic, cidr6};
+  if (!(*nft)->listTable(rules.table) || (cidr6 && !(*nft)->listTable(rules.table, "ip6"))) {
     if (auto st = (*nft)->run(tableScript(rules, {})); !st) {
       return Error{"network/netns: installing nftables table " + rules.table + ": " + st.error().describe()};
     }

@@ -7,20 +7,26 @@
 //             holds the first one as gateway), checkpointed first, the
 //             namespace (lo up), the veth pair (host end on the bridge,
 //             "eth0" inside with address/32 and a default route via the
+//             gateway; with --network-cidr6 also the IPv6 address at the
+//             same offset, /128, and a default route via the IPv6
 //             gateway), the egress tbf on "eth0" (the executor's `net_mbps`
 //             resource, else --network-egress-rate) and the
 //             executor's offered ports in the nftables map; hands the
 //             namespace fd to the launcher and ALLOT_NETWORK_ADDRESS /
-//             ALLOT_NETWORK_GATEWAY to the executor's environment.
+//             ALLOT_NETWORK_GATEWAY (and ALLOT_NETWORK_ADDRESS6 /
+//             ALLOT_NETWORK_GATEWAY6) to the executor's environment.
 //   update    replaces the executor's port elements and egress rate when
 //             its tasks change (the rate through /proc/<pid>/ns/net).
 //   reapJob   deletes the veth (on the agent's worker pool)
-//   cleanup   deletes the port elements (and the veth if still there),
-//             returns the address and removes the checkpoint (the namespace dies with its
-//             last process).
+//   cleanup   deletes the port elements (and the veth if still there) and
+//             the checkpoint (the namespace dies with its last process),
+//             then on the isolator's flush thread the host's conntrack
+//             entries of its addresses (network_conntrack.h); the address
+//             returns to the pool once they are gone.
 //   recover   adopts the checkpointed executors the agent still knows,
 //             deletes everything else (veths on the bridge, checkpoints,
-//             port elements) and rewrites the nftables table atomically.
+//             port elements, conntrack entries) and rewrites the nftables
+//             tables (ip, and ip6 with --network-cidr6) atomically.
 //
 // Executors route everything through the host (a /32 address, isolated
 // bridge ports), so the host's forward hook sees executor-to-executor

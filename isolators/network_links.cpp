@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/if.h>
+#include <linux/if_addr.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <sched.h>
@@ -60,6 +61,55 @@ NlAddrPtr ipv4Addr(uint32_t address, int prefixLength) {
   NlAddrPtr a(nl_addr_build(AF_INET, &be, sizeof be));
   if (a) nl_addr_set_prefixlen(a.get(), prefixLength);
   return a;
+}
+
+NlAddrPtr ipv6Addr(const Ipv6Address& address, int prefixLength) {
+  uint8_t bytes[16];
+  address.toBytes(bytes);
+  NlAddrPtr a(nl_addr_build(AF_INET6, bytes, sizeof bytes));
+  if (a) nl_addr_set_prefixlen(a.get(), prefixLength);
+  return a;
+}
+
+using AddrPtr = std::unique_ptr<rtnl_addr, void (*)(rtnl_addr*)>;
+
+Status addAddressOn(nl_sock* sock, int ifindex, NlAddrPtr local, int prefixLength, int flags,
+                    const std::string& text) {
+  AddrPtr addr(rtnl_addr_alloc(), rtnl_addr_put);
+  if (!addr || !local) return Error{"libnl: out of memory", ENOMEM};
+  rtnl_addr_set_ifindex(addr.get(), ifindex);
+  rtnl_addr_set_local(addr.get(), local.get());
+  rtnl_addr_set_prefixlen(addr.get(), prefixLength);
+  if (flags) rtnl_addr_set_flags(addr.get(), flags);
+  int err = rtnl_addr_add(sock, addr.get(), NLM_F_CREATE | NLM_F_EXCL);
+  if (err < 0 && err != -NLE_EXIST) {
+    return nlError("adding address " + text + "/" + std::to_string(prefixLength) + " to interface " +
+                       std::to_string(ifindex),
+                   err);
+  }
+  return okStatus();
+}
+
+Status addDefaultRouteOn(nl_sock* sock, int ifindex, int family, NlAddrPtr dst, NlAddrPtr via,
+                         const std::string& text) {
+  std::unique_ptr<rtnl_route, void (*)(rtnl_route*)> route(rtnl_route_alloc(), rtnl_route_put);
+  rtnl_nexthop* nh = rtnl_route_nh_alloc();
+  if (!route || !dst || !via || !nh) {
+    if (nh) rtnl_route_nh_free(nh);
+    return Error{"libnl: out of memory", ENOMEM};
+  }
+  rtnl_route_set_family(route.get(), family);
+  rtnl_route_set_dst(route.get(), dst.get());
+  rtnl_route_set_table(route.get(), RT_TABLE_MAIN);
+  rtnl_route_set_protocol(route.get(), RTPROT_STATIC);
+  rtnl_route_nh_set_ifindex(nh, ifindex);
+  rtnl_route_nh_set_gateway(nh, via.get());
+  rtnl_route_nh_set_flags(nh, RTNH_F_ONLINK);
+  rtnl_route_add_nexthop(route.get(), nh);  // the route owns nh now
+  if (int err = rtnl_route_add(sock, route.get(), NLM_F_CREATE); err < 0 && err != -NLE_EXIST) {
+    return nlError("adding the default route via " + text, err);
+  }
+  return okStatus();
 }
 
 }  // namespace
@@ -129,19 +179,12 @@ Status Netlink::setUp(int ifindex) {
 }
 
 Status Netlink::addAddress(int ifindex, uint32_t address, int prefixLength) {
-  std::unique_ptr<rtnl_addr, void (*)(rtnl_addr*)> addr(rtnl_addr_alloc(), rtnl_addr_put);
-  NlAddrPtr local = ipv4Addr(address, prefixLength);
-  if (!addr || !local) return Error{"libnl: out of memory", ENOMEM};
-  rtnl_addr_set_ifindex(addr.get(), ifindex);
-  rtnl_addr_set_local(addr.get(), local.get());
-  rtnl_addr_set_prefixlen(addr.get(), prefixLength);
-  int err = rtnl_addr_add(sock_, addr.get(), NLM_F_CREATE | NLM_F_EXCL);
-  if (err < 0 && err != -NLE_EXIST) {
-    return nlError("adding address " + ipv4ToString(address) + "/" + std::to_string(prefixLength) +
-                       " to interface " + std::to_string(ifindex),
-                   err);
-  }
-  return okStatus();
+  return addAddressOn(sock_, ifindex, ipv4Addr(address, prefixLength), prefixLength, 0, ipv4ToString(address));
+}
+
+Status Netlink::addAddress6(int ifindex, const Ipv6Address& address, int prefixLength) {
+  return addAddressOn(sock_, ifindex, ipv6Addr(address, prefixLength), prefixLength, IFA_F_NODAD,
+                      address.toString());
 }
 
 Status Netlink::createVeth(const std::string& hostName, int bridgeIndex, int netnsFd, const std::string& peerName) {
@@ -170,22 +213,11 @@ Status Netlink::deleteLink(const std::string& name) {
 }
 
 Status Netlink::addDefaultRoute(int ifindex, uint32_t gateway) {
-  std::unique_ptr<rtnl_route, void (*)(rtnl_route*)> route(rtnl_route_alloc(), rtnl_route_put);
-  NlAddrPtr dst = ipv4Addr(0, 0), via = ipv4Addr(gateway, 32);
-  rtnl_nexthop* nh = rtnl_route_nh_alloc();
-  if (!route || !dst || !via || !nh) return Error{"libnl: out of memory", ENOMEM};
-  rtnl_route_set_family(route.get(), AF_INET);
-  rtnl_route_set_dst(route.get(), dst.get());
-  rtnl_route_set_table(route.get(), RT_TABLE_MAIN);
-  rtnl_route_set_protocol(route.get(), RTPROT_STATIC);
-  rtnl_route_nh_set_ifindex(nh, ifindex);
-  rtnl_route_nh_set_gateway(nh, via.get());
-  rtnl_route_nh_set_flags(nh, RTNH_F_ONLINK);
-  rtnl_route_add_nexthop(route.get(), nh);  // the route owns nh now
-  if (int err = rtnl_route_add(sock_, route.get(), NLM_F_CREATE); err < 0 && err != -NLE_EXIST) {
-    return nlError("adding the default route via " + ipv4ToString(gateway), err);
-  }
-  return okStatus();
+  return addDefaultRouteOn(sock_, ifindex, AF_INET, ipv4Addr(0, 0), ipv4Addr(gateway, 32), ipv4ToString(gateway));
+}
+
+Status Netlink::addDefaultRoute6(int ifindex, const Ipv6Address& gateway) {
+  return addDefaultRouteOn(sock_, ifindex, AF_INET6, ipv6Addr({}, 0), ipv6Addr(gateway, 128), gateway.toString());
 }
 
 Status Netlink::setEgressRate(int ifindex, double mbitPerS) {

@@ -13,6 +13,7 @@
 
 #include "base/result.h"
 #include "base/unique_fd.h"
+#include "isolators/network_pool.h"
 
 struct nl_sock;
 
@@ -35,6 +36,9 @@ class Netlink {
   Status setUp(int ifindex);
   // Adds address/prefix (an address already there is fine).
   Status addAddress(int ifindex, uint32_t address, int prefixLength);
+  // Adds address/prefix without duplicate address detection (so it is
+  // usable at once, not "tentative" for a second); one already there is fine.
+  Status addAddress6(int ifindex, const Ipv6Address& address, int prefixLength);
   // A veth pair: `hostName` up and enslaved to `bridgeIndex` here,
   // `peerName` (down) moved into the namespace `netnsFd`. One request.
   Status createVeth(const std::string& hostName, int bridgeIndex, int netnsFd, const std::string& peerName);
@@ -42,6 +46,8 @@ class Netlink {
   Status deleteLink(const std::string& name);
   // default via `gateway` dev `ifindex` onlink.
   Status addDefaultRoute(int ifindex, uint32_t gateway);
+  // default via `gateway` dev `ifindex` onlink, for IPv6.
+  Status addDefaultRoute6(int ifindex, const Ipv6Address& gateway);
   // A tbf root qdisc shaping what leaves `ifindex` to `mbitPerS`.
   Status setEgressRate(int ifindex, double mbitPerS);
   // Back to the default qdisc (no limit); none there is fine.

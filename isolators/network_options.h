@@ -9,6 +9,7 @@ namespace allot {
 struct NetworkOptions {
   std::string bridge = "allot0";
   std::string cidr = "10.77.0.0/16";
+  std::string cidr6;  // "": IPv4 only; else every executor gets an address here too
   double egressMbitPerS = 0;  // 0: unlimited (an executor's net_mbps wins)
   bool allowExecutorTraffic = false;
   std::string stateDir;  // "": /run/allot/network/<bridge>

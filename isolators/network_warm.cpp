@@ -16,6 +16,10 @@ Status plumbInside(Netlink& inside, const NetPlan& plan) {
   if (auto st = inside.setUp(*index); !st) return st;
   if (auto st = inside.addAddress(*index, plan.address, 32); !st) return st;
   if (auto st = inside.addDefaultRoute(*index, plan.gateway); !st) return st;
+  if (plan.address6) {
+    if (auto st = inside.addAddress6(*index, *plan.address6, 128); !st) return st;
+    if (auto st = inside.addDefaultRoute6(*index, plan.gateway6); !st) return st;
+  }
   if (plan.egressMbitPerS > 0) return inside.setEgressRate(*index, plan.egressMbitPerS);
   return okStatus();
 }

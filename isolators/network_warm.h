@@ -4,7 +4,8 @@
 // makeNet() does every kernel step of an executor's network — a new
 // namespace (lo up), the veth pair (host end up on the bridge, bridge port
 // isolated, peer "eth0" up inside with the executor's /32 address and a
-// default route via the gateway), the egress qdisc — in blocking netlink
+// default route via the gateway, and with IPv6 its /128 address and a
+// default route via the IPv6 gateway), the egress qdisc — in blocking netlink
 // requests. Most of its time goes to waiting for the kernel's rtnl lock,
 // which the teardown of earlier executors' veths and namespaces holds
 // across RCU grace periods (docs/benchmarks.md, netns_steps_bench).
@@ -44,6 +45,8 @@ struct NetPlan {
   uint32_t address = 0;
   uint32_t gateway = 0;
   double egressMbitPerS = 0;  // 0: no qdisc
+  std::optional<Ipv6Address> address6;  // with --network-cidr6: /128 and a default route
+  Ipv6Address gateway6;
 };
 
 struct MadeNet {

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <dirent.h>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <map>
 #include <optional>
@@ -55,6 +56,26 @@ while True:
         c.close()
 )";
 
+// kServer on IPv6 and IPv4 (one dual-stack socket per port): answers
+// "<ALLOT_NETWORK_ADDRESS6> <peer address>\n"; ./ready holds the IPv4
+// address, ./ready6 the IPv6 one.
+constexpr const char* kServer6 = R"(
+import os, select, socket, sys
+ss = []
+for p in sys.argv[1:]:
+    s = socket.socket(socket.AF_INET6); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.bind(('::', int(p))); s.listen(16); ss.append(s)
+mine = os.environ.get('ALLOT_NETWORK_ADDRESS6', 'none')
+open('ready6', 'w').write(mine)
+open('ready', 'w').write(os.environ.get('ALLOT_NETWORK_ADDRESS', 'none'))
+while True:
+    for s in select.select(ss, [], [])[0]:
+        c, a = s.accept()
+        c.sendall((mine + ' ' + a[0] + '\n').encode())
+        c.close()
+)";
+
 bool haveTool(const char* path) { return access(path, X_OK) == 0; }
 
 int shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
@@ -69,8 +90,8 @@ std::string capture(const std::string& cmd) {
   return out;
 }
 
-// Connects to ip:port from the network namespace at `nsPath` ("" = the
-// test's own) and returns the first line the server sends, or nothing.
+// Connects to ip:port (IPv4 or IPv6) from the network namespace at `nsPath`
+// ("" = the test's own) and returns the first line the server sends, or nothing.
 std::optional<std::string> fetch(const std::string& nsPath, const std::string& ip, int port) {
   int fds[2];
   if (pipe(fds) != 0) return std::nullopt;
@@ -81,15 +102,27 @@ std::optional<std::string> fetch(const std::string& nsPath, const std::string& i
       int ns = open(nsPath.c_str(), O_RDONLY);
       if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(2);
     }
-    int s = socket(AF_INET, SOCK_STREAM, 0);
+    bool v6 = ip.find(':') != std::string::npos;
+    int s = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
     timeval tv{1, 500000};
     setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
-    if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) _exit(1);
+    sockaddr_storage a{};
+    socklen_t len;
+    if (v6) {
+      auto* a6 = reinterpret_cast<sockaddr_in6*>(&a);
+      a6->sin6_family = AF_INET6;
+      a6->sin6_port = htons(port);
+      inet_pton(AF_INET6, ip.c_str(), &a6->sin6_addr);
+      len = sizeof *a6;
+    } else {
+      auto* a4 = reinterpret_cast<sockaddr_in*>(&a);
+      a4->sin_family = AF_INET;
+      a4->sin_port = htons(port);
+      inet_pton(AF_INET, ip.c_str(), &a4->sin_addr);
+      len = sizeof *a4;
+    }
+    if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) _exit(1);
     char buf[256];
     ssize_t n = read(s, buf, sizeof buf);
     if (n <= 0) _exit(1);
@@ -114,19 +147,47 @@ ino_t netnsInode(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
-// Every process's and fd's reference to the namespace with inode `ino`.
-int netnsReferences(ino_t ino) {
+// The namespace's cookie (SO_NETNS_COOKIE, Linux 5.14+): unlike its inode
+// number, which the kernel gives to a new namespace once this one is gone,
+// never reused. 0 when unknown.
+uint64_t netnsCookie(const std::string& nsPath) {
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    int ns = open(nsPath.c_str(), O_RDONLY);
+    if (ns < 0 || setns(ns, CLONE_NEWNET) != 0) _exit(1);
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    uint64_t cookie = 0;
+    socklen_t len = sizeof cookie;
+    if (s < 0 || getsockopt(s, SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0) _exit(1);
+    if (write(fds[1], &cookie, sizeof cookie) != sizeof cookie) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  uint64_t cookie = 0;
+  if (read(fds[0], &cookie, sizeof cookie) != sizeof cookie) cookie = 0;
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  return cookie;
+}
+
+// Every process's and fd's reference to the namespace with inode `ino` and
+// cookie `cookie` (an inode match alone may be a newer namespace).
+int netnsReferences(ino_t ino, uint64_t cookie) {
   int refs = 0;
   std::string want = "net:[" + std::to_string(ino) + "]";
+  auto same = [&](const std::string& path) { return cookie == 0 || netnsCookie(path) == cookie; };
   std::error_code ec;
   for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
     std::string name = p.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (netnsInode(p.path().string() + "/ns/net") == ino) ++refs;
+    if (netnsInode(p.path().string() + "/ns/net") == ino && same(p.path().string() + "/ns/net")) ++refs;
     std::error_code e2;
     for (const auto& fd : std::filesystem::directory_iterator(p.path() / "fd", e2)) {
       std::error_code e3;
-      if (std::filesystem::read_symlink(fd.path(), e3).string() == want) ++refs;
+      if (std::filesystem::read_symlink(fd.path(), e3).string() == want && same(fd.path().string())) ++refs;
     }
   }
   return refs;
@@ -149,6 +210,9 @@ class NetworkRoot : public ::testing::Test {
     outsideNs_ = "antout" + unique_;
     outsideHost_ = "192.168." + std::to_string(tag) + ".1";
     outsidePeer_ = "192.168." + std::to_string(tag) + ".2";
+    prefix6_ = "fdaa:" + std::to_string(tag) + ":";
+    outsideHost6_ = "fdab:" + std::to_string(tag) + "::1";
+    outsidePeer6_ = "fdab:" + std::to_string(tag) + "::2";
     std::filesystem::create_directories(workDir_);
     auto poller = UringPoller::create(io_);
     ASSERT_TRUE(poller.ok()) << poller.error().describe();
@@ -156,6 +220,17 @@ class NetworkRoot : public ::testing::Test {
     auto launcher = Launcher::create(io_, *poller_);
     ASSERT_TRUE(launcher.ok()) << launcher.error().describe();
     launcher_ = std::move(*launcher);
+    makeIsolator();
+    ASSERT_TRUE(isolator_);
+    Status st = isolator_->recover({});
+    ASSERT_TRUE(st.ok()) << st.error().describe();
+  }
+
+  // The isolator again, dual stack (its bridge and tables made anew).
+  void makeDualStackIsolator() {
+    isolator_.reset();
+    ASSERT_TRUE(removeNetwork(options_).ok());
+    options_.cidr6 = prefix6_ + ":/64";
     makeIsolator();
     ASSERT_TRUE(isolator_);
     Status st = isolator_->recover({});
@@ -170,10 +245,10 @@ class NetworkRoot : public ::testing::Test {
 
   void TearDown() override {
     if (geteuid() != 0 || !launcher_) return;
-    std::vector<ino_t> inodes;
+    std::vector<std::pair<ino_t, uint64_t>> inodes;
     for (auto& [name, e] : executors_) {
       if (e.pid > 0 && e.running) (void)launcher_->signal(e.pid, SIGKILL);
-      if (e.netns) inodes.push_back(e.netns);
+      if (e.netns) inodes.push_back({e.netns, e.netnsCookie});
     }
     runUntil(io_, [&] {
       for (auto& [n, e] : executors_) if (e.running) return false;
@@ -197,7 +272,9 @@ class NetworkRoot : public ::testing::Test {
       if (!e.ifindex.empty()) indexes.push_back(e.ifindex);
     }
     EXPECT_TRUE(interfacesGone(indexes)) << "executor veths left";
-    for (ino_t ino : inodes) EXPECT_EQ(netnsReferences(ino), 0) << "namespace " << ino << " still referenced";
+    for (auto [ino, cookie] : inodes) {
+      EXPECT_EQ(netnsReferences(ino, cookie), 0) << "namespace " << ino << " still referenced";
+    }
     isolator_.reset();
     EXPECT_EQ(hostVeths(), "") << "veths left after the isolator stopped";
     Status st = removeNetwork(options_);
@@ -205,6 +282,7 @@ class NetworkRoot : public ::testing::Test {
     auto nft = Nftables::create();
     ASSERT_TRUE(nft.ok());
     EXPECT_FALSE((*nft)->listTable(networkTableName(options_)).ok()) << "nftables table left";
+    EXPECT_FALSE((*nft)->listTable(networkTableName(options_), "ip6").ok()) << "nftables ip6 table left";
     auto nl = Netlink::open();
     ASSERT_TRUE(nl.ok());
     EXPECT_FALSE(nl->ifindex(options_.bridge).ok()) << "bridge left";
@@ -215,6 +293,7 @@ class NetworkRoot : public ::testing::Test {
     }
     EXPECT_FALSE(nl->ifindex("ao" + unique_).ok()) << "outside veth left";
     EXPECT_EQ(shell("ip -4 addr show | grep -q ' " + subnet_ + "\\.'"), 256) << "addresses of the pool left";
+    EXPECT_EQ(shell("ip -6 addr show | grep -q ' " + prefix6_ + "'"), 256) << "IPv6 addresses of the prefix left";
     std::filesystem::remove_all(workDir_);
   }
 
@@ -275,21 +354,24 @@ class NetworkRoot : public ::testing::Test {
     pid_t pid = 0;
     bool running = false;
     std::string address;
+    std::string address6;  // with kServer6
     std::string dir;
     std::string ifindex;  // of its host-side veth
     ino_t netns = 0;
+    uint64_t netnsCookie = 0;
     std::string nsPath() const { return "/proc/" + std::to_string(pid) + "/ns/net"; }
   };
 
   // Starts the test server (listening on `listen`) as executor `name` with
   // `resources`, through prepare, the launcher and isolate.
-  Executor& start(const std::string& name, const std::string& resources, const std::vector<int>& listen) {
+  Executor& start(const std::string& name, const std::string& resources, const std::vector<int>& listen,
+                  const char* server = kServer) {
     Executor& e = executors_[name];
     e.id = {"fw-" + unique_, name};
     e.dir = workDir_ + "/" + name;
     std::filesystem::create_directories(e.dir);
     LaunchSpec spec;
-    spec.argv = {"/usr/bin/python3", "-c", kServer};
+    spec.argv = {"/usr/bin/python3", "-c", server};
     for (int p : listen) spec.argv.push_back(std::to_string(p));
     spec.workDir = e.dir;
     spec.stderrPath = e.dir + "/stderr";
@@ -307,9 +389,11 @@ class NetworkRoot : public ::testing::Test {
     st = isolator_->isolate(e.id, e.pid);
     EXPECT_TRUE(st.ok()) << st.error().describe();
     e.netns = netnsInode(e.nsPath());
+    e.netnsCookie = netnsCookie(e.nsPath());
     EXPECT_TRUE(runUntil(io_, [&] { return !readFile(e.dir + "/ready").empty(); }, 10s))
         << "server " << name << " did not start: " << readFile(e.dir + "/stderr");
     e.address = readFile(e.dir + "/ready");
+    e.address6 = readFile(e.dir + "/ready6");
     if (!e.address.empty()) e.ifindex = ifindexOf(vethOf(e.address));
     return e;
   }
@@ -321,7 +405,7 @@ class NetworkRoot : public ::testing::Test {
 
   // A namespace playing another host: veth ao<pid> (outsideHost_ on the
   // host side, forwarding on) to outsidePeer_ inside.
-  void makeOutside() {
+  void makeOutside(bool withIpv6 = false) {
     std::string ao = "ao" + unique_;
     std::string cmds = "ip netns add " + outsideNs_ + " && ip link add " + ao + " type veth peer name eth0 netns " +
                        outsideNs_ + " && ip addr add " + outsideHost_ + "/30 dev " + ao + " && ip link set " + ao +
@@ -329,11 +413,24 @@ class NetworkRoot : public ::testing::Test {
                        outsideNs_ + " link set eth0 up && ip -n " + outsideNs_ + " link set lo up && ip -n " +
                        outsideNs_ + " route add default via " + outsideHost_ +
                        " && sysctl -qw net.ipv4.conf." + ao + ".forwarding=1";
+    if (withIpv6) {
+      cmds += " && ip addr add " + outsideHost6_ + "/64 dev " + ao + " nodad && ip -n " + outsideNs_ +
+              " addr add " + outsidePeer6_ + "/64 dev eth0 nodad && ip -n " + outsideNs_ +
+              " -6 route add default via " + outsideHost6_;
+      if (haveForceForwarding()) cmds += " && sysctl -qw net.ipv6.conf." + ao + ".force_forwarding=1";
+    }
     outsideMade_ = true;
     ASSERT_EQ(shell(cmds), 0) << cmds;
   }
 
   std::string outsidePath() const { return "/run/netns/" + outsideNs_; }
+
+  // IPv6 forwarding per interface (Linux >= 6.17); before, only the global
+  // net.ipv6.conf.all.forwarding, which the tests never change.
+  static bool haveForceForwarding() { return access("/proc/sys/net/ipv6/conf/lo/force_forwarding", F_OK) == 0; }
+  static bool ipv6Forwards() {
+    return haveForceForwarding() || readFile("/proc/sys/net/ipv6/conf/all/forwarding").rfind("1", 0) == 0;
+  }
 
   // Runs argv inside the outside namespace, in the background.
   pid_t spawnOutside(std::vector<std::string> argv, const std::string& dir) {
@@ -360,6 +457,7 @@ class NetworkRoot : public ::testing::Test {
   std::unique_ptr<Isolator> isolator_;
   NetworkOptions options_;
   std::string unique_, subnet_, workDir_, outsideNs_, outsideHost_, outsidePeer_;
+  std::string prefix6_, outsideHost6_, outsidePeer6_;
   bool outsideMade_ = false;
   std::map<std::string, Executor> executors_;
   std::vector<pid_t> helpers_;
@@ -573,6 +671,128 @@ TEST_F(NetworkRoot, AgentCrashLeavesNoWarmNetworkBehind) {
   Executor& a = start("a", "cpus:0.1", {31021});
   EXPECT_TRUE(a.running);
   EXPECT_TRUE(fetch(a.nsPath(), "127.0.0.1", 31021).has_value());
+}
+
+// The conntrack lines (/proc/net/nf_conntrack) naming `address` (IPv4, or
+// IPv6 as the kernel prints it there: eight groups of four hex digits).
+std::string conntrackOf(const std::string& address) {
+  std::string text = address;
+  if (address.find(':') != std::string::npos) {
+    auto a = Ipv6Address::parse(address);
+    if (!a) return "";
+    uint8_t b[16];
+    a->toBytes(b);
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x", b[0],
+                  b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    text = buf;
+  }
+  std::string out;
+  std::ifstream in("/proc/net/nf_conntrack");
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("=" + text + " ") != std::string::npos) out += line + "\n";
+  }
+  return out;
+}
+
+TEST_F(NetworkRoot, DualStackExecutorHasAnIpv6AddressReachableFromTheHost) {
+  makeDualStackIsolator();
+  int port = 35000 + getpid() % 1000;
+  std::string offered = "ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]";
+  Executor& a = start("a", "cpus:0.1;" + offered, {port}, kServer6);
+  ASSERT_TRUE(a.running);
+  // The IPv6 address sits at the IPv4 address's offset in the prefix.
+  auto v4 = *parseIpv4(a.address);
+  auto cidr6 = *Ipv6Cidr::parse(options_.cidr6);
+  auto expected = cidr6.executorAddress(*Ipv4Cidr::parse(options_.cidr), v4);
+  ASSERT_TRUE(expected.has_value());
+  EXPECT_EQ(a.address6, expected->toString());
+  std::string inside = capture("nsenter --net=" + a.nsPath() + " ip -6 addr show dev eth0");
+  EXPECT_NE(inside.find(a.address6 + "/128"), std::string::npos) << inside;
+  std::string route = capture("nsenter --net=" + a.nsPath() + " ip -6 route show default");
+  EXPECT_NE(route.find("via " + cidr6.gateway().toString()), std::string::npos) << route;
+  std::string state = readFile(options_.stateDir + "/" + a.id.name());
+  EXPECT_NE(state.find("address6 " + a.address6), std::string::npos) << state;
+  // Its offered port on the host's own IPv6 address (the bridge's), and
+  // still on IPv4.
+  auto six = fetch("", cidr6.gateway().toString(), port);
+  ASSERT_TRUE(six.has_value()) << "[" << cidr6.gateway().toString() << "]:" << port << " not forwarded";
+  EXPECT_EQ(*six, a.address6 + " " + cidr6.gateway().toString());
+  EXPECT_TRUE(fetch("", "127.0.0.1", port).has_value());
+  // After cleanup the port is the host's again.
+  stop(a);
+  ASSERT_TRUE(isolator_->cleanup(a.id).ok());
+  EXPECT_FALSE(fetch("", cidr6.gateway().toString(), port).has_value());
+}
+
+TEST_F(NetworkRoot, Ipv6OfferedPortFromAnOutsideHostAndEgressMasqueraded) {
+  if (!ipv6Forwards()) {
+    GTEST_SKIP() << "IPv6 forwarding is global on this kernel (no per-interface force_forwarding before Linux "
+                    "6.17) and net.ipv6.conf.all.forwarding is 0; the test does not change it for the host";
+  }
+  makeDualStackIsolator();
+  int port = 36000 + getpid() % 1000;
+  std::string offered = "ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]";
+  Executor& a = start("a", "cpus:0.1;" + offered, {port}, kServer6);
+  ASSERT_TRUE(a.running);
+  makeOutside(/*withIpv6=*/true);
+  // An outside host to the agent's IPv6 address: DNAT only, the executor
+  // sees the client.
+  auto remote = fetch(outsidePath(), outsideHost6_, port);
+  ASSERT_TRUE(remote.has_value()) << "outside host cannot reach [" << outsideHost6_ << "]:" << port;
+  EXPECT_EQ(*remote, a.address6 + " " + outsidePeer6_);
+  // The executor to an outside host: masqueraded to the host's address.
+  std::string dir = workDir_ + "/outside";
+  std::filesystem::create_directories(dir);
+  spawnOutside({"/usr/bin/python3", "-c", kServer6, "8080"}, dir);
+  ASSERT_TRUE(runUntil(io_, [&] { return !readFile(dir + "/ready6").empty(); }, 10s));
+  auto seen = fetch(a.nsPath(), outsidePeer6_, 8080);
+  ASSERT_TRUE(seen.has_value()) << "executor cannot reach the outside host over IPv6";
+  EXPECT_EQ(*seen, "none " + outsideHost6_) << "outside host saw the executor's own address";
+}
+
+TEST_F(NetworkRoot, ConntrackEntriesGoWithTheirExecutor) {
+  if (access("/proc/net/nf_conntrack", R_OK) != 0) {
+    GTEST_SKIP() << "needs /proc/net/nf_conntrack (CONFIG_NF_CONNTRACK_PROCFS) to read the table";
+  }
+  makeDualStackIsolator();
+  int port = 37000 + getpid() % 1000;
+  Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port},
+                      kServer6);
+  Executor& b = start("b", "cpus:0.1;ports:[" + std::to_string(port + 1) + "-" + std::to_string(port + 1) + "]",
+                      {port + 1}, kServer6);
+  ASSERT_TRUE(a.running && b.running);
+  std::string gateway6 = Ipv6Cidr::parse(options_.cidr6)->gateway().toString();
+  // Flows through DNAT (v4 and v6) to a, one to b; closed, so the entries
+  // wait out TIME_WAIT (two minutes) in the host's table.
+  ASSERT_TRUE(fetch("", "127.0.0.1", port).has_value());
+  ASSERT_TRUE(fetch("", gateway6, port).has_value());
+  ASSERT_TRUE(fetch("", "127.0.0.1", port + 1).has_value());
+  EXPECT_NE(conntrackOf(a.address), "") << "no IPv4 entry of a to delete";
+  EXPECT_NE(conntrackOf(a.address6), "") << "no IPv6 entry of a to delete";
+  ASSERT_NE(conntrackOf(b.address), "");
+  stop(a);
+  ASSERT_TRUE(isolator_->cleanup(a.id).ok());
+  EXPECT_TRUE(runUntil(io_, [&] { return conntrackOf(a.address).empty() && conntrackOf(a.address6).empty(); }, 10s))
+      << "left:\n" << conntrackOf(a.address) << conntrackOf(a.address6);
+  EXPECT_NE(conntrackOf(b.address), "") << "b's flows went with a's";
+}
+
+TEST_F(NetworkRoot, RecoveryDeletesTheConntrackEntriesOfGoneExecutors) {
+  if (access("/proc/net/nf_conntrack", R_OK) != 0) {
+    GTEST_SKIP() << "needs /proc/net/nf_conntrack (CONFIG_NF_CONNTRACK_PROCFS) to read the table";
+  }
+  int port = 38000 + getpid() % 1000;
+  Executor& c = start("c", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
+  ASSERT_TRUE(c.running);
+  ASSERT_TRUE(fetch("", "127.0.0.1", port).has_value());
+  ASSERT_NE(conntrackOf(c.address), "");
+  // The agent dies, c dies while it is down; the restarted agent does not know c.
+  isolator_.reset();
+  stop(c);
+  makeIsolator();
+  ASSERT_TRUE(isolator_->recover({}).ok());
+  EXPECT_TRUE(runUntil(io_, [&] { return conntrackOf(c.address).empty(); }, 10s)) << conntrackOf(c.address);
 }
 
 }  // namespace
