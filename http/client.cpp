@@ -94,6 +94,7 @@ Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
   auto& res = parser.get();
   out.status = res.result_int();
   out.contentType = std::string(res[bhttp::field::content_type]);
+  out.retryAfter = std::string(res[bhttp::field::retry_after]);
   out.body = std::move(res.body());
   return out;
 }

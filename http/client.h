@@ -15,6 +15,7 @@ namespace allot::http {
 struct ClientResponse {
   unsigned status = 0;
   std::string contentType;
+  std::string retryAfter;  // the Retry-After field (503), empty without one
   std::string body;
 };
 

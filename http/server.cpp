@@ -137,6 +137,8 @@ class StreamSession final : public Session,
   void onRead(beast::error_code ec);
   void answer(Response response, bool keepAlive, unsigned version);
   void writeChunks();
+  void pullNext();
+  void writePiece(Piece piece, bool more);
   void finishWrite(beast::error_code ec);
   void fail(unsigned status, const std::string& why);
   // No TLS close_notify: SSL_shutdown waits for the peer's, which a silent
@@ -157,6 +159,8 @@ class StreamSession final : public Session,
   // The answer being written.
   std::shared_ptr<void> message_;
   std::function<bool(std::string*)> stream_fn_;
+  std::function<void(PieceSink)> pull_fn_;
+  Piece piece_;  // the piece being written
   std::string chunk_;
   std::unique_ptr<bhttp::response<bhttp::empty_body>> header_;
   std::unique_ptr<bhttp::response_serializer<bhttp::empty_body>> serializer_;
@@ -241,12 +245,13 @@ void StreamSession<Stream>::answer(Response response, bool keepAlive, unsigned v
   keepAlive_ = keepAlive;
   tcp().expires_after(server_->options().writeTimeout);
   auto self = this->shared_from_this();
-  if (!response.stream) {
+  if (!response.stream && !response.pull) {
     auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
         static_cast<bhttp::status>(response.status), version);
     res->set(bhttp::field::server, "allot");
     res->set(bhttp::field::content_type, response.contentType);
     res->set(bhttp::field::cache_control, "no-store");
+    for (const auto& [name, value] : response.headers) res->set(name, value);
     res->keep_alive(keepAlive);
     res->body() = std::move(response.body);
     res->prepare_payload();
@@ -259,14 +264,47 @@ void StreamSession<Stream>::answer(Response response, bool keepAlive, unsigned v
   header_->set(bhttp::field::server, "allot");
   header_->set(bhttp::field::content_type, response.contentType);
   header_->set(bhttp::field::cache_control, "no-store");
+  for (const auto& [name, value] : response.headers) header_->set(name, value);
   header_->keep_alive(keepAlive);
   header_->chunked(true);
   serializer_ = std::make_unique<bhttp::response_serializer<bhttp::empty_body>>(*header_);
   stream_fn_ = std::move(response.stream);
+  pull_fn_ = std::move(response.pull);
   bhttp::async_write_header(stream_, *serializer_, [self](beast::error_code ec, size_t) {
     if (ec) return self->close();
-    self->writeChunks();
+    if (self->stream_fn_) return self->writeChunks();
+    self->pullNext();
   });
+}
+
+// A pulled body: ask for the next piece; the producer may answer later
+// (the session stays alive through the sink it holds).
+template <class Stream>
+void StreamSession<Stream>::pullNext() {
+  if (!server_ || !pull_fn_) return;
+  pull_fn_([self = this->shared_from_this()](Piece piece, bool more) {
+    self->writePiece(std::move(piece), more);
+  });
+}
+
+template <class Stream>
+void StreamSession<Stream>::writePiece(Piece piece, bool more) {
+  if (!server_) return;
+  tcp().expires_after(server_->options().writeTimeout);
+  auto self = this->shared_from_this();
+  if (!piece || piece->empty()) {
+    if (more) return pullNext();
+    asio::async_write(stream_, bhttp::make_chunk_last(),
+                      [self](beast::error_code ec, size_t) { self->finishWrite(ec); });
+    return;
+  }
+  piece_ = std::move(piece);
+  asio::async_write(stream_, bhttp::make_chunk(asio::buffer(*piece_)),
+                    [self, more](beast::error_code ec, size_t) {
+                      self->piece_.reset();
+                      if (ec) return self->close();
+                      self->writePiece(nullptr, more);
+                    });
 }
 
 // One chunk per write: other handlers on the loop run between two chunks.
@@ -296,6 +334,8 @@ template <class Stream>
 void StreamSession<Stream>::finishWrite(beast::error_code ec) {
   message_.reset();
   stream_fn_ = nullptr;
+  pull_fn_ = nullptr;
+  piece_.reset();
   serializer_.reset();
   header_.reset();
   chunk_.clear();

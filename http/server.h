@@ -23,6 +23,10 @@
 // read. Each Request then names its peer's principal (certificate CN) and
 // role (OU), so handlers authorize by identity.
 //
+// A body many clients share (one rendering of a large document, master
+// /state) is a Response::pull: pieces held by shared pointers, written as
+// chunks without copying, delivered whenever the producer has them.
+//
 // Thread: everything on the given io_context, which one thread runs.
 // Routes are added before start().
 #pragma once
@@ -32,6 +36,8 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "base/asio.h"
 #include "base/clock.h"
@@ -54,15 +60,30 @@ struct Request {
   std::string certRole;
 };
 
+// A piece of a pulled body (Response::pull); never null when delivered
+// with more == true.
+using Piece = std::shared_ptr<const std::string>;
+// Called on the loop with the next piece (null or empty: none) and whether
+// more follow.
+using PieceSink = std::function<void(Piece piece, bool more)>;
+
 struct Response {
   unsigned status = 200;
   std::string contentType = "text/plain; charset=utf-8";
   std::string body;
+  // Extra header fields ("Retry-After", "1").
+  std::vector<std::pair<std::string, std::string>> headers;
   // When set, `body` is ignored and the answer is sent chunked: each call
   // appends the next piece to *chunk and returns false once nothing is left
   // (it may append a last piece in that call). Called on the loop thread,
   // one call per write.
   std::function<bool(std::string* chunk)> stream;
+  // When set (and `stream` is not), the answer is sent chunked from pieces
+  // that may not exist yet: each call asks for the next piece, which the
+  // producer hands to the sink on the loop, at once or later, exactly once
+  // per call. The server calls again only after the previous piece was
+  // written. Dropping the Response (client gone) drops the sink unused.
+  std::function<void(PieceSink sink)> pull;
 
   static Response text(unsigned status, std::string body);
   static Response json(std::string body);

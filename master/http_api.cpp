@@ -12,17 +12,26 @@ Result<std::unique_ptr<MasterHttp>> MasterHttp::create(asio::io_context& io, Mas
                                                        MasterHttpOptions options) {
   auto server = http::Server::create(io, options.server);
   if (!server) return server.error();
-  std::unique_ptr<MasterHttp> out(new MasterHttp(master, std::move(options), std::move(*server)));
+  std::unique_ptr<MasterHttp> out(new MasterHttp(io, master, std::move(options), std::move(*server)));
   out->addRoutes();
   return out;
 }
 
-MasterHttp::MasterHttp(MasterServer& master, MasterHttpOptions options,
+MasterHttp::MasterHttp(asio::io_context& io, MasterServer& master, MasterHttpOptions options,
                        std::unique_ptr<http::Server> server)
     : master_(master),
       options_(std::move(options)),
       server_(std::move(server)),
-      startTimeS_(wallClockSeconds()) {}
+      startTimeS_(wallClockSeconds()) {
+  StateCacheOptions cache;
+  cache.clientsMax = options_.stateClientsMax;
+  stateCache_ = std::make_unique<StateCache>(
+      io,
+      [this] {
+        return std::make_unique<MasterStateView>(master_.master(), master_.leaderEpoch(), startTimeS_);
+      },
+      cache);
+}
 
 namespace {
 
@@ -177,6 +186,8 @@ http::Response MasterHttp::operate(const http::Request& r, const std::function<S
     return http::Response::text(403, st.error().describe());
   }
   Status st = action();
+  // Whoever acted reads its own write: no /state rendered before now.
+  stateCache_->invalidate();
   if (!st) {
     const std::string& why = st.error().message;
     unsigned code = why.rfind("no ", 0) == 0 ? 404 : 400;
@@ -188,10 +199,17 @@ http::Response MasterHttp::operate(const http::Request& r, const std::function<S
 }
 
 http::Response MasterHttp::state() {
-  auto view = std::make_shared<MasterStateView>(master_.master(), master_.leaderEpoch(), startTimeS_);
+  std::shared_ptr<StateReader> reader = stateCache_->open();
+  if (!reader) {
+    http::Response busy = http::Response::text(
+        503, "too many GET /state clients at once (limit " + std::to_string(options_.stateClientsMax) +
+                 "); retry");
+    busy.headers.emplace_back("Retry-After", "1");
+    return busy;
+  }
   http::Response r;
   r.contentType = "application/json";
-  r.stream = [view](std::string* chunk) { return view->next(chunk); };
+  r.pull = [reader](http::PieceSink sink) { reader->pull(std::move(sink)); };
   return r;
 }
 

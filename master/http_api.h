@@ -1,7 +1,10 @@
 // MasterHttp: the master's operator endpoints on --http-listen, served by
 // http::Server on the master's own loop:
 //   GET  /health                  {"status":"ok","role":"master",...}
-//   GET  /state                   allot.state.State as JSON (streamed)
+//   GET  /state                   allot.state.State as JSON (streamed; one
+//                                 rendering shared by concurrent readers,
+//                                 master/state_view_cache.h; 503 with
+//                                 Retry-After past stateClientsMax)
 //   GET  /metrics                 Prometheus text format
 //   GET  /                        the web UI (master/ui/)
 //   POST /api/v1/drain?agent=ID[&deadline=S]
@@ -32,6 +35,7 @@
 
 #include "http/server.h"
 #include "master/server.h"
+#include "master/state_view_cache.h"
 
 namespace allot {
 
@@ -40,6 +44,8 @@ struct MasterHttpOptions {
   // The master was given --acls: operating takes an `operate` rule.
   bool aclsFromFile = false;
   Duration maxDrainDeadline = std::chrono::hours(24 * 7);
+  // GET /state readers at once (each holds a connection and a document).
+  size_t stateClientsMax = 8;
 };
 
 // OK when the caller of `request` may operate (the policy above); the error
@@ -51,11 +57,15 @@ class MasterHttp {
   static Result<std::unique_ptr<MasterHttp>> create(asio::io_context& io, MasterServer& master,
                                                     MasterHttpOptions options);
   void start() { server_->start(); }
-  void stop() { server_->stop(); }
+  void stop() {
+    server_->stop();
+    stateCache_->stop();
+  }
   uint16_t port() const { return server_->port(); }
 
  private:
-  MasterHttp(MasterServer& master, MasterHttpOptions options, std::unique_ptr<http::Server> server);
+  MasterHttp(asio::io_context& io, MasterServer& master, MasterHttpOptions options,
+             std::unique_ptr<http::Server> server);
   void addRoutes();
   http::Response state();
   http::Response roles();
@@ -66,6 +76,7 @@ class MasterHttp {
   MasterHttpOptions options_;
   std::unique_ptr<http::Server> server_;
   double startTimeS_;
+  std::unique_ptr<StateCache> stateCache_;
 };
 
 }  // namespace allot

@@ -24,16 +24,205 @@ std::string summaryJson(const google::protobuf::Message& m) {
 
 }  // namespace
 
-MasterStateView::MasterStateView(const Master& master, uint64_t leaderEpoch, double startTimeS)
-    : master_(master), leaderEpoch_(leaderEpoch), startTimeS_(startTimeS) {
-  agents_.reserve(master.agents_.size());
-  for (const auto& [id, a] : master.agents_) agents_.push_back(id);
-  for (const auto& [id, f] : master.frameworks_) {
-    frameworks_.push_back(id);
-    for (const auto& [tid, t] : f.tasks) tasks_.emplace_back(id, tid);
+// The clock is read once per this many units of a slice.
+constexpr size_t kUnitsPerClockRead = 8;
+
+class MasterStateView::Meter {
+ public:
+  explicit Meter(const Slice& slice) : slice_(slice) {}
+  void count(size_t n = 1) { units_ += n; }
+  bool over() {
+    if (units_ >= slice_.unitsMax) return true;
+    if (units_ < nextClockRead_) return false;
+    nextClockRead_ = units_ + kUnitsPerClockRead;
+    return std::chrono::steady_clock::now() >= slice_.deadline;
   }
-  offers_.reserve(master.offers_.size());
-  for (const auto& [id, o] : master.offers_) offers_.push_back(id);
+
+ private:
+  const Slice& slice_;
+  size_t units_ = 0;
+  size_t nextClockRead_ = 0;
+};
+
+StateBatch::StateBatch() : items(google::protobuf::Arena::CreateMessage<state::MasterState>(&arena)) {}
+
+size_t StateBatch::itemCount() const {
+  return static_cast<size_t>(items->agents_size() + items->frameworks_size() + items->tasks_size() +
+                             items->offers_size());
+}
+
+std::string StateBatch::render() const {
+  std::string out = prefix;
+  bool comma = leadingComma;
+  auto emit = [&](const google::protobuf::Message& item) {
+    if (comma) out += ',';
+    comma = true;
+    appendJson(item, &out);
+  };
+  for (const auto& v : items->agents()) emit(v);
+  for (const auto& v : items->frameworks()) emit(v);
+  for (const auto& v : items->tasks()) emit(v);
+  for (const auto& v : items->offers()) emit(v);
+  out += suffix;
+  return out;
+}
+
+void MasterStateView::IdList::add(const std::string& id, uint32_t owner) {
+  bytes += id;
+  ends.push_back(bytes.size());
+  owners.push_back(owner);
+}
+
+void MasterStateView::IdList::truncate(size_t count) {
+  if (count >= ends.size()) return;
+  bytes.resize(count == 0 ? 0 : ends[count - 1]);
+  ends.resize(count);
+  owners.resize(count);
+}
+
+void MasterStateView::IdList::get(size_t i, std::string* out) const {
+  size_t begin = i == 0 ? 0 : ends[i - 1];
+  out->assign(bytes, begin, ends[i] - begin);
+}
+
+MasterStateView::MasterStateView(const Master& master, uint64_t leaderEpoch, double startTimeS)
+    : master_(master), leaderEpoch_(leaderEpoch), startTimeS_(startTimeS) {}
+
+std::string MasterStateView::header() {
+  state::MasterState summary;
+  fillSummary(master_, &summary);
+  summary.set_leader_epoch(leaderEpoch_);
+  summary.set_start_time_s(startTimeS_);
+  std::string json = summaryJson(summary);  // "{...}"
+  json.pop_back();
+  return "{\"master\":" + json + (json.size() > 1 ? "," : "") + "\"agents\":[";
+}
+
+// Collects the keys of `map` a bucket at a time. True once all are in.
+// Local (bucket) iterators stay valid across loop turns as long as the map
+// is not rehashed: then its keys are collected again from the start.
+template <typename Map>
+bool MasterStateView::collectKeys(const Map& map, KeyCursor* c, IdList* out, uint32_t owner,
+                                  Meter* meter) {
+  if (c->bucketCount == 0) {
+    c->startIds = out->size();
+  } else if (c->bucketCount != map.bucket_count()) {
+    out->truncate(c->startIds);
+    c->bucket = 0;
+  }
+  c->bucketCount = map.bucket_count();
+  while (c->bucket < c->bucketCount) {
+    if (meter->over()) return false;
+    for (auto it = map.begin(c->bucket); it != map.end(c->bucket); ++it) {
+      out->add(it->first, owner);
+      meter->count();
+    }
+    ++c->bucket;
+    if (c->bucket % 64 == 0) meter->count();  // empty buckets cost something too
+  }
+  *c = KeyCursor{};
+  return true;
+}
+
+// Task keys, framework after framework (in the order of frameworks_); a
+// framework gone meanwhile has none.
+bool MasterStateView::collectTaskKeys(Meter* meter) {
+  while (taskOwner_ < frameworks_.size()) {
+    frameworks_.get(taskOwner_, &owner_);
+    auto fw = master_.frameworks_.find(owner_);
+    if (fw != master_.frameworks_.end() &&
+        !collectKeys(fw->second.tasks, &cursor_, &tasks_, static_cast<uint32_t>(taskOwner_), meter)) {
+      return false;
+    }
+    cursor_ = KeyCursor{};
+    ++taskOwner_;
+  }
+  return true;
+}
+
+// Fills the next item of the current section into `items`; false when the
+// section's ids ran out.
+bool MasterStateView::fillNext(state::MasterState* items) {
+  switch (phase_) {
+    case Phase::kAgents:
+      if (position_ == agents_.size()) return false;
+      agents_.get(position_++, &key_);
+      if (!fillAgent(master_, key_, items->add_agents())) items->mutable_agents()->RemoveLast();
+      return true;
+    case Phase::kFrameworks:
+      if (position_ == frameworks_.size()) return false;
+      frameworks_.get(position_++, &key_);
+      if (!fillFramework(master_, key_, items->add_frameworks())) {
+        items->mutable_frameworks()->RemoveLast();
+      }
+      return true;
+    case Phase::kTasks:
+      if (position_ == tasks_.size()) return false;
+      frameworks_.get(tasks_.owners[position_], &owner_);
+      tasks_.get(position_++, &key_);
+      if (!fillTask(master_, owner_, key_, items->add_tasks())) items->mutable_tasks()->RemoveLast();
+      return true;
+    case Phase::kOffers:
+      if (position_ == offers_.size()) return false;
+      offers_.get(position_++, &key_);
+      if (!fillOffer(master_, key_, items->add_offers())) items->mutable_offers()->RemoveLast();
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::unique_ptr<StateBatch> MasterStateView::takeBatch(bool last) {
+  static const char* const kOpenings[] = {"", ",\"frameworks\":[", ",\"tasks\":[", ",\"offers\":["};
+  auto batch = std::move(batch_);
+  if (!batch) batch = std::make_unique<StateBatch>();
+  size_t section = static_cast<size_t>(phase_) - static_cast<size_t>(Phase::kAgents);
+  if (!sectionOpened_) batch->prefix = kOpenings[section];
+  batch->leadingComma = sectionHasItems_;
+  sectionOpened_ = true;
+  sectionHasItems_ = sectionHasItems_ || batch->itemCount() > 0;
+  if (last) {
+    batch->suffix = phase_ == Phase::kOffers ? "]}}" : "]";
+    phase_ = static_cast<Phase>(static_cast<int>(phase_) + 1);
+    position_ = 0;
+    sectionOpened_ = false;
+    sectionHasItems_ = false;
+  }
+  return batch;
+}
+
+std::unique_ptr<StateBatch> MasterStateView::step(const Slice& slice) {
+  Meter meter(slice);
+  while (phase_ < Phase::kAgents) {
+    bool complete = false;
+    switch (phase_) {
+      case Phase::kAgentKeys:
+        complete = collectKeys(master_.agents_, &cursor_, &agents_, 0, &meter);
+        break;
+      case Phase::kFrameworkKeys:
+        complete = collectKeys(master_.frameworks_, &cursor_, &frameworks_, 0, &meter);
+        break;
+      case Phase::kTaskKeys:
+        complete = collectTaskKeys(&meter);
+        break;
+      default:
+        complete = collectKeys(master_.offers_, &cursor_, &offers_, 0, &meter);
+        break;
+    }
+    if (!complete) return nullptr;
+    phase_ = static_cast<Phase>(static_cast<int>(phase_) + 1);
+  }
+  if (phase_ == Phase::kDone) return nullptr;
+  if (!batch_) batch_ = std::make_unique<StateBatch>();
+  while (batch_->itemCount() < kBatchItemsMax) {
+    if (meter.over()) {
+      // A slice that filled something hands it on rather than holding it.
+      return batch_->itemCount() > 0 ? takeBatch(false) : nullptr;
+    }
+    if (!fillNext(batch_->items)) return takeBatch(true);
+    meter.count();
+  }
+  return takeBatch(false);
 }
 
 void MasterStateView::fillSummary(const Master& m, state::MasterState* out) {
@@ -131,71 +320,15 @@ bool MasterStateView::fillOffer(const Master& m, const std::string& id, state::O
 
 state::State MasterStateView::snapshot(const Master& m) {
   state::State s;
-  MasterStateView view(m, 0, 0);
   auto* ms = s.mutable_master();
   fillSummary(m, ms);
-  for (const auto& id : view.agents_) fillAgent(m, id, ms->add_agents());
-  for (const auto& id : view.frameworks_) fillFramework(m, id, ms->add_frameworks());
-  for (const auto& [fid, tid] : view.tasks_) fillTask(m, fid, tid, ms->add_tasks());
-  for (const auto& id : view.offers_) fillOffer(m, id, ms->add_offers());
+  for (const auto& [id, a] : m.agents_) fillAgent(m, id, ms->add_agents());
+  for (const auto& [id, f] : m.frameworks_) {
+    fillFramework(m, id, ms->add_frameworks());
+    for (const auto& [tid, t] : f.tasks) fillTask(m, id, tid, ms->add_tasks());
+  }
+  for (const auto& [id, o] : m.offers_) fillOffer(m, id, ms->add_offers());
   return s;
-}
-
-bool MasterStateView::next(std::string* out) {
-  if (section_ == Section::kHeader) {
-    state::MasterState summary;
-    fillSummary(master_, &summary);
-    summary.set_leader_epoch(leaderEpoch_);
-    summary.set_start_time_s(startTimeS_);
-    std::string json = summaryJson(summary);  // "{...}"
-    json.pop_back();
-    *out += "{\"master\":" + json + (json.size() > 1 ? "," : "") + "\"agents\":[";
-    section_ = Section::kAgents;
-    return true;
-  }
-  renderSection(out);
-  return section_ != Section::kDone;
-}
-
-// Renders up to kItemsPerChunk items of the current section, closing it
-// (and opening the next) when its ids run out.
-void MasterStateView::renderSection(std::string* out) {
-  size_t rendered = 0;
-  auto emit = [&](const google::protobuf::Message& item) {
-    if (!firstInSection_) *out += ',';
-    firstInSection_ = false;
-    appendJson(item, out);
-  };
-  auto advance = [&](Section nextSection, const char* opening) {
-    *out += ']';
-    *out += opening;
-    section_ = nextSection;
-    position_ = 0;
-    firstInSection_ = true;
-  };
-  auto deadline = std::chrono::steady_clock::now() + kChunkBudget;
-  while (rendered < kItemsPerChunk && section_ != Section::kDone) {
-    if (rendered % 16 == 15 && std::chrono::steady_clock::now() > deadline) break;
-    if (section_ == Section::kAgents) {
-      if (position_ == agents_.size()) { advance(Section::kFrameworks, ",\"frameworks\":["); continue; }
-      state::AgentView v;
-      if (fillAgent(master_, agents_[position_++], &v)) emit(v);
-    } else if (section_ == Section::kFrameworks) {
-      if (position_ == frameworks_.size()) { advance(Section::kTasks, ",\"tasks\":["); continue; }
-      state::FrameworkView v;
-      if (fillFramework(master_, frameworks_[position_++], &v)) emit(v);
-    } else if (section_ == Section::kTasks) {
-      if (position_ == tasks_.size()) { advance(Section::kOffers, ",\"offers\":["); continue; }
-      state::TaskView v;
-      const auto& [fid, tid] = tasks_[position_++];
-      if (fillTask(master_, fid, tid, &v)) emit(v);
-    } else {
-      if (position_ == offers_.size()) { advance(Section::kDone, "}}"); continue; }
-      state::OfferView v;
-      if (fillOffer(master_, offers_[position_++], &v)) emit(v);
-    }
-    ++rendered;
-  }
 }
 
 }  // namespace allot

@@ -1,43 +1,86 @@
-// MasterStateView: GET /state on the master, as protobuf JSON of
-// allot.state.State (proto/state.proto), produced piece by piece so a large
-// cluster's state streams instead of holding the loop.
+// MasterStateView: the loop's half of GET /state on the master. It copies
+// the master's records into batches of protobuf views (allot.state.State,
+// proto/state.proto) a slice at a time; another thread turns each batch
+// into JSON (StateBatch::render) without touching the master. The HTTP side
+// (master/state_view_cache.h) runs the slices, the worker and the readers.
 //
-// start() copies only the ids of agents, frameworks, tasks and offers;
-// each next() renders up to kItemsPerChunk items looked up afresh, and
-// stops early once it has used kChunkBudget of the loop (offers and
-// replies wait behind a chunk), so every item is consistent in itself and
-// items that vanished meanwhile are left out. The whole answer is one JSON object:
-//   {"master":{...summary..., "agents":[...], "frameworks":[...],
-//              "tasks":[...], "offers":[...]}}
+// Two phases, both resumable across loop turns:
+//  1. keys: the ids of agents, frameworks, tasks and offers, a few hash
+//     buckets at a time into one flat buffer (no allocation per id). A map
+//     that rehashes between two slices (it grew) has its keys collected
+//     again from the start; nothing of it was rendered yet.
+//  2. items: each id is looked up afresh and its view filled into the
+//     current batch (protobuf arena: no allocation per field). An item that
+//     vanished meanwhile is left out, so every item is consistent in itself
+//     and the document holds every item that lived through the rendering.
 //
-// Thread: the master's loop; the Master must outlive the view (the HTTP
-// layer drops unfinished views when the server stops, before the Master).
+// The document is one JSON object, pieces in order:
+//   header():  {"master":{...summary...,"agents":[
+//   batches:   items of one section each, the section's opening before the
+//              first, the document's end after the last:  ]}}
+//
+// Thread: the master's loop (construction, header(), step()); the Master
+// must outlive the view. StateBatch::render() runs on any thread.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
+
+#include <google/protobuf/arena.h>
 
 #include "master/master.h"
 #include "proto/state.pb.h"
 
 namespace allot {
 
+// One slice of views, all of one section, handed to another thread.
+struct StateBatch {
+  StateBatch();
+  StateBatch(const StateBatch&) = delete;
+  StateBatch& operator=(const StateBatch&) = delete;
+
+  // The JSON piece: prefix, the items comma-separated (a comma first when
+  // leadingComma), suffix. Reads only the batch.
+  std::string render() const;
+  size_t itemCount() const;
+
+  google::protobuf::Arena arena;
+  state::MasterState* items;  // on the arena; only this batch's section set
+  std::string prefix;
+  bool leadingComma = false;
+  std::string suffix;
+};
+
 class MasterStateView {
  public:
-  static constexpr size_t kItemsPerChunk = 256;
-  static constexpr std::chrono::microseconds kChunkBudget{2000};
+  // A batch holds at most this many items (about 100 KiB of JSON).
+  static constexpr size_t kBatchItemsMax = 256;
+
+  // What one step() may do: stop at the deadline (checked every few
+  // units) or after unitsMax units (an id collected or an item filled).
+  struct Slice {
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    size_t unitsMax = SIZE_MAX;
+  };
 
   MasterStateView(const Master& master, uint64_t leaderEpoch, double startTimeS);
 
-  // Appends the next piece of JSON; false once the document is complete.
-  bool next(std::string* out);
+  // The document's opening, with the summary as of now. Call once, first.
+  std::string header();
 
-  // The whole state at once (tests, small clusters).
+  // Works until the slice is used up or a batch is complete; returns that
+  // batch (null when the slice ran out first: call again). After the batch
+  // that closes the document, done() is true.
+  std::unique_ptr<StateBatch> step(const Slice& slice);
+  bool done() const { return phase_ == Phase::kDone; }
+
+  // The whole state at once, on the caller's thread (tests, tools).
   static state::State snapshot(const Master& master);
 
-  // Item renderers, shared with snapshot().
+  // Item renderers.
   static bool fillAgent(const Master& m, const std::string& id, state::AgentView* out);
   static bool fillFramework(const Master& m, const std::string& id, state::FrameworkView* out);
   static bool fillTask(const Master& m, const std::string& frameworkId, const std::string& taskId,
@@ -46,20 +89,45 @@ class MasterStateView {
   static void fillSummary(const Master& m, state::MasterState* out);
 
  private:
-  enum class Section { kHeader, kAgents, kFrameworks, kTasks, kOffers, kDone };
+  enum class Phase { kAgentKeys, kFrameworkKeys, kTaskKeys, kOfferKeys, kAgents, kFrameworks,
+                     kTasks, kOffers, kDone };
 
-  void renderSection(std::string* out);
+  // Ids side by side in one buffer: id i is bytes[ends[i-1], ends[i]).
+  struct IdList {
+    std::string bytes;
+    std::vector<size_t> ends;
+    std::vector<uint32_t> owners;  // tasks: the index of their framework
+    void add(const std::string& id, uint32_t owner = 0);
+    void truncate(size_t count);
+    size_t size() const { return ends.size(); }
+    void get(size_t i, std::string* out) const;
+  };
+  // Where a key collection stands in one hash map.
+  struct KeyCursor {
+    size_t bucket = 0;
+    size_t bucketCount = 0;  // 0: not started
+    size_t startIds = 0;     // ids in the list before this map's
+  };
+
+  class Meter;  // counts a slice's units, reads the clock now and then
+  template <typename Map>
+  bool collectKeys(const Map& map, KeyCursor* cursor, IdList* out, uint32_t owner, Meter* meter);
+  bool collectTaskKeys(Meter* meter);
+  bool fillNext(state::MasterState* items);
+  std::unique_ptr<StateBatch> takeBatch(bool last);
 
   const Master& master_;
   uint64_t leaderEpoch_;
   double startTimeS_;
-  Section section_ = Section::kHeader;
-  size_t position_ = 0;
-  bool firstInSection_ = true;
-  std::vector<std::string> agents_;
-  std::vector<std::string> frameworks_;
-  std::vector<std::pair<std::string, std::string>> tasks_;
-  std::vector<std::string> offers_;
+  Phase phase_ = Phase::kAgentKeys;
+  KeyCursor cursor_;
+  size_t taskOwner_ = 0;  // the framework whose task keys are collected
+  IdList agents_, frameworks_, tasks_, offers_;
+  size_t position_ = 0;          // next id of the section being filled
+  bool sectionOpened_ = false;   // the section's opening was emitted
+  bool sectionHasItems_ = false;
+  std::unique_ptr<StateBatch> batch_;
+  std::string key_, owner_;      // reused lookup keys
 };
 
 }  // namespace allot

@@ -31,6 +31,25 @@ class ServerFixture : public ::testing::Test {
       };
       return r;
     });
+    // Pieces shared by every request, each one handed over later (a timer)
+    // as a producer that renders on another thread would.
+    server_->route("GET", "/pieces", [this](const Request&) {
+      Response r;
+      auto next = std::make_shared<int>(0);
+      r.pull = [this, next](PieceSink sink) {
+        auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(1));
+        timer->async_wait([timer, next, sink = std::move(sink)](const boost::system::error_code&) {
+          int i = (*next)++;
+          sink(i < 50 ? sharedPieces_[i] : nullptr, i < 49);
+        });
+      };
+      return r;
+    });
+    server_->route("GET", "/busy", [](const Request&) {
+      Response r = Response::text(503, "busy");
+      r.headers.emplace_back("Retry-After", "1");
+      return r;
+    });
     server_->start();
     thread_ = std::thread([this] {
       auto guard = asio::make_work_guard(io_);
@@ -45,6 +64,11 @@ class ServerFixture : public ::testing::Test {
   }
   HostPort where() const { return {"127.0.0.1", server_->port()}; }
 
+  static inline std::vector<Piece> sharedPieces_ = [] {
+    std::vector<Piece> pieces;
+    for (int i = 0; i < 50; ++i) pieces.push_back(std::make_shared<const std::string>(std::to_string(i) + ";"));
+    return pieces;
+  }();
   asio::io_context io_;
   std::unique_ptr<Server> server_;
   std::thread thread_;
@@ -71,6 +95,30 @@ TEST_F(ServerFixture, StreamedAnswerArrivesWholeInOrder) {
   std::string expected;
   for (int i = 0; i < 1000; ++i) expected += std::to_string(i) + ",";
   EXPECT_EQ(r->body, expected);
+}
+
+TEST_F(ServerFixture, PulledPiecesArriveInOrderForEveryClient) {
+  start();
+  std::string expected;
+  for (int i = 0; i < 50; ++i) expected += std::to_string(i) + ";";
+  std::vector<std::thread> clients;
+  std::vector<std::string> bodies(3);
+  for (int c = 0; c < 3; ++c) {
+    clients.emplace_back([&, c] {
+      auto r = fetch(where(), "GET", "/pieces");
+      if (r) bodies[c] = r->body;
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (const auto& body : bodies) EXPECT_EQ(body, expected);
+}
+
+TEST_F(ServerFixture, ExtraHeadersAreSent) {
+  start();
+  auto r = fetch(where(), "GET", "/busy");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->status, 503u);
+  EXPECT_EQ(r->retryAfter, "1");
 }
 
 TEST_F(ServerFixture, OversizedHeaderAndBodyAreRefused) {
