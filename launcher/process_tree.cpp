@@ -78,7 +78,7 @@ std::unordered_map<pid_t, ProcEntry> readProcessTable() {
 // Everything below `root` in `table`: descendants by parent pid (to a fixed
 // point: the table is unordered) and, when root leads its session, the
 // session's members.
-std::set<pid_t> treeOf(pid_t root, const std::unordered_map<pid_t, ProcEntry>& table) {
+std::set<pid_t> treeOf(pid_t root, bool leadsSession, const std::unordered_map<pid_t, ProcEntry>& table) {
   std::set<pid_t> tree{root};
   bool grew = true;
   while (grew) {
@@ -87,8 +87,6 @@ std::set<pid_t> treeOf(pid_t root, const std::unordered_map<pid_t, ProcEntry>& t
       if (!tree.count(pid) && tree.count(e.ppid)) grew = tree.insert(pid).second || grew;
     }
   }
-  auto it = table.find(root);
-  bool leadsSession = it != table.end() && it->second.session == root;
   if (leadsSession) {
     for (const auto& [pid, e] : table) {
       if (e.session == root) tree.insert(pid);
@@ -125,20 +123,33 @@ size_t killProcessTree(int rootPidfd, pid_t root, int sig) {
   if (root <= 1 || root == ::getpid()) return 0;
   size_t signalled = 0;
   std::set<std::pair<pid_t, uint64_t>> done;
-  // The tree is read while the root is alive (its children still point at
-  // it); the root is signalled after the first round's scan.
-  bool rootSignalled = false;
+  bool leadsSession = false;
+  uint64_t rootStart = 0;
   for (int round = 0; round < kTreeKillRoundsMax; ++round) {
     auto table = readProcessTable();
     size_t before = signalled;
-    for (pid_t pid : treeOf(root, table)) {
+    auto it = table.find(root);
+    if (round == 0) {
+      // The first scan is read while the root is alive (its children still
+      // point at it). The root is signalled right after it, before anything
+      // under it: killed last, a root that waits for its children (a
+      // shell's `wait`) could see them die and exit on its own before its
+      // signal came, and its exit would not say it was killed.
+      leadsSession = it != table.end() && it->second.session == root;
+      if (it != table.end()) rootStart = it->second.startTime;
+      if (rootPidfd >= 0 && pidfdSignal(rootPidfd, sig)) ++signalled;
+    } else if (it != table.end() && it->second.startTime != rootStart) {
+      // The root's pid names another process now: its children and its
+      // session are not the root's (while any member of the root's session
+      // lived, the pid could not be reused).
+      break;
+    }
+    // Later rounds keep the session found in the first: the root may be
+    // reaped by then while members of its session still live.
+    for (pid_t pid : treeOf(root, leadsSession, table)) {
       uint64_t start = table[pid].startTime;
       if (!done.insert({pid, start}).second) continue;
       if (signalIfSame(pid, start, sig)) ++signalled;
-    }
-    if (!rootSignalled) {
-      rootSignalled = true;
-      if (rootPidfd >= 0 && pidfdSignal(rootPidfd, sig)) ++signalled;
     }
     if (signalled == before && round > 0) break;
   }

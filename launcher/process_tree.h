@@ -4,7 +4,10 @@
 // were re-parented keep their session), without ever signalling a recycled
 // pid.
 //
-// Each process is signalled through a pidfd: the root through a pidfd the
+// The root is signalled first (right after the first /proc scan), then
+// everything under it, so a root that exits when its children die (a shell
+// waiting for them) still dies by the signal. Each process is signalled
+// through a pidfd: the root through a pidfd the
 // caller kept since it started it (Launcher::pidfdOf), every other process
 // through a pidfd opened after the /proc scan and checked against the start
 // time the scan saw (a pid recycled in between has another start time and

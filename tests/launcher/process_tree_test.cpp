@@ -45,41 +45,58 @@ TEST(ProcessTree, KillsASessionLeaderAndEverythingUnderIt) {
   if (leader == 0) {
     setsid();
     // A grandchild in its own process group and a plain child.
+    // Each of the four writes a byte once it is in place (a fixed wait
+    // was too short on a loaded machine: the grandchild was not forked yet).
     if (fork() == 0) {
       setpgid(0, 0);
-      if (fork() == 0) pause();
+      if (fork() == 0) {
+        (void)!write(ready[1], "g", 1);
+        pause();
+      }
+      (void)!write(ready[1], "c", 1);
       pause();
     }
-    if (fork() == 0) pause();
-    (void)!write(ready[1], "x", 1);
+    if (fork() == 0) {
+      (void)!write(ready[1], "c", 1);
+      pause();
+    }
+    (void)!write(ready[1], "l", 1);
     pause();
     _exit(0);
   }
-  char c;
-  ASSERT_EQ(read(ready[0], &c, 1), 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  char c[4];
+  for (size_t got = 0; got < sizeof c;) {
+    ssize_t n = read(ready[0], c + got, sizeof c - got);
+    ASSERT_GT(n, 0);
+    got += static_cast<size_t>(n);
+  }
   EXPECT_GE(killProcessTree(leader), 4u);
   int st = 0;
   ASSERT_EQ(waitpid(leader, &st, 0), leader);
   EXPECT_TRUE(WIFSIGNALED(st));
-  // Nothing of that session is left.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    std::string name = e.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string stat;
-    std::getline(in, stat);
-    auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream f(stat.substr(close + 2));
-    char state;
-    long ppid, pgrp, session;
-    f >> state >> ppid >> pgrp >> session;
-    if (session == leader) {
-      EXPECT_EQ(state, 'Z') << "pid " << name << " survived";
+  // Nothing of that session is left (killed ones are zombies or gone; a
+  // loaded machine takes a while to run their exits).
+  auto survivors = [&] {
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      std::string name = e.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream in(e.path() / "stat");
+      std::string stat;
+      std::getline(in, stat);
+      auto close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream f(stat.substr(close + 2));
+      char state;
+      long ppid, pgrp, session;
+      f >> state >> ppid >> pgrp >> session;
+      if (session == leader && state != 'Z') left.push_back(name);
     }
-  }
+    return left;
+  };
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!survivors().empty() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  for (const auto& name : survivors()) ADD_FAILURE() << "pid " << name << " survived";
   close(ready[0]);
   close(ready[1]);
 }
@@ -151,13 +168,47 @@ TEST(ProcessTree, KillsALaunchedTreeThroughTheLaunchersPidfd) {
   EXPECT_GE(killProcessTree(pidfd->get(), *pid), 4u);
   ASSERT_TRUE(testing::runUntil(io, [&] { return exit.has_value(); }, 10s));
   EXPECT_EQ(exit->signal, SIGKILL);
-  bool allGone = false;
-  for (int i = 0; i < 100 && !allGone; ++i) {
-    allGone = true;
-    for (pid_t p : tree) allGone = allGone && !alive(p);
-    if (!allGone) std::this_thread::sleep_for(20ms);
-  }
+  auto allGone = [&] {
+    for (pid_t p : tree) {
+      if (alive(p)) return false;
+    }
+    return true;
+  };
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!allGone() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
   for (pid_t p : tree) EXPECT_FALSE(alive(p)) << "pid " << p << " survived";
+  fs::remove_all(dir);
+}
+
+// A root that exits on its own as soon as one of its children dies (here:
+// bash's `wait -n`, then `exit 3`) still dies by the kill: the root is
+// signalled before any process under it, so it never sees a child die.
+// Signalled last (as before), the root had the time the other kills take
+// to exit 3 itself, and its exit did not say it was killed.
+TEST(ProcessTree, KillsTheRootBeforeItCanSeeAChildDie) {
+  asio::io_context io;
+  auto poller = UringPoller::createEpoll(io);
+  ASSERT_TRUE(poller.ok());
+  auto launcher = Launcher::create(io, **poller);
+  ASSERT_TRUE(launcher.ok());
+  fs::path dir = fs::temp_directory_path() / ("allot-tree-first-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  constexpr int kChildren = 64;
+  LaunchSpec spec;
+  spec.argv = {"/bin/bash", "-c",
+               "for i in $(seq " + std::to_string(kChildren) +
+                   "); do sleep 600 & done; echo ready > ready; wait -n; exit 3"};
+  spec.env = {"PATH=/usr/bin:/bin"};
+  spec.workDir = dir.string();
+  std::optional<ExitInfo> exit;
+  auto pid = (*launcher)->launch(spec, [&](const ExitInfo& e) { exit = e; });
+  ASSERT_TRUE(pid.ok()) << pid.error().describe();
+  ASSERT_TRUE(testing::runUntil(io, [&] { return fs::exists(dir / "ready"); }, 20s));
+  auto pidfd = (*launcher)->pidfdOf(*pid);
+  ASSERT_TRUE(pidfd.ok()) << pidfd.error().describe();
+  EXPECT_EQ(killProcessTree(pidfd->get(), *pid), size_t{kChildren + 1});
+  ASSERT_TRUE(testing::runUntil(io, [&] { return exit.has_value(); }, 20s));
+  EXPECT_EQ(exit->signal, SIGKILL) << "the root exited " << exit->exitCode << " on its own";
   fs::remove_all(dir);
 }
 
