@@ -205,9 +205,13 @@ TEST_F(ExecutorTest, ArgvThatCannotExecFailsWithExecFailed) {
 TEST_F(ExecutorTest, KillEscalatesToSigkillAfterTheGracePeriod) {
   spawn();
   ASSERT_NE(registration(), nullptr);
-  launch("stubborn", "trap '' TERM; while true; do sleep 0.05; done", 0.3);
+  launch("stubborn", "trap '' TERM; echo trapped; while true; do sleep 0.05; done", 0.3);
   ASSERT_TRUE(waitState("stubborn", wire::TASK_RUNNING));
-  std::this_thread::sleep_for(100ms);  // let the shell install its trap
+  // The kill may only start once the shell ignores TERM (a fixed wait was
+  // too short on a loaded machine: TERM killed the task within the grace).
+  ASSERT_TRUE(runUntil(io_, [&] {
+    return testing::readFile(sandbox_ + "/stubborn.stdout").find("trapped") != std::string::npos;
+  }, 10s));
   auto start = std::chrono::steady_clock::now();
   wire::Envelope k;
   k.mutable_kill_task()->set_task_id("stubborn");
