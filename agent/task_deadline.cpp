@@ -35,10 +35,16 @@ void ExecutorManager::applyKillReason(const Container& c, wire::TaskStatus* stat
   if (it == c.tasks.end() || !it->second.killing) return;
   if (it->second.killReason == wire::REASON_KILLED_BY_FRAMEWORK) return;
   status->set_reason(it->second.killReason);
-  if (status->message().empty() || it->second.killReason == wire::REASON_REVOKED) {
-    status->set_message(it->second.killReason == wire::REASON_REVOKED
-                            ? "revoked by the allocation module"
-                            : "task exceeded its max_duration_s");
+  if (status->message().empty() || it->second.killReason == wire::REASON_REVOKED ||
+      it->second.killReason == wire::REASON_AGENT_DRAINED) {
+    switch (it->second.killReason) {
+      case wire::REASON_REVOKED: status->set_message("revoked by the allocation module"); break;
+      case wire::REASON_AGENT_DRAINED:
+        status->set_message("the agent was drained (allotctl drain) and its deadline passed");
+        break;
+      case wire::REASON_MAX_DURATION: status->set_message("task exceeded its max_duration_s"); break;
+      default: break;
+    }
   }
 }
 

@@ -123,7 +123,10 @@ int printList(const Context& ctx, const std::string& what) {
     state::MasterState only;
     if (what == "agents") *only.mutable_agents() = m.agents();
     if (what == "frameworks" || what == "shares") *only.mutable_frameworks() = m.frameworks();
-    if (what == "tasks") *only.mutable_tasks() = m.tasks();
+    if (what == "tasks") {
+      *only.mutable_tasks() = m.tasks();
+      for (const auto& t : m.completed_tasks()) *only.add_tasks() = t;
+    }
     if (what == "offers") *only.mutable_offers() = m.offers();
     std::string json;
     (void)google::protobuf::util::MessageToJsonString(only, &json, print);
@@ -177,7 +180,11 @@ int printList(const Context& ctx, const std::string& what) {
     std::cout << t.render(width);
   } else if (what == "tasks") {
     Table t({"ID", "FRAMEWORK", "AGENT", "STATE", "REASON", "RESOURCES", "MESSAGE"});
-    for (const auto& task : m.tasks()) {
+    std::vector<const state::TaskView*> rows;
+    for (const auto& task : m.tasks()) rows.push_back(&task);
+    for (const auto& task : m.completed_tasks()) rows.push_back(&task);
+    for (const state::TaskView* row : rows) {
+      const state::TaskView& task = *row;
       t.add({task.task_id(), task.framework_id(), task.agent_id(),
              shortName(wire::TaskState_Name(task.state()), "TASK_"),
              task.reason() == wire::REASON_NONE ? "" : shortName(wire::Reason_Name(task.reason()), "REASON_"),

@@ -99,6 +99,10 @@ constexpr size_t kMaxRemovedFrameworksRemembered = 100000;
 // Terminal tasks an agent may still send (resent) updates for and a
 // framework may still acknowledge, per agent.
 constexpr size_t kMaxEndedTasksPerAgent = 10000;
+// Tasks that ended lately, kept with their last status for /state (and so
+// allotctl tasks): a task killed by a drain's deadline shows
+// REASON_AGENT_DRAINED after the master has forgotten it.
+constexpr size_t kEndedTasksShown = 1000;
 // Allocation intervals for which a revoked task's resources are withheld
 // from the framework they were revoked from (on that agent).
 constexpr int kRevokedHoldRounds = 3;
@@ -326,8 +330,9 @@ class Master {
   void sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task, wire::TaskState state,
                         wire::Reason reason, const std::string& message);
   // Ends a task in the master's books: frees its resources (unless the
-  // whole agent is going away) and forgets it.
-  void forgetTask(FrameworkRecord& fw, const std::string& taskId, bool recoverResources);
+  // whole agent is going away) and forgets it; returns its record.
+  std::optional<TaskRecord> forgetTask(FrameworkRecord& fw, const std::string& taskId,
+                                       bool recoverResources);
 
   MasterOptions options_;
   // The flags' roles (options_.policy.roles as given): the defaults that
@@ -356,6 +361,15 @@ class Master {
   MasterMetrics metrics_;
   uint64_t revocations_ = 0;
   std::vector<double> fairScratch_;
+  // The latest kEndedTasksShown tasks that ended with a terminal status,
+  // oldest first; endedTasksDropped_ counts those pushed out (the sequence
+  // number of endedTasks_.front(), so a /state rendering can resume).
+  struct EndedTask {
+    std::string frameworkId;
+    TaskRecord record;
+  };
+  std::deque<EndedTask> endedTasks_;
+  uint64_t endedTasksDropped_ = 0;
 };
 
 }  // namespace allot

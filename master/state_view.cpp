@@ -48,7 +48,7 @@ StateBatch::StateBatch() : items(google::protobuf::Arena::CreateMessage<state::M
 
 size_t StateBatch::itemCount() const {
   return static_cast<size_t>(items->agents_size() + items->frameworks_size() + items->tasks_size() +
-                             items->offers_size());
+                             items->offers_size() + items->completed_tasks_size());
 }
 
 std::string StateBatch::render() const {
@@ -63,6 +63,7 @@ std::string StateBatch::render() const {
   for (const auto& v : items->frameworks()) emit(v);
   for (const auto& v : items->tasks()) emit(v);
   for (const auto& v : items->offers()) emit(v);
+  for (const auto& v : items->completed_tasks()) emit(v);
   out += suffix;
   return out;
 }
@@ -167,13 +168,23 @@ bool MasterStateView::fillNext(state::MasterState* items) {
       offers_.get(position_++, &key_);
       if (!fillOffer(master_, key_, items->add_offers())) items->mutable_offers()->RemoveLast();
       return true;
+    case Phase::kCompletedTasks: {
+      if (position_ == endedTo_ - endedFrom_) return false;
+      uint64_t seq = endedFrom_ + position_++;
+      if (seq < master_.endedTasksDropped_) return true;  // pushed out meanwhile
+      const auto& ended = master_.endedTasks_[seq - master_.endedTasksDropped_];
+      fillTaskRecord(ended.frameworkId, ended.record.info.task_id(), ended.record,
+                     items->add_completed_tasks());
+      return true;
+    }
     default:
       return false;
   }
 }
 
 std::unique_ptr<StateBatch> MasterStateView::takeBatch(bool last) {
-  static const char* const kOpenings[] = {"", ",\"frameworks\":[", ",\"tasks\":[", ",\"offers\":["};
+  static const char* const kOpenings[] = {"", ",\"frameworks\":[", ",\"tasks\":[", ",\"offers\":[",
+                                          ",\"completedTasks\":["};
   auto batch = std::move(batch_);
   if (!batch) batch = std::make_unique<StateBatch>();
   size_t section = static_cast<size_t>(phase_) - static_cast<size_t>(Phase::kAgents);
@@ -182,7 +193,7 @@ std::unique_ptr<StateBatch> MasterStateView::takeBatch(bool last) {
   sectionOpened_ = true;
   sectionHasItems_ = sectionHasItems_ || batch->itemCount() > 0;
   if (last) {
-    batch->suffix = phase_ == Phase::kOffers ? "]}}" : "]";
+    batch->suffix = phase_ == Phase::kCompletedTasks ? "]}}" : "]";
     phase_ = static_cast<Phase>(static_cast<int>(phase_) + 1);
     position_ = 0;
     sectionOpened_ = false;
@@ -211,6 +222,10 @@ std::unique_ptr<StateBatch> MasterStateView::step(const Slice& slice) {
     }
     if (!complete) return nullptr;
     phase_ = static_cast<Phase>(static_cast<int>(phase_) + 1);
+    if (phase_ == Phase::kAgents) {
+      endedFrom_ = master_.endedTasksDropped_;
+      endedTo_ = endedFrom_ + master_.endedTasks_.size();
+    }
   }
   if (phase_ == Phase::kDone) return nullptr;
   if (!batch_) batch_ = std::make_unique<StateBatch>();
@@ -291,7 +306,12 @@ bool MasterStateView::fillTask(const Master& m, const std::string& frameworkId,
   if (f == m.frameworks_.end()) return false;
   auto t = f->second.tasks.find(taskId);
   if (t == f->second.tasks.end()) return false;
-  const auto& task = t->second;
+  fillTaskRecord(frameworkId, taskId, t->second, out);
+  return true;
+}
+
+void MasterStateView::fillTaskRecord(const std::string& frameworkId, const std::string& taskId,
+                                     const Master::TaskRecord& task, state::TaskView* out) {
   out->set_task_id(taskId);
   out->set_framework_id(frameworkId);
   out->set_agent_id(task.info.agent_id());
@@ -303,7 +323,6 @@ bool MasterStateView::fillTask(const Master& m, const std::string& frameworkId,
   out->set_executor_id(task.latest.executor_id().empty() ? task.info.executor().executor_id()
                                                          : task.latest.executor_id());
   out->set_updated_s(task.latest.timestamp_s());
-  return true;
 }
 
 bool MasterStateView::fillOffer(const Master& m, const std::string& id, state::OfferView* out) {
@@ -328,6 +347,9 @@ state::State MasterStateView::snapshot(const Master& m) {
     for (const auto& [tid, t] : f.tasks) fillTask(m, id, tid, ms->add_tasks());
   }
   for (const auto& [id, o] : m.offers_) fillOffer(m, id, ms->add_offers());
+  for (const auto& e : m.endedTasks_) {
+    fillTaskRecord(e.frameworkId, e.record.info.task_id(), e.record, ms->add_completed_tasks());
+  }
   return s;
 }
 

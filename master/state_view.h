@@ -16,8 +16,12 @@
 //
 // The document is one JSON object, pieces in order:
 //   header():  {"master":{...summary...,"agents":[
-//   batches:   items of one section each, the section's opening before the
+//   batches:   items of one section each (agents, frameworks, tasks,
+//              offers, completedTasks), the section's opening before the
 //              first, the document's end after the last:  ]}}
+// Completed tasks (the master's bounded list of tasks that ended lately)
+// need no keys: the view notes the list's sequence numbers when the keys
+// are in, and renders those still listed.
 //
 // Thread: the master's loop (construction, header(), step()); the Master
 // must outlive the view. StateBatch::render() runs on any thread.
@@ -86,11 +90,13 @@ class MasterStateView {
   static bool fillTask(const Master& m, const std::string& frameworkId, const std::string& taskId,
                        state::TaskView* out);
   static bool fillOffer(const Master& m, const std::string& id, state::OfferView* out);
+  static void fillTaskRecord(const std::string& frameworkId, const std::string& taskId,
+                             const Master::TaskRecord& task, state::TaskView* out);
   static void fillSummary(const Master& m, state::MasterState* out);
 
  private:
   enum class Phase { kAgentKeys, kFrameworkKeys, kTaskKeys, kOfferKeys, kAgents, kFrameworks,
-                     kTasks, kOffers, kDone };
+                     kTasks, kOffers, kCompletedTasks, kDone };
 
   // Ids side by side in one buffer: id i is bytes[ends[i-1], ends[i]).
   struct IdList {
@@ -123,6 +129,7 @@ class MasterStateView {
   KeyCursor cursor_;
   size_t taskOwner_ = 0;  // the framework whose task keys are collected
   IdList agents_, frameworks_, tasks_, offers_;
+  uint64_t endedFrom_ = 0, endedTo_ = 0;  // sequence numbers of completed tasks
   size_t position_ = 0;          // next id of the section being filled
   bool sectionOpened_ = false;   // the section's opening was emitted
   bool sectionHasItems_ = false;

@@ -20,9 +20,10 @@ void Master::sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task,
   sendToFramework(fw, e);
 }
 
-void Master::forgetTask(FrameworkRecord& fw, const std::string& taskId, bool recoverResources) {
+std::optional<Master::TaskRecord> Master::forgetTask(FrameworkRecord& fw, const std::string& taskId,
+                                                    bool recoverResources) {
   auto t = fw.tasks.find(taskId);
-  if (t == fw.tasks.end()) return;
+  if (t == fw.tasks.end()) return std::nullopt;
   auto agent = agents_.find(t->second.info.agent_id());
   if (agent != agents_.end()) {
     auto ts = agent->second.tasks.find(fw.id);
@@ -45,7 +46,9 @@ void Master::forgetTask(FrameworkRecord& fw, const std::string& taskId, bool rec
       allocationPending_ = true;
     }
   }
+  TaskRecord record = std::move(t->second);
   fw.tasks.erase(t);
+  return record;
 }
 
 void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
@@ -105,7 +108,13 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
   if (placedHere) {
     t->second.latest = status;
     if (isTerminal(status.state())) {
-      forgetTask(fw, status.task_id(), true);
+      if (auto ended = forgetTask(fw, status.task_id(), true)) {
+        endedTasks_.push_back(EndedTask{fw.id, std::move(*ended)});
+        if (endedTasks_.size() > kEndedTasksShown) {
+          endedTasks_.pop_front();
+          ++endedTasksDropped_;
+        }
+      }
       rememberEnded(agent, fw.id, status.task_id());
     }
   }

@@ -274,6 +274,19 @@ TEST_F(OpsCluster, DrainStopsOffersAndKillsTasksAfterTheDeadline) {
   ASSERT_TRUE(waitFor([&] { return stubborn.out().find("KILLED") != std::string::npos; }, 15s))
       << stubborn.out();
   EXPECT_GE(std::chrono::steady_clock::now() - drained, 3s);
+  // The drain's kill says so: in the framework's update, /state and allotctl.
+  EXPECT_NE(stubborn.out().find("AGENT_DRAINED"), std::string::npos) << stubborn.out();
+  EXPECT_TRUE(waitFor([&] {
+    state::State s = getState(http_);
+    for (const auto& t : s.master().completed_tasks()) {
+      if (t.task_id() == "ops-drain-0") {
+        return t.state() == wire::TASK_KILLED && t.reason() == wire::REASON_AGENT_DRAINED;
+      }
+    }
+    return false;
+  }, 10s)) << "ops-drain-0 not in /state's completedTasks as KILLED (AGENT_DRAINED)";
+  CtlResult tasks = ctl({"tasks"});
+  EXPECT_NE(tasks.out.find("AGENT_DRAINED"), std::string::npos) << tasks.out;
   std::this_thread::sleep_for(1s);
   EXPECT_EQ(taskState("ops-after-0"), "") << "a task launched on a drained agent";
   CtlResult agents = ctl({"agents"});

@@ -116,7 +116,7 @@ TEST_F(StateViewTest, SlicedDocumentEqualsTheSnapshot) {
 TEST_F(StateViewTest, EmptyMasterRendersEveryList) {
   std::string json = render(1);
   EXPECT_NE(json.find("\"agents\":[]"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"offers\":[]}}"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"offers\":[],\"completedTasks\":[]}}"), std::string::npos) << json;
   parse(json);
 }
 
@@ -130,6 +130,31 @@ TEST_F(StateViewTest, KeysOfARehashedMapAreCollectedAgain) {
   state::State s = parse(json);
   EXPECT_EQ(s.master().agents_size(), 203);
   EXPECT_EQ(agentIds(s).size(), 203u) << "an agent listed twice";
+}
+
+// A task that ended is gone from the master's books but stays in /state's
+// completedTasks with its last status, in the sliced rendering too.
+TEST_F(StateViewTest, EndedTasksStayWithTheirReason) {
+  std::string agent = registerAgent();
+  registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  ASSERT_EQ(offers.size(), 1u);
+  accept(kFrameworkPeer, offers[0].offer_id(), {task("drained", "cpus:1;mem:128")});
+  wire::TaskStatus s;
+  s.set_task_id("drained");
+  s.set_framework_id(MasterStateView::snapshot(*master_).master().frameworks(0).id());
+  s.set_agent_id(agent);
+  s.set_state(wire::TASK_KILLED);
+  s.set_reason(wire::REASON_AGENT_DRAINED);
+  agentUpdate(s);
+  for (const state::State& st : {MasterStateView::snapshot(*master_), parse(render(3))}) {
+    EXPECT_EQ(st.master().tasks_size(), 0);
+    ASSERT_EQ(st.master().completed_tasks_size(), 1);
+    EXPECT_EQ(st.master().completed_tasks(0).task_id(), "drained");
+    EXPECT_EQ(st.master().completed_tasks(0).state(), wire::TASK_KILLED);
+    EXPECT_EQ(st.master().completed_tasks(0).reason(), wire::REASON_AGENT_DRAINED);
+  }
 }
 
 TEST_F(StateViewTest, ConcurrentReadersShareOneRendering) {
