@@ -4,6 +4,10 @@
 // Launcher::launch (the child joins them before exec; launch() returns once
 // it has exec'd), isolate — p50/p99 over 1,000 launches of /bin/true.
 //
+// With namespaces/pid (issue 10): the same launches, each executor pid 1 of
+// a PID namespace of its own with its own /proc (runc's bundle below has
+// one too).
+//
 // Anchor in the same run: `runc run --detach` of the same command in a
 // minimal OCI bundle (busybox rootfs) with the same cpu shares and memory
 // limit; it returns once the container process has started. Teardown of
@@ -29,6 +33,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/asio.h"
@@ -89,8 +94,9 @@ void reap(asio::io_context& io, WorkerPool& pool, std::vector<std::unique_ptr<Is
 // The prepare() part of each allot launch (the isolators), printed apart.
 std::vector<double> prepareMs;
 
-std::vector<double> allotLaunches(int count, bool network) {
+std::vector<double> allotLaunches(int count, const std::string& isolation) {
   prepareMs.clear();
+  bool network = isolation.find("network/netns") != std::string::npos;
   asio::io_context io(1);
   auto poller = std::move(*UringPoller::create(io));
   auto launcher = std::move(*Launcher::create(io, *poller));
@@ -99,8 +105,7 @@ std::vector<double> allotLaunches(int count, bool network) {
   options.cgroupsRoot = "allot-bench-" + std::to_string(getpid());
   options.network = benchNetwork();
   options.io = &io;
-  auto isolators = createIsolators(network ? "cgroups/cpu,cgroups/mem,network/netns" : "cgroups/cpu,cgroups/mem",
-                                   options);
+  auto isolators = createIsolators(isolation, options);
   WorkerPool reaper(io, {.threads = 2, .queueMax = 1024});
   if (!isolators) {
     std::fprintf(stderr, "isolators: %s\n", isolators.error().describe().c_str());
@@ -248,9 +253,10 @@ int main(int argc, char** argv) {
     return 77;
   }
   int count = argc > 1 ? std::atoi(argv[1]) : 1000;
-  auto ours = allotLaunches(count, false);
+  auto ours = allotLaunches(count, "cgroups/cpu,cgroups/mem");
   auto oursPrepare = prepareMs;
-  auto oursNet = allotLaunches(count, true);
+  auto oursPid = allotLaunches(count, "cgroups/cpu,cgroups/mem,namespaces/pid");
+  auto oursNet = allotLaunches(count, "cgroups/cpu,cgroups/mem,network/netns");
   auto oursNetPrepare = prepareMs;
   auto anchor = runcLaunches(count, false);
   auto anchorNet = runcLaunches(count, true);
@@ -266,6 +272,7 @@ int main(int argc, char** argv) {
   };
   row("allot (cgroups/cpu,mem)", ours);
   row("  of which isolators' prepare", oursPrepare);
+  row("allot (cgroups/cpu,mem + namespaces/pid)", oursPid);
   row("allot (cgroups/cpu,mem + network/netns)", oursNet);
   row("  of which isolators' prepare", oursNetPrepare);
   row("runc run --detach (anchor)", anchor);
@@ -273,6 +280,8 @@ int main(int argc, char** argv) {
   if (!anchor.empty()) {
     std::printf("runc/allot p50: %.1fx (target: allot p50 under 5 ms and at least 5x faster)\n",
                 percentile(anchor, 0.5) / percentile(ours, 0.5));
+    std::printf("runc/allot with namespaces/pid p50: %.1fx (runc's bundle has a PID namespace too)\n",
+                percentile(anchor, 0.5) / percentile(oursPid, 0.5));
   }
   if (!anchorNet.empty()) {
     std::printf("with network: runc/allot p50: %.1fx (target: allot p50 under 5 ms and at least 5x faster)\n",

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -353,6 +354,46 @@ TEST_F(TrustRoot, PidNamespaceAlwaysHoldsARootTask) {
   std::string task = taskOutput(cluster_->workDir());
   EXPECT_NE(task.find("uid=0\n"), std::string::npos) << task;
   expectOwnPidNamespace(*cluster_, task);
+}
+
+// The NSpid line of /proc/<pid>/status (the pid in each PID namespace
+// from the host's down), "" when there is no such process.
+std::string nsPids(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("NSpid:", 0) == 0) return line.substr(6);
+  }
+  return "";
+}
+
+// An agent restart re-attaches an executor that lives in its own PID
+// namespace: recovery finds it by its host pid (what the agent recorded and
+// what /proc of the host shows), not by the 1 it has inside.
+TEST_F(TrustRoot, RestartedAgentReattachesAnExecutorInItsOwnPidNamespace) {
+  std::vector<std::string> flags = {"--isolation", "namespaces/pid"};
+  startAgent(flags);
+  Child task = cluster_->execute({"--command", "sleep 3; echo done", "--resources", "cpus:0.5;mem:64"});
+  ASSERT_TRUE(waitFor([&] { return task.out().find("RUNNING") != std::string::npos; }, 30s))
+      << task.out() << cluster_->agentLog();
+  auto before = cluster_->executors();
+  ASSERT_EQ(before.size(), 1u);
+  pid_t executor = before[0];
+  std::istringstream ids(nsPids(executor));
+  pid_t hostPid = 0, innerPid = 0;
+  ids >> hostPid >> innerPid;
+  ASSERT_EQ(hostPid, executor) << nsPids(executor);
+  ASSERT_EQ(innerPid, 1) << "the executor is not pid 1 of its own namespace: " << nsPids(executor);
+
+  cluster_->agentProcess().killOnly(SIGKILL);
+  ASSERT_EQ(cluster_->executors(), before) << "the executor died with the agent";
+  startAgent(flags);
+  std::string log = cluster_->agentLog();
+  EXPECT_NE(log.find("(pid " + std::to_string(executor) + ") with"), std::string::npos)
+      << "not re-attached by its host pid " << executor << ":\n" << log;
+  ASSERT_NE(task.wait(40s), -1) << task.out() << cluster_->agentLog();
+  EXPECT_NE(task.out().find("FINISHED"), std::string::npos) << task.out() << cluster_->agentLog();
+  EXPECT_NE(cluster_->agentLog().find(" re-attached with "), std::string::npos) << cluster_->agentLog();
 }
 
 TEST_F(TrustRoot, TaskCannotRegisterAsAnotherExecutor) {
