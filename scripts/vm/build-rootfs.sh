@@ -104,7 +104,7 @@ ln -sf /etc/systemd/system/allot-vm-payload.service \
 
 log "making a ${image_mb} MiB ext4 image"
 mkdir -p "$work/out"
-mkfs.ext4 -q -L allot-root -d "$root" "$work/out/root.img" "${image_mb}M" || die "mkfs.ext4 -d failed"
+mkfs.ext4 -q -L allot-root -d "$root" "$work/out/root.img" "${image_mb}M" >&2 || die "mkfs.ext4 -d failed"
 printf '%s\n' "$list" > "$work/out/packages"
 touch "$work/out/.complete"
 rm -rf "$dest"

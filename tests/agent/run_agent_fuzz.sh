@@ -32,7 +32,7 @@ for l in "${libs[@]}"; do
   [ -f "$l" ] || { echo "FAIL: $l is missing (build the project first)"; exit 1; }
 done
 flags="-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
-pkgs="protobuf prometheus-cpp-core openssl liburing libcgroup libnl-3.0 libnl-route-3.0 libnftables libseccomp"
+pkgs="protobuf prometheus-cpp-core openssl liburing libcgroup libnl-3.0 libnl-route-3.0 libnl-nf-3.0 libnftables libseccomp"
 {
   echo "CXXFLAGS := $flags -I$src -I$gen $(pkg-config --cflags $pkgs)"
   echo "LIBS := ${libs[*]} $(pkg-config --libs $pkgs) -lzookeeper_mt -lpthread"
