@@ -164,6 +164,14 @@ Result<int> Netlink::ensureBridge(const std::string& name) {
                  std::string(type ? type : "device without a type") + ")"};
   }
   int index = rtnl_link_get_ifindex(link.get());
+  // No duplicate address detection on the bridge's IPv6 addresses, set
+  // before it comes up: its link-local address is made at "up" and stays
+  // tentative until DAD ends 1-2 s after the first executor's veth brings
+  // carrier, and until then the host cannot resolve executors' addresses
+  // for IPv6 traffic it forwards from other hosts (neighbour solicitations
+  // need a usable link-local source). Without IPv6 there is no such file.
+  Status noDad = writeNetFile("/proc/sys/net/ipv6/conf/" + name + "/accept_dad", "0");
+  if (!noDad && noDad.error().errnum != ENOENT) return noDad.error();
   if (auto st = setUp(index); !st) return st.error();
   return index;
 }
