@@ -1,4 +1,4 @@
-# Shared by bench/{placement,sdk,locality}/run.sh: a scratch dir, background
+# Shared by bench/{placement,sdk,locality,scale}/run.sh and bench/scale/state_probe.sh: a scratch dir, background
 # processes ended on exit, and small waits. Source it after setting $dir.
 pids=()
 cleanup() {
@@ -14,9 +14,13 @@ wait_for() {
   for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
   return 1
 }
-# True once the emulator's log reports at least $agents registered agents.
+# True once the emulators' logs ($dir/emulator*.log, one per emulator
+# process) report at least $agents registered agents between them.
 registered() {
-  local n
-  n=$(grep -o 'registered=[0-9]*' "$dir/emulator.log" | tail -1 | cut -d= -f2)
-  [ "${n:-0}" -ge "$agents" ]
+  local total=0 n f
+  for f in "$dir"/emulator*.log; do
+    n=$(grep -so 'registered=[0-9]*' "$f" | tail -1 | cut -d= -f2)
+    total=$(( total + ${n:-0} ))
+  done
+  [ "$total" -ge "$agents" ]
 }

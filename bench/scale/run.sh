@@ -24,22 +24,7 @@ while [ $# -gt 0 ]; do
 done
 
 dir=$(mktemp -d /tmp/allot-scale.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-
-die() { echo "run.sh: $*" >&2; tail -5 "$dir"/*.log >&2 || true; exit 1; }
-
-# Wait until "$2" (a command) succeeds, for at most $1 seconds.
-wait_for() {
-  local limit=$1; shift
-  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # pids, cleanup, die, wait_for, registered
 
 # Every agent is a socket in the emulator and one in the master.
 ulimit -Hn 262144 2>/dev/null || true
@@ -63,14 +48,6 @@ for e in $(seq 0 $(( emulators - 1 ))); do
     --first-source "$(( 2 + e * 2 ))" >"$dir/emulator$e.log" 2>&1 &
   pids+=($!)
 done
-registered() {
-  local total=0 n
-  for f in "$dir"/emulator*.log; do
-    n=$(grep -o 'registered=[0-9]*' "$f" | tail -1 | cut -d= -f2)
-    total=$(( total + ${n:-0} ))
-  done
-  [ "$total" -ge "$agents" ]
-}
 wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
 
 "$build/bench/scale/load_frameworks" --master "$master" --frameworks "$frameworks" \

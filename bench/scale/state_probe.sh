@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
 done
 
 dir=$(mktemp -d /tmp/allot-state-probe.XXXXXX)
-. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # pids, cleanup, die, wait_for
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # pids, cleanup, die, wait_for, registered
 
 ulimit -Hn 262144 2>/dev/null || true
 ulimit -n "$(ulimit -Hn)"
@@ -55,14 +55,6 @@ for e in $(seq 0 $(( emulators - 1 ))); do
     --first-source "$(( 2 + e * 2 ))" >"$dir/emulator$e.log" 2>&1 &
   pids+=($!)
 done
-registered() {
-  local total=0 n f
-  for f in "$dir"/emulator*.log; do
-    n=$(grep -so 'registered=[0-9]*' "$f" | tail -1 | cut -d= -f2)
-    total=$(( total + ${n:-0} ))
-  done
-  [ "$total" -ge "$agents" ]
-}
 wait_for $(( agents / 100 + 120 )) registered || die "agents did not all register"
 
 "$build/bench/scale/load_frameworks" --master "$master" --frameworks "$frameworks" \
