@@ -215,9 +215,15 @@ joinNode() {
   echo "$1" > "/sys/fs/cgroup/cpu/$nodeCgroup/cgroup.procs"
 }
 
+# The node cgroup (or the isolated agent's root), and the roots an agent
+# picks by default from its work dir ("allot." + the work dir with '.' as
+# %2E and '/' as '.'): the unisolated agent's cgroup2 tracking root, and the
+# cgroups of executors still running when their agent was stopped (an
+# agent keeps those on purpose: executors outlive an agent restart).
 removeCgroups() {
-  local dir
-  for dir in /sys/fs/cgroup/*/"$nodeCgroup"; do
+  local dir defaultRoots
+  defaultRoots="allot.$(printf '%s' "${run#/}" | sed 's/\./%2E/g; s|/|.|g')."
+  for dir in /sys/fs/cgroup/*/"$nodeCgroup" /sys/fs/cgroup/*/"$defaultRoots"*; do
     [ -d "$dir" ] || continue
     find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true
     [ -d "$dir" ] && log "warning: could not remove $dir"
@@ -290,7 +296,12 @@ startAgent() {
     --executor-idle-timeout 0.5 --executor-path "$run/bin/hogm-executor")
   if [ "$mode" = iso ]; then
     args+=(--isolation "$isolation")
-    "$agent" --help 2>&1 | grep -q -- '--cgroups-root' && args+=(--cgroups-root "$cgroupsRoot")
+    # Not `--help | grep -q`: grep leaves at the first match, the agent gets
+    # SIGPIPE, and under pipefail the flag was then silently not passed
+    # (the executors left the node cgroup).
+    local help
+    help=$("$agent" --help 2>&1 || true)
+    [[ $help == *--cgroups-root* ]] && args+=(--cgroups-root "$cgroupsRoot")
     # shellcheck disable=SC2206
     [ -n "$agentFlags" ] && args+=($agentFlags)
   fi
