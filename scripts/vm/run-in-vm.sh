@@ -97,7 +97,7 @@ put_with_libs() {
   local f=$1 lib
   put "$f" || return 1
   if ldd "$f" >/dev/null 2>&1; then
-    if ldd "$f" | grep -q 'not found'; then
+    if ldd "$f" | grep 'not found' > /dev/null; then
       log "$f: $(ldd "$f" | grep 'not found' | tr -s ' \t\n' ' ')"
       return 1
     fi
