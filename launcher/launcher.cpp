@@ -25,6 +25,7 @@
 
 #include "base/log.h"
 #include "base/unique_fd.h"
+#include "launcher/clone_vm.h"
 
 namespace allot {
 namespace {
@@ -91,6 +92,10 @@ bool newPidNamespace(const ChildSetup& setup) {
 // Everything the child needs, prepared before clone so the child only
 // makes async-signal-safe calls.
 struct Prepared {
+  // Set by startChild() when the clone could not put the child into
+  // ChildSetup::cgroupDirFd itself (no CLONE_INTO_CGROUP): the child writes
+  // its pid into that directory's cgroup.procs before anything else.
+  bool joinCgroupDir = false;
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::vector<std::string> storage;
@@ -346,6 +351,11 @@ void setUpMountNamespace(Prepared& p, bool confine, bool newPid, const FailureSi
   if (err < 0 || dup2(err, 2) < 0) childFail(sink, Step::kStderr);
   if (!spec.workDir.empty() && chdir(spec.workDir.c_str()) != 0) childFail(sink, Step::kChdir);
   formatPid(p.pidText);
+  if (p.joinCgroupDir) {
+    int fd = openat(setup.cgroupDirFd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, p.pidText, strlen(p.pidText)) < 0) childFail(sink, Step::kCgroup, -1);
+    close(fd);
+  }
   for (size_t i = 0; i < setup.cgroupProcsFiles.size(); ++i) {
     int fd = open(setup.cgroupProcsFiles[i].c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, p.pidText, strlen(p.pidText)) < 0) {
@@ -391,37 +401,55 @@ int childMain(void* arg) {
   runChild(*a->prepared, a->sink);
 }
 
-// Starts the child with a pidfd. Without a cgroup directory, and when the
-// caller waits for the exec anyway (`vforkOk`), this is a vfork-style clone
-// (CLONE_VM | CLONE_VFORK, as posix_spawn does: no page tables copied, the
-// parent resumes once the child has exec'd or failed). Otherwise clone3
-// (fork-like; CLONE_INTO_CGROUP with a cgroup directory). Where clone3 is
-// refused, a fork-like clone (with the PID namespace, if one is asked for)
-// + pidfd_open is the last resort. The child of CLONE_NEWPID is pid 1 of
-// the new namespace; clone returns its pid in ours.
+// clone3 said it cannot do what was asked: no clone3 (ENOSYS, before Linux
+// 5.3, or a seccomp filter's answer), no CLONE_INTO_CGROUP (E2BIG, 5.3-5.6)
+// or refused by a filter (EPERM). The fallbacks then join the cgroup2
+// directory by a cgroup.procs write in the child.
+bool clone3Refused(int err) { return err == ENOSYS || err == E2BIG || err == EPERM; }
+
+// Starts the child with a pidfd. When the caller waits for the exec anyway
+// (`vforkOk`), a vfork-style clone (CLONE_VM | CLONE_VFORK, as posix_spawn
+// does: no page tables copied, the parent resumes once the child has
+// exec'd or failed), through clone3 with CLONE_INTO_CGROUP when a cgroup2
+// directory is given, else glibc's clone(). Otherwise a fork-like clone3
+// (with CLONE_INTO_CGROUP for a cgroup2 directory). Where clone3 is
+// refused, the vfork-style clone(), or a fork-like clone (with the PID
+// namespace, if one is asked for) + pidfd_open, and the child writes its
+// pid into the cgroup2 directory. The child of CLONE_NEWPID is pid 1 of the
+// new namespace; clone returns its pid in ours.
 pid_t startChild(ChildArgs* args, int* pidfd, bool vforkOk) {
   const ChildSetup& setup = args->prepared->spec->setup;
   const int newPid = newPidNamespace(setup) ? CLONE_NEWPID : 0;
   constexpr size_t kStackBytes = 256 * 1024;
   static thread_local std::vector<char> stack(kStackBytes);
-  if (setup.cgroupDirFd < 0 && vforkOk) {
-    int pid = clone(childMain, stack.data() + stack.size(),
-                    CLONE_VM | CLONE_VFORK | CLONE_PIDFD | newPid | SIGCHLD, args, pidfd);
-    return pid;
-  }
+  // The child's stack pointer starts at its top: 16-byte aligned.
+  char* stackTop = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(stack.data()) + stack.size()) & ~uintptr_t{15});
+  const bool intoCgroup = setup.cgroupDirFd >= 0;
   clone_args ca{};
   ca.flags = CLONE_PIDFD | static_cast<uint64_t>(newPid);
   ca.pidfd = reinterpret_cast<uint64_t>(pidfd);
   ca.exit_signal = SIGCHLD;
-  if (setup.cgroupDirFd >= 0) {
+  if (intoCgroup) {
     ca.flags |= CLONE_INTO_CGROUP;
     ca.cgroup = static_cast<uint64_t>(setup.cgroupDirFd);
   }
+  if (vforkOk) {
+    if (intoCgroup) {
+      ca.flags |= CLONE_VM | CLONE_VFORK;
+      ca.stack = reinterpret_cast<uint64_t>(stack.data());
+      ca.stack_size = static_cast<uint64_t>(stackTop - stack.data());
+      pid_t pid = clone3SharingMemory(&ca, childMain, args);
+      if (pid >= 0 || !clone3Refused(errno)) return pid;
+      args->prepared->joinCgroupDir = true;
+    }
+    return clone(childMain, stackTop, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | newPid | SIGCHLD, args, pidfd);
+  }
   long pid = syscall(SYS_clone3, &ca, sizeof ca);
   if (pid == 0) runChild(*args->prepared, args->sink);
-  if (pid >= 0 || (errno != ENOSYS && errno != EPERM)) return static_cast<pid_t>(pid);
+  if (pid >= 0 || !clone3Refused(errno)) return static_cast<pid_t>(pid);
+  args->prepared->joinCgroupDir = intoCgroup;
   // Without CLONE_VM the child runs on its own copy of `stack`.
-  pid = newPid ? clone(childMain, stack.data() + stack.size(), newPid | SIGCHLD, args) : fork();
+  pid = newPid ? clone(childMain, stackTop, newPid | SIGCHLD, args) : fork();
   if (pid == 0) runChild(*args->prepared, args->sink);
   if (pid > 0) *pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   return static_cast<pid_t>(pid);
@@ -431,7 +459,10 @@ pid_t startChild(ChildArgs* args, int* pidfd, bool vforkOk) {
 std::string describeFailure(const ChildFailure& failure, const LaunchSpec& spec) {
   std::string what = stepName(failure.step);
   if (failure.step == Step::kExec) what += " " + spec.argv[0];
-  if (failure.step == Step::kCgroup) what += " " + spec.setup.cgroupProcsFiles[failure.index];
+  if (failure.step == Step::kCgroup) {
+    what += failure.index < 0 ? std::string(" (cgroup.procs of the cgroup2 directory)")
+                              : " " + spec.setup.cgroupProcsFiles[failure.index];
+  }
   if (failure.step == Step::kReadOnly) what += std::string(" ") + kRootReadOnlyPaths[failure.index].path;
   if (failure.step == Step::kWritable) {
     what += failure.index == 0   ? " " + spec.workDir
@@ -521,16 +552,17 @@ class RealLauncher final : public Launcher {
   Result<pid_t> spawn(const LaunchSpec& spec, ExitCallback onExit, bool waitForExec) {
     if (spec.argv.empty()) return Error{"launch: empty argv"};
     Prepared prepared = prepare(spec);
-    // The vfork-style clone shares memory (see startChild); clone3 does not.
-    bool sharesMemory = waitForExec && spec.setup.cgroupDirFd < 0;
+    // launch()'s vfork-style clone shares memory (see startChild): the
+    // child's failure is in `failure` once clone returns. start()'s
+    // fork-like clone3 does not: a close-on-exec pipe, read at the exit.
     ChildFailure failure{};
     UniqueFd readEnd, writeEnd;
     ChildArgs args{&prepared, {}};
-    if (sharesMemory) {
+    if (waitForExec) {
       args.sink.shared = &failure;
     } else {
       int pipeFds[2];
-      if (pipe2(pipeFds, O_CLOEXEC | (waitForExec ? 0 : O_NONBLOCK)) != 0) return Error::fromErrno("pipe2");
+      if (pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) return Error::fromErrno("pipe2");
       readEnd = UniqueFd(pipeFds[0]);
       writeEnd = UniqueFd(pipeFds[1]);
       args.sink.pipeFd = writeEnd.get();
@@ -558,18 +590,9 @@ class RealLauncher final : public Launcher {
       child.spec = std::make_shared<LaunchSpec>(spec);
       return pid;
     }
-    // The child has exec'd or failed a step by now (vfork), or the pipe
-    // says which (EOF on exec): "no such executable" is an error of
-    // launch() instead of an exit 127.
-    bool failed = static_cast<int>(failure.step) != 0;
-    if (!sharesMemory) {
-      ssize_t n;
-      do {
-        n = read(readEnd.get(), &failure, sizeof failure);
-      } while (n < 0 && errno == EINTR);
-      failed = n == static_cast<ssize_t>(sizeof failure);
-    }
-    if (failed) {
+    // The child has exec'd or failed a step by now (vfork): "no such
+    // executable" is an error of launch() instead of an exit 127.
+    if (static_cast<int>(failure.step) != 0) {
       siginfo_t info{};
       // io_uring task work can interrupt blocking calls on this thread.
       while (waitid(P_PID, pid, &info, WEXITED) != 0 && errno == EINTR) {

@@ -1,9 +1,11 @@
 // Launcher: starts executor processes and tells the agent when they end.
 //
-// Processes start with a vfork-style clone(CLONE_PIDFD), or clone3 with
-// CLONE_INTO_CGROUP when a cgroup2 directory is given (fork + pidfd_open as
-// the fallback);
-// exits are observed by a poll on each pidfd through UringPoller (io_uring),
+// launch() starts processes with a vfork-style clone (CLONE_VM |
+// CLONE_VFORK | CLONE_PIDFD: no page tables copied), through clone3 with
+// CLONE_INTO_CGROUP when a cgroup2 directory is given; start() with a
+// fork-like clone3 (CLONE_INTO_CGROUP likewise). Where clone3 is refused,
+// clone() or fork + pidfd_open, and the child joins the cgroup2 directory
+// by a cgroup.procs write. Exits are observed by a poll on each pidfd through UringPoller (io_uring),
 // then reaped with waitid(P_PIDFD). No SIGCHLD handler, no waitpid loops, no
 // zombies. The agent is made a child subreaper so orphaned grandchildren
 // come back to it and are reaped too. (An Asio signal_set on SIGCHLD only
@@ -39,9 +41,11 @@ namespace allot {
 // for the credential changes, since glibc's setuid() would broadcast to the
 // agent's threads from a child sharing its memory).
 struct ChildSetup {
-  // v2: a cgroup directory fd for CLONE_INTO_CGROUP (the child is born in it).
+  // v2: a cgroup directory fd for CLONE_INTO_CGROUP (the child is born in
+  // it; where clone3 is refused, it writes its pid into the directory's
+  // cgroup.procs first thing).
   int cgroupDirFd = -1;
-  // v1 (or fallback): "cgroup.procs" files the child writes its pid into.
+  // v1: "cgroup.procs" files the child writes its pid into.
   std::vector<std::string> cgroupProcsFiles;
   // A network namespace to setns() into (-1: stay in the agent's).
   int netnsFd = -1;
@@ -130,10 +134,11 @@ class Launcher {
   // The real launcher. The poller must outlive it.
   static Result<std::unique_ptr<Launcher>> create(asio::io_context& io, UringPoller& poller);
 
-  // Starts a process. Returns its pid once it runs (or an Error if fork,
-  // setup or exec failed: the child's own failure is reported back through
-  // a close-on-exec pipe, or shared memory for the vfork-style clone, so
-  // "no such executable" is an error here, not a mysterious exit 127).
+  // Starts a process. Returns its pid once it runs (or an Error if clone,
+  // setup or exec failed: the vfork-style child reports its own failure in
+  // the memory it shares with the caller, so "no such executable" is an
+  // error here, not a mysterious exit 127). The caller's thread waits for
+  // the child's setup and exec (it shares the caller's memory until then).
   // onExit fires exactly once.
   virtual Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) = 0;
 

@@ -16,9 +16,13 @@
 //   launch bare   the same launch without a namespace (for comparison;
 //                 the vfork-style clone)
 //   launch bare, clone3 into cgroup2
-//                 the same, born in a cgroup2 directory (CLONE_INTO_CGROUP:
-//                 clone3 without CLONE_VM, and a pipe for the exec), as
-//                 every executor is where cgroup2 is mounted
+//                 the same, born in a cgroup2 directory, as every executor
+//                 is where cgroup2 is mounted (clone3 with CLONE_INTO_CGROUP,
+//                 vfork-style: CLONE_VM | CLONE_VFORK)
+//   start bare, clone3 into cgroup2
+//                 Launcher::start() of the same (the agent's call): until it
+//                 returns, i.e. a fork-like clone3 with CLONE_INTO_CGROUP,
+//                 not waiting for the exec
 //
 // and, untimed by the launch path but measured here, the teardown that the
 // next launch may queue behind: deleting the veth, closing the last fd of
@@ -100,7 +104,7 @@ std::string readLoad() {
 }
 
 void launchAndWait(asio::io_context& io, Launcher& launcher, int netnsFd, Steps& steps, const char* name,
-                   int cgroupDirFd = -1) {
+                   int cgroupDirFd = -1, bool start = false) {
   LaunchSpec spec;
   spec.argv = {"/bin/true"};
   spec.env = {"PATH=/usr/bin:/bin"};
@@ -108,7 +112,10 @@ void launchAndWait(asio::io_context& io, Launcher& launcher, int netnsFd, Steps&
   spec.setup.netnsFd = netnsFd;
   spec.setup.cgroupDirFd = cgroupDirFd;
   bool exited = false;
-  auto pid = steps.time(name, [&] { return launcher.launch(spec, [&](const ExitInfo&) { exited = true; }); });
+  auto pid = steps.time(name, [&] {
+    auto onExit = [&](const ExitInfo&) { exited = true; };
+    return start ? launcher.start(spec, onExit) : launcher.launch(spec, onExit);
+  });
   if (!pid) die("launch", pid.error());
   while (!exited) {
     io.restart();
@@ -180,7 +187,10 @@ int runSteps(int count) {
     launchAndWait(io, *launcher, ns.get(), steps, "launch (setns)");
     steps.add("= all of the above", ms(Clock::now() - total));
     launchAndWait(io, *launcher, -1, steps, "launch bare");
-    if (cgroup2Fd) launchAndWait(io, *launcher, -1, steps, "launch bare, clone3 into cgroup2", cgroup2Fd.get());
+    if (cgroup2Fd) {
+      launchAndWait(io, *launcher, -1, steps, "launch bare, clone3 into cgroup2", cgroup2Fd.get());
+      launchAndWait(io, *launcher, -1, steps, "start bare, clone3 into cgroup2", cgroup2Fd.get(), true);
+    }
     (void)(*nft)->run(deletePortsScript(rules, address, port));
     st = steps.time("teardown: delete veth", [&] { return host->deleteLink(veth); });
     if (!st) die("delete veth", st);

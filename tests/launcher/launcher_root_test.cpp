@@ -8,7 +8,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <signal.h>
+#include <linux/filter.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -103,8 +111,9 @@ TEST_F(LauncherRootTest, ChildIsBornInsideACgroup2Directory) {
 }
 
 TEST_F(LauncherRootTest, ExecFailureInsideACgroup2DirectoryIsAnError) {
-  // clone3 (CLONE_INTO_CGROUP) does not share memory: the error comes
-  // through the close-on-exec pipe.
+  // launch() clones vfork-style into the directory too (clone3 with
+  // CLONE_VM | CLONE_VFORK | CLONE_INTO_CGROUP): the child reports the
+  // failed exec in the memory it shares with the launcher.
   std::string root = fs::exists("/sys/fs/cgroup/unified/cgroup.procs") ? "/sys/fs/cgroup/unified"
                      : fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "/sys/fs/cgroup"
                                                                         : "";
@@ -333,6 +342,64 @@ TEST_F(LauncherRootTest, ConfinedRootChildCannotWriteHostFiles) {
   EXPECT_NE(out.find("pid=1\n"), std::string::npos) << "a root child gets its own PID namespace:\n" << out;
   EXPECT_NE(out.find("\n0\n"), std::string::npos) << out;
 }
+
+// Where clone3 is refused (Docker's default seccomp profile answers it
+// with ENOSYS; kernels before 5.3 have none, 5.3-5.6 no CLONE_INTO_CGROUP),
+// launch() falls back to glibc's vfork-style clone() and start() to fork():
+// the child then joins its cgroup2 directory by writing its pid into the
+// directory's cgroup.procs, so it is still tracked. Run in a forked process
+// that installs such a filter (the test's own process stays unfiltered).
+class Clone3RefusedTest : public LauncherRootTest, public ::testing::WithParamInterface<bool> {};
+
+// Exit codes of the forked process: 0 the child ran and exited 0.
+int launchWithClone3Refused(const std::string& cgroup, LaunchSpec spec, bool start) {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(std::size(filter)), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+    return 10;
+  }
+  clone_args probe{};
+  probe.exit_signal = SIGCHLD;
+  if (syscall(SYS_clone3, &probe, sizeof probe) != -1 || errno != ENOSYS) return 11;
+  asio::io_context io;
+  auto poller = UringPoller::create(io);
+  if (!poller) return 12;
+  auto launcher = Launcher::create(io, **poller);
+  if (!launcher) return 13;
+  UniqueFd dirFd(open(cgroup.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  spec.setup.cgroupDirFd = dirFd.get();
+  std::optional<ExitInfo> exit;
+  auto onExit = [&](const ExitInfo& e) { exit = e; };
+  auto pid = start ? (*launcher)->start(spec, onExit) : (*launcher)->launch(spec, onExit);
+  if (!pid) return 14;
+  if (!runUntil(io, [&] { return exit.has_value(); }, 10s)) return 15;
+  return exit->exited && exit->exitCode == 0 && exit->setupError.empty() ? 0 : 16;
+}
+
+TEST_P(Clone3RefusedTest, ChildStillJoinsItsCgroup2Directory) {
+  std::string root = cgroup2Root();
+  if (root.empty()) GTEST_SKIP() << "no cgroup2 hierarchy mounted";
+  std::string cg = makeCgroup(root);
+  ASSERT_FALSE(cg.empty());
+  LaunchSpec spec = shell("cat /proc/self/cgroup");
+  pid_t forked = fork();
+  ASSERT_GE(forked, 0);
+  if (forked == 0) _exit(launchWithClone3Refused(cg, spec, GetParam()));
+  int status = 0;
+  ASSERT_EQ(waitpid(forked, &status, 0), forked);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "see launchWithClone3Refused for the step";
+  std::string name = fs::path(cg).filename().string();
+  EXPECT_NE(readFile(spec.stdoutPath).find("0::/" + name + "\n"), std::string::npos) << readFile(spec.stdoutPath);
+}
+
+INSTANTIATE_TEST_SUITE_P(Clone, Clone3RefusedTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Start" : "Launch"; });
 
 }  // namespace
 }  // namespace allot
