@@ -272,10 +272,7 @@ void Agent::scheduleGc() {
   gcTimer_.expires_after(interval);
   gcTimer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
-    GcResult r = collectSandboxes(config_.workDir + "/sandboxes", config_.sandboxMaxAge,
-                                  [this](const std::string& p) { return manager_->sandboxInUse(p); });
-    if (r.removed) LOG_INFO("removed " << r.removed << " old sandboxes");
-    if (!r.errors.empty()) LOG_WARNING("sandbox gc: " << r.errors);
+    manager_->collectSandboxes(config_.sandboxMaxAge);
     scheduleGc();
   });
 }

@@ -133,6 +133,7 @@ bool ContainerLifecycle::recordFrameworkRemoved() {
 KillAction ContainerLifecycle::requestKill(const std::string& why) {
   if (cause_ != Cause::kUndecided) return KillAction::kNone;
   if (killedWhy_.empty()) killedWhy_ = why;
+  killRequested_ = true;
   return hasProcess() ? KillAction::kSignal : KillAction::kFinalize;
 }
 

@@ -101,6 +101,9 @@ class ContainerLifecycle {
   bool recordFrameworkRemoved();
   // The agent wants the container gone, for `why`: what to do about it.
   KillAction requestKill(const std::string& why);
+  // requestKill was called: a container still preparing must not start
+  // its executor (its finalize is on its way).
+  bool killRequested() const { return killRequested_; }
 
   bool frameworkRemoved() const { return frameworkRemoved_; }
   const std::optional<Limitation>& limitation() const { return limitation_; }
@@ -133,6 +136,7 @@ class ContainerLifecycle {
   std::optional<Limitation> limitation_;
   std::optional<Failure> failure_;
   std::string killedWhy_;
+  bool killRequested_ = false;
   Cause cause_ = Cause::kUndecided;
 };
 

@@ -78,6 +78,7 @@ ExecutorManager::ExecutorManager(asio::io_context& io, Launcher& launcher,
                  .pendingMax = options_.pendingConnectionsMax,
                  .handshakeTimeout = options_.executorHandshakeTimeout},
                 listenerCallbacks()),
+      sandboxPool_(io, {.threads = 1, .queueMax = options_.sandboxQueueMax}),
       pool_(io, {.threads = options_.workerThreads, .queueMax = options_.workerQueueMax}) {
   updatePrefix_ = "agent-" + std::to_string(getpid()) + "-" +
                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-";
@@ -94,13 +95,6 @@ size_t ExecutorManager::liveTaskCount() const {
   size_t n = 0;
   for (const auto& [name, c] : containers_) n += c->tasks.size() + c->next.size();
   return n;
-}
-
-bool ExecutorManager::sandboxInUse(const std::string& path) const {
-  for (const auto& [name, c] : containers_) {
-    if (c->sandbox == path) return true;
-  }
-  return false;
 }
 
 ExecutorManager::Container* ExecutorManager::find(const std::string& frameworkId,
@@ -152,18 +146,6 @@ void ExecutorManager::armTimer(Container& c, asio::steady_timer& timer, Duration
     if (ec || alive.expired()) return;
     if (Container* c = byName(name, gen)) fn(*c);
   });
-}
-
-Result<RunAsUser> ExecutorManager::runAsUserFor(const wire::FrameworkInfo& framework,
-                                                 const wire::ExecutorInfo& executor, bool rootAllowed) const {
-  std::string name = runAsName(executor.command().user(), "", framework.user(), options_.defaultUser);
-  auto user = resolveUser(name);
-  if (!user) return Error{user.error().describe()};
-  bool requested = name != options_.defaultUser;
-  if (user->isRoot() && requested && !rootAllowed) {
-    return Error{"run-as user '" + name + "' is root, which the master's ACLs did not allow", EACCES};
-  }
-  return user;
 }
 
 // The executor a task runs in: its own ExecutorInfo, or the framework's
@@ -244,28 +226,6 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
   startExecutor(framework, executor, std::move(task), rootAllowed);
 }
 
-// A new container for `executor`, its first task, and its launch.
-void ExecutorManager::startExecutor(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor,
-                                    wire::TaskInfo task, bool rootAllowed) {
-  std::optional<RunAsUser> user;
-  if (!options_.defaultUser.empty()) {
-    auto resolved = runAsUserFor(framework, executor, rootAllowed);
-    if (!resolved) {
-      bool refused = resolved.error().errnum == EACCES;
-      return emit(nullptr, agentStatus(framework.id(), executor.executor_id(), task.task_id(), wire::TASK_FAILED,
-                                       refused ? wire::REASON_NOT_AUTHORIZED : wire::REASON_EXEC_FAILED,
-                                       resolved.error().message));
-    }
-    user = std::move(*resolved);
-  }
-  Container& fresh = create(framework, executor);
-  fresh.user = std::move(user);
-  fresh.rootAllowed = rootAllowed;
-  Task& t = fresh.tasks[task.task_id()];
-  t.info = std::move(task);
-  launch(fresh);
-}
-
 void ExecutorManager::addTask(Container& c, wire::TaskInfo task) {
   c.idleTimer.cancel();
   std::string id = task.task_id();
@@ -274,27 +234,6 @@ void ExecutorManager::addTask(Container& c, wire::TaskInfo task) {
   updateLimits(c);
   if (c.life.state() == ContainerState::kRunning && c.conn) sendLaunch(c, t);
   checkpoint(c);
-}
-
-// The sandbox and its stdout/stderr belong to the run-as user and are not
-// readable by other users (0750 / 0640; the files are made here so the
-// child's root-side open() does not create them as root).
-Status ExecutorManager::prepareSandbox(Container& c) {
-  std::error_code ec;
-  std::filesystem::create_directories(c.sandbox, ec);
-  if (ec) return Error{"cannot create sandbox " + c.sandbox + ": " + ec.message()};
-  if (::chmod(c.sandbox.c_str(), 0750) != 0) return Error::fromErrno("chmod 0750 " + c.sandbox);
-  if (!c.user) return okStatus();
-  if (::chown(c.sandbox.c_str(), c.user->uid, c.user->gid) != 0) {
-    return Error::fromErrno("chown " + c.sandbox + " to " + c.user->name);
-  }
-  for (const char* name : {"/stdout", "/stderr"}) {
-    std::string path = c.sandbox + name;
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
-    if (fd.get() < 0) return Error::fromErrno("create " + path);
-    if (::fchown(fd.get(), c.user->uid, c.user->gid) != 0) return Error::fromErrno("chown " + path);
-  }
-  return okStatus();
 }
 
 // What the executor process is started with (proto/FORMAT.md): its
@@ -341,79 +280,6 @@ LaunchSpec ExecutorManager::launchSpec(const Container& c) const {
   spec.stdoutPath = c.sandbox + "/stdout";
   spec.stderrPath = c.sandbox + "/stderr";
   return spec;
-}
-
-// preparing -> isolating -> registering: sandbox, prepare(), the launcher,
-// isolate() and watch(); any failure ends the container with its reason.
-void ExecutorManager::launch(Container& c) {
-  if (Status st = prepareSandbox(c); !st) {
-    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, st.error().describe());
-    return postFinalize(c);
-  }
-  LaunchSpec spec = launchSpec(c);
-  ContainerConfig config(limitsOf(c), c.sandbox);
-  for (auto& iso : isolators_) {
-    if (auto st = iso->prepare(c.id, config, &spec.setup); !st) {
-      failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
-                    std::string(iso->name()) + ": " + st.error().describe());
-      return postFinalize(c);
-    }
-  }
-  spec.env.insert(spec.env.end(), spec.setup.env.begin(), spec.setup.env.end());
-  std::weak_ptr<int> alive = alive_;
-  // start(), not launch(): the loop does not wait for the child's setup
-  // and exec (v1 cgroup joins wait for RCU grace periods); a failed step
-  // comes back as the exit's setupError (onExit).
-  auto pid = launcher_.start(spec, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
-    if (!alive.expired()) onExit(name, gen, e);
-  });
-  if (!pid) {
-    std::string why = "executor " + spec.argv[0] + " could not start: " + pid.error().describe();
-    LOG_ERROR("container " << c.name << ": " << why);
-    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, why);
-    return postFinalize(c);
-  }
-  c.pid = *pid;
-  (void)c.life.on(ContainerEvent::kLaunched);
-  if (auto start = processStartTime(c.pid)) c.startTime = *start;
-  LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
-                               << " (pid " << c.pid << ") in " << c.sandbox);
-  if (!isolate(c)) return;
-  (void)c.life.on(ContainerEvent::kIsolated);
-  armTimer(c, c.registerTimer, options_.registerTimeout, [this](Container& c) {
-    if (c.life.state() != ContainerState::kRegistering) return;
-    failContainer(c, wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED,
-                  "executor did not register within " + seconds(options_.registerTimeout));
-    killContainer(c, "executor did not register");
-  });
-  checkpoint(c);
-}
-
-bool ExecutorManager::isolate(Container& c) {
-  for (auto& iso : isolators_) {
-    Status st = iso->isolate(c.id, c.pid);
-    if (st) st = iso->watch(c.id, limitWatcher(c));
-    if (!st) {
-      failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
-                    std::string(iso->name()) + ": " + st.error().describe());
-      killContainer(c, "isolation failed");
-      return false;
-    }
-  }
-  return true;
-}
-
-// A limit an isolator reports ends the container, with that limit as the
-// reason (container.h's precedence).
-std::function<void(const Limitation&)> ExecutorManager::limitWatcher(const Container& c) {
-  std::weak_ptr<int> alive = alive_;
-  return [this, alive, name = c.name, gen = c.generation](const Limitation& l) {
-    if (alive.expired()) return;
-    if (Container* c = byName(name, gen)) {
-      c->life.recordLimitation(l);
-      killContainer(*c, l.message);
-    }
-  };
 }
 
 void ExecutorManager::updateLimits(Container& c) {

@@ -1,9 +1,13 @@
 // ExecutorManager: the agent's executors ("containers") and their tasks.
 //
-// - The first task of a framework's executor on this agent starts it: a
-//   sandbox <work-dir>/sandboxes/<container>.<ms> (its stdout and stderr in
-//   files there), the isolators' prepare() in table order, the launcher
-//   (env of proto/FORMAT.md), isolate() and watch(). Command tasks (no
+// - The first task of a framework's executor on this agent starts it
+//   (executor_launch.cpp): its run-as user is looked up and its sandbox
+//   <work-dir>/sandboxes/<container>.<ms> (stdout and stderr files there)
+//   made on the sandbox thread, off the loop (NSS and the filesystem may
+//   block); back on the loop, the isolators' prepare() in table order, the
+//   launcher (env of proto/FORMAT.md), isolate() and watch(). A kill or the
+//   framework's removal while the files are made ends the container
+//   before any process starts. Command tasks (no
 //   ExecutorInfo) share one built-in allot-executor per framework,
 //   executor id kCommandExecutorId. Later tasks go to the same executor.
 // - Executors connect to the Unix socket <work-dir>/agent.sock (accepted
@@ -77,6 +81,9 @@ struct ExecutorManagerOptions {
   // The worker pool for blocking kernel work (reaping containers).
   size_t workerThreads = 2;
   size_t workerQueueMax = 4096;
+  // Jobs waiting for the sandbox thread (new sandboxes, touches of ended
+  // ones, GC passes); a launch past it fails with REASON_EXEC_FAILED.
+  size_t sandboxQueueMax = 4096;
   // A reap that fails (a process the kill did not end) is retried on the
   // pool after reapRetry, doubling up to reapRetryMax, while the agent runs.
   // After reapFailuresBeforeRefusing failures, the tasks waiting for that
@@ -136,11 +143,17 @@ class ExecutorManager {
 
   size_t executorCount() const { return containers_.size(); }
   size_t liveTaskCount() const;
-  bool sandboxInUse(const std::string& path) const;
+
+  // One pass of the sandbox GC (agent/gc.h) on the sandbox thread: removes
+  // the sandboxes under <work-dir>/sandboxes that no container uses and
+  // that are older than maxAge; logs what it did, on the loop.
+  void collectSandboxes(std::chrono::seconds maxAge);
 
  private:
   struct Task;
   struct Container;
+
+  struct Prepared;
 
   // Lifecycle (executor_manager.cpp).
   Container* find(const std::string& frameworkId, const std::string& executorId);
@@ -148,10 +161,13 @@ class ExecutorManager {
   Container& create(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor);
   wire::ExecutorInfo executorFor(const wire::FrameworkInfo& framework, const wire::TaskInfo& task) const;
   bool runsTask(const std::string& frameworkId, const std::string& taskId) const;
+  LaunchSpec launchSpec(const Container& c) const;
+  // The launch (executor_launch.cpp).
   void startExecutor(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor,
                      wire::TaskInfo task, bool rootAllowed);
-  LaunchSpec launchSpec(const Container& c) const;
   void launch(Container& c);
+  void onPrepared(Container& c, Prepared prepared);
+  void startProcess(Container& c);
   bool isolate(Container& c);
   std::function<void(const Limitation&)> limitWatcher(const Container& c);
   void addTask(Container& c, wire::TaskInfo task);
@@ -173,9 +189,6 @@ class ExecutorManager {
   void armTimer(Container& c, asio::steady_timer& timer, Duration after,
                 std::function<void(Container&)> fn);
   Resources limitsOf(const Container& c) const;
-  Result<RunAsUser> runAsUserFor(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor,
-                                 bool rootAllowed) const;
-  Status prepareSandbox(Container& c);
 
   // Updates (executor_manager.cpp).
   wire::TaskStatus agentStatus(const std::string& frameworkId, const std::string& executorId,
@@ -218,6 +231,10 @@ class ExecutorManager {
   std::map<std::string, std::unique_ptr<Container>> containers_;  // by name
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   ExecutorListener listener_;
+  // One thread, so its jobs run in the order they were submitted: a GC
+  // pass never sees a sandbox made after its list of those in use, and a
+  // touch of an ended sandbox comes before the next pass.
+  WorkerPool sandboxPool_;
   WorkerPool pool_;  // last: destroyed (its workers joined) first
 };
 

@@ -100,7 +100,10 @@ void ExecutorManager::destroy(Container& c) {
     }
   }
   if (auto st = checkpoints_.removeExecutor(c.name); !st) LOG_ERROR(st.error().describe());
-  if (std::filesystem::exists(c.sandbox)) (void)touchDirectory(c.sandbox);
+  // The sandbox's age for the GC starts now (utimensat may wait for the
+  // journal: on the sandbox thread, before any later GC pass).
+  std::function<Status()> touch = [dir = c.sandbox] { return touchDirectory(dir); };
+  if (!sandboxPool_.submit<Status>(touch, [](Status) {})) (void)touch();
   wire::FrameworkInfo framework = c.framework;
   std::vector<wire::TaskInfo> next = std::move(c.next);
   bool rootAllowed = c.rootAllowed;

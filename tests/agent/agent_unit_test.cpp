@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <thread>
 
@@ -319,30 +320,106 @@ TEST(SandboxGc, RemovesOnlyOldSandboxesNotInUse) {
   EXPECT_TRUE(r.errors.empty()) << r.errors;
 }
 
-TEST(UpdateStore, TerminalUpdatesBecomeDurableOffTheLoop) {
-  TempDir dir;
-  asio::io_context io;
-  UpdateStore store(dir.path(), kUpdatesPerFrameworkMax, &io);
-  ASSERT_TRUE(store.load());
-  std::vector<std::string> durable;
-  ASSERT_TRUE(store.add(status("f", "t", "running"), [&](Status st) {
-    EXPECT_TRUE(st);
-    durable.push_back("running");
-  }));
-  EXPECT_EQ(durable.size(), 1u);  // non-terminal: at once
-  ASSERT_TRUE(store.add(status("f", "t", "finished", wire::TASK_FINISHED), [&](Status st) {
-    EXPECT_TRUE(st);
-    durable.push_back("finished");
-  }));
-  EXPECT_EQ(durable.size(), 1u);  // terminal: only after the syncer's fdatasync
+// Runs `io` until done() or 10 s.
+bool runIoUntil(asio::io_context& io, const std::function<bool()>& done) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (durable.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
     io.restart();
     io.run_for(std::chrono::milliseconds(5));
   }
-  ASSERT_EQ(durable.size(), 2u);
-  EXPECT_EQ(durable[1], "finished");
-  EXPECT_TRUE(store.contains("f", "finished"));
+  return done();
+}
+
+// With an io_context the loop never waits for the disk: a new framework's
+// log is created on the file thread (its first update is durable once
+// written there), later non-terminal updates are durable at once, and a
+// terminal one once the file thread's fdatasync ran.
+TEST(UpdateStore, TerminalUpdatesBecomeDurableOffTheLoop) {
+  TempDir dir;
+  asio::io_context io;
+  {
+    UpdateStore store(dir.path(), kUpdatesPerFrameworkMax, &io);
+    ASSERT_TRUE(store.load());
+    std::vector<std::string> durable;
+    auto note = [&](const std::string& what) {
+      return [&durable, what](Status st) {
+        EXPECT_TRUE(st) << st.error().describe();
+        durable.push_back(what);
+      };
+    };
+    ASSERT_TRUE(store.add(status("f", "t", "starting"), note("starting")));
+    EXPECT_TRUE(durable.empty()) << "the new log was created on the loop";
+    ASSERT_TRUE(runIoUntil(io, [&] { return durable.size() == 1; }));
+    ASSERT_TRUE(store.add(status("f", "t", "running"), note("running")));
+    EXPECT_EQ(durable.size(), 2u);  // non-terminal, log open: at once
+    ASSERT_TRUE(store.add(status("f", "t", "finished", wire::TASK_FINISHED), note("finished")));
+    EXPECT_EQ(durable.size(), 2u);  // terminal: only after the file thread's fdatasync
+    ASSERT_TRUE(runIoUntil(io, [&] { return durable.size() == 3; }));
+    EXPECT_EQ(durable, (std::vector<std::string>{"starting", "running", "finished"}));
+  }
+  UpdateStore reloaded(dir.path());
+  ASSERT_TRUE(reloaded.load());
+  EXPECT_EQ(reloaded.size(), 3u);
+  EXPECT_TRUE(reloaded.contains("f", "finished"));
+}
+
+// Records and acknowledgements that arrive while the log is being created
+// are written once it is, in order; a framework forgotten meanwhile leaves
+// no log behind, and a later update of it starts a new one.
+TEST(UpdateStore, RecordsWaitingForTheirLogAreWrittenInOrderAndAForgottenOneLeavesNoLog) {
+  TempDir dir;
+  asio::io_context io;
+  std::string log = dir.path() + "/f.updates";
+  {
+    UpdateStore store(dir.path(), kUpdatesPerFrameworkMax, &io);
+    ASSERT_TRUE(store.load());
+    int durable = 0;
+    ASSERT_TRUE(store.add(status("f", "t1", "u1"), [&](Status) { ++durable; }));
+    ASSERT_TRUE(store.add(status("f", "t2", "u2", wire::TASK_FAILED), [&](Status) { ++durable; }));
+    ASSERT_TRUE(store.acknowledge("f", "u1"));
+    ASSERT_TRUE(store.add(status("g", "t3", "u3"), [&](Status) { ++durable; }));
+    ASSERT_TRUE(store.forgetFramework("g"));
+    ASSERT_TRUE(runIoUntil(io, [&] { return durable == 3; }));
+  }
+  EXPECT_FALSE(fs::exists(dir.path() + "/g.updates"));
+  {
+    UpdateStore reloaded(dir.path());
+    ASSERT_TRUE(reloaded.load());
+    EXPECT_EQ(reloaded.size(), 1u);
+    EXPECT_TRUE(reloaded.contains("f", "u2"));
+  }
+  UpdateStore again(dir.path(), kUpdatesPerFrameworkMax, &io);
+  ASSERT_TRUE(again.load());
+  bool written = false;
+  ASSERT_TRUE(again.add(status("g", "t4", "u4"), [&](Status st) { written = st.ok(); }));
+  ASSERT_TRUE(runIoUntil(io, [&] { return written; }));
+  EXPECT_TRUE(fs::exists(dir.path() + "/g.updates"));
+}
+
+// The compaction after many acknowledgements runs on the file thread;
+// records that follow it go to the new log.
+TEST(UpdateStore, ACompactionOffTheLoopKeepsWhatFollowsIt) {
+  TempDir dir;
+  asio::io_context io;
+  {
+    UpdateStore store(dir.path(), kUpdatesPerFrameworkMax, &io);
+    ASSERT_TRUE(store.load());
+    ASSERT_TRUE(store.add(status("f", "keep", "k")));
+    for (int i = 0; i < 500; ++i) {
+      std::string id = "u" + std::to_string(i);
+      ASSERT_TRUE(store.add(status("f", "t", id)));
+      ASSERT_TRUE(store.acknowledge("f", id));
+    }
+    bool last = false;
+    ASSERT_TRUE(store.add(status("f", "t", "last", wire::TASK_FINISHED), [&](Status st) { last = st.ok(); }));
+    ASSERT_TRUE(runIoUntil(io, [&] { return last; }));
+  }
+  EXPECT_LT(fs::file_size(dir.path() + "/f.updates"), 20000u);
+  UpdateStore reloaded(dir.path());
+  ASSERT_TRUE(reloaded.load());
+  EXPECT_EQ(reloaded.size(), 2u);
+  EXPECT_TRUE(reloaded.contains("f", "k"));
+  EXPECT_TRUE(reloaded.contains("f", "last"));
 }
 
 }  // namespace

@@ -145,7 +145,9 @@ TEST(ContainerLifecycle, KillSignalsARunningProcessAndFinalizesOneThatIsNot) {
   EXPECT_EQ(running.requestKill("first"), KillAction::kSignal);
   EXPECT_EQ(running.requestKill("second"), KillAction::kSignal);
   ContainerLifecycle preparing = reach(S::kPreparing);
+  EXPECT_FALSE(preparing.killRequested());
   EXPECT_EQ(preparing.requestKill("could not start"), KillAction::kFinalize);
+  EXPECT_TRUE(preparing.killRequested());  // its launch must not go on
   ContainerLifecycle exited = reach(S::kExited);
   EXPECT_EQ(exited.requestKill("late"), KillAction::kFinalize);
   ContainerLifecycle destroying = reach(S::kDestroying);

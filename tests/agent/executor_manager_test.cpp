@@ -175,12 +175,19 @@ class ExecutorManagerTest : public ::testing::Test {
     return ContainerId{kFramework, executorId}.name();
   }
 
+  // Runs the loop until the launcher has started `n` executors in all (a
+  // container's sandbox is made off the loop first); the last one's pid.
+  pid_t waitLaunched(size_t n) {
+    EXPECT_TRUE(runUntil([&] { return launcher_->launched().size() >= n; })) << "no launch";
+    return launcher_->launched().empty() ? 0 : launcher_->launched().back();
+  }
+
   // Launches `tasks` on executor kExecutor (pid: this test's) and registers
   // `exec` as it; every task reaches TASK_RUNNING.
   pid_t launchRunning(TestExecutor& exec, const std::vector<wire::TaskInfo>& tasks) {
     launcher_->nextPid(::getpid());
     for (const auto& t : tasks) manager_->runTask(framework(), t);
-    pid_t pid = launcher_->launched().back();
+    pid_t pid = waitLaunched(launcher_->launched().size() + 1);
     wire::RegisterExecutor reg;
     reg.set_framework_id(kFramework);
     reg.set_executor_id(kExecutor);
@@ -241,6 +248,7 @@ TEST_F(ExecutorManagerTest, LaunchGoesThroughTheIsolatorsTheLauncherAndTheExecut
 TEST_F(ExecutorManagerTest, AWrongSecretIsRefused) {
   launcher_->nextPid(::getpid());
   manager_->runTask(framework(), task("t1", 0.5));
+  waitLaunched(1);
   TestExecutor exec;
   wire::RegisterExecutor reg;
   reg.set_framework_id(kFramework);
@@ -325,7 +333,7 @@ TEST_F(ExecutorManagerTest, AnExecutorThatNeverRegistersIsKilled) {
   options_.registerTimeout = 50ms;
   start();
   manager_->runTask(framework(), task("t1", 0.5));
-  pid_t pid = launcher_->launched().back();
+  pid_t pid = waitLaunched(1);
   ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FAILED); }));
   EXPECT_EQ(launcher_->process(pid).signals, std::vector<int>{SIGKILL});
   EXPECT_EQ(last("t1")->reason(), wire::REASON_EXECUTOR_EXITED);
@@ -367,6 +375,104 @@ TEST_F(ExecutorManagerTest, APrepareFailureIsAnIsolationFailureAndCleansUp) {
   EXPECT_TRUE(launcher_->launched().empty());
   ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
   EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+}
+
+// The sandbox and its files are made off the loop, so a kill can arrive
+// while they are (here: before the loop runs again after the RunTask): the
+// task ends as killed before its executor started, no executor starts, the
+// container goes, and the executor's next task starts a new one.
+TEST_F(ExecutorManagerTest, AKillWhileTheSandboxIsMadeEndsTheTaskAndStartsNothing) {
+  manager_->runTask(framework(), task("t1", 0.5));
+  EXPECT_EQ(phase(), "preparing");
+  EXPECT_TRUE(launcher_->launched().empty()) << "the launch waited for the sandbox on the loop";
+  wire::KillTask kill;
+  kill.set_framework_id(kFramework);
+  kill.set_task_id("t1");
+  manager_->killTask(kill);
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_KILLED) && manager_->executorCount() == 0; }));
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_KILLED_BY_FRAMEWORK);
+  EXPECT_EQ(last("t1")->message(), "killed before its executor started");
+  runFor(50ms);
+  EXPECT_TRUE(launcher_->launched().empty());
+  EXPECT_FALSE(isolator_->record(name()).prepared);
+  EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+
+  manager_->runTask(framework(), task("t2", 0.5));
+  waitLaunched(1);
+  EXPECT_EQ(phase(), "registering");
+}
+
+// Two tasks wait in a container that is preparing; one is killed: the
+// executor still starts, for the other.
+TEST_F(ExecutorManagerTest, AKillOfOneOfTwoTasksWhileTheSandboxIsMadeStartsTheExecutorForTheOther) {
+  manager_->runTask(framework(), task("t1", 0.5));
+  manager_->runTask(framework(), task("t2", 0.25));
+  wire::KillTask kill;
+  kill.set_framework_id(kFramework);
+  kill.set_task_id("t1");
+  manager_->killTask(kill);
+  waitLaunched(1);
+  EXPECT_TRUE(reached("t1", wire::TASK_KILLED));
+  EXPECT_EQ(manager_->liveTaskCount(), 1u);
+  EXPECT_DOUBLE_EQ(isolator_->record(name()).limits.front().scalar("cpus"), 0.25);
+}
+
+// The framework is removed while its executors' sandboxes are made: every
+// task it had there ends TASK_KILLED (framework removed) and nothing
+// starts, whichever of the removal and the sandbox's completion runs
+// first: ex-1's completion is queued on the loop before the removal (the
+// test waits without running the loop), ex-2's comes after it.
+TEST_F(ExecutorManagerTest, FrameworkRemovalWhileTheSandboxIsMadeKillsItsTasksAndStartsNothing) {
+  manager_->runTask(framework(), task("t1", 0.5));
+  manager_->runTask(framework(), task("t2", 0.5));
+  std::this_thread::sleep_for(100ms);  // ex-1's sandbox made; its completion waits in the loop's queue
+  manager_->runTask(framework(), task("t3", 0.5, "ex-2"));
+  EXPECT_EQ(manager_->executorCount(), 2u);
+  manager_->shutdownFramework(kFramework);
+  ASSERT_TRUE(runUntil([&] {
+    return reached("t1", wire::TASK_KILLED) && reached("t2", wire::TASK_KILLED) &&
+           reached("t3", wire::TASK_KILLED) && manager_->executorCount() == 0;
+  }));
+  for (const char* id : {"t1", "t2", "t3"}) EXPECT_EQ(last(id)->reason(), wire::REASON_FRAMEWORK_REMOVED) << id;
+  runFor(50ms);
+  EXPECT_TRUE(launcher_->launched().empty()) << "an executor started after its framework was removed";
+}
+
+// A sandbox that cannot be made fails the task as an exec failure and
+// leaves no container.
+TEST_F(ExecutorManagerTest, ASandboxThatCannotBeMadeFailsTheTaskAndLeavesNothing) {
+  std::ofstream(dir_ + "/sandboxes") << "a file where the sandboxes go";
+  manager_->runTask(framework(), task("t1", 0.5));
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_FAILED) && manager_->executorCount() == 0; }));
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_EXEC_FAILED);
+  EXPECT_NE(last("t1")->message().find("cannot create sandbox " + dir_ + "/sandboxes/"), std::string::npos)
+      << last("t1")->message();
+  EXPECT_TRUE(launcher_->launched().empty());
+}
+
+// The agent stops while a sandbox is being made: nothing runs after the
+// manager is gone, nothing starts.
+TEST_F(ExecutorManagerTest, StoppingWhileASandboxIsMadeStartsNothing) {
+  manager_->runTask(framework(), task("t1", 0.5));
+  manager_.reset();
+  runFor(50ms);
+  EXPECT_TRUE(launcher_->launched().empty());
+}
+
+// The sandbox GC runs off the loop and keeps the sandboxes in use, however
+// old; it removes old ones no container uses.
+TEST_F(ExecutorManagerTest, TheSandboxGcKeepsSandboxesInUseAndRemovesOldUnusedOnes) {
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  std::string used = launcher_->env(pid, "ALLOT_SANDBOX_DIR");
+  std::string old = dir_ + "/sandboxes/ended.1";
+  fs::create_directories(old);
+  auto weekAgo = fs::file_time_type::clock::now() - std::chrono::hours(24 * 7);
+  fs::last_write_time(old, weekAgo);
+  fs::last_write_time(used, weekAgo);
+  manager_->collectSandboxes(std::chrono::hours(1));
+  ASSERT_TRUE(runUntil([&] { return !fs::exists(old); }));
+  EXPECT_TRUE(fs::exists(used));
 }
 
 // A reap that fails (a process the kill did not end) is retried on the
@@ -423,6 +529,7 @@ TEST_F(ExecutorManagerTest, TasksWaitingForAnUnreapableContainerFailAndNewOnesAr
   isolator_->failReaps(0);  // the process finally dies
   ASSERT_TRUE(runUntil([&] { return manager_->executorCount() == 0; }));
   manager_->runTask(framework(), task("t4", 0.5));
+  waitLaunched(2);
   EXPECT_EQ(launcher_->launched().size(), 2u);
 }
 
@@ -464,6 +571,7 @@ TEST_F(ExecutorManagerTest, AfterAnAgentRestartALiveExecutorReattachesAndADeadOn
   std::string secret = launcher_->env(pid, "ALLOT_EXECUTOR_SECRET");
   // A second executor whose process will not survive (a fake pid: no such process).
   manager_->runTask(framework(), task("t9", 0.5, "ex-dead"));
+  waitLaunched(2);
   runFor(50ms);  // checkpoints are written after the handler
   checkpoints_->flush();
 

@@ -1,0 +1,221 @@
+// The launch of ExecutorManager's containers. What may block (the user
+// database through NSS, the sandbox directory and its files on a journaling
+// file system) runs on the sandbox thread; the launch goes on on the loop
+// from the posted result: the isolators' prepare(), the launcher's start(),
+// isolate() and watch(). A container that was killed (or whose framework
+// was removed, or whose tasks were all killed) while its files were made
+// never starts a process: its finalize is already on its way.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "agent/checkpoint.h"
+#include "agent/executor_manager.h"
+#include "agent/executor_manager_types.h"
+#include "agent/gc.h"
+#include "agent/run_as.h"
+#include "base/log.h"
+#include "base/unique_fd.h"
+
+namespace allot {
+
+// What the sandbox thread hands back to the loop.
+struct ExecutorManager::Prepared {
+  Status status;
+  wire::Reason reason = wire::REASON_EXEC_FAILED;  // when !status
+  std::optional<RunAsUser> user;                  // none: the agent's own user
+};
+
+namespace {
+
+std::string secondsText(Duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", std::chrono::duration<double>(d).count());
+  return buf;
+}
+
+// Everything the sandbox thread needs, copied off the container.
+struct LaunchFiles {
+  std::string sandbox;
+  std::string executorUser;
+  std::string frameworkUser;
+  std::string defaultUser;  // empty: no user switch
+  bool rootAllowed = false;
+};
+
+Result<RunAsUser> runAsUser(const LaunchFiles& f) {
+  std::string name = runAsName(f.executorUser, "", f.frameworkUser, f.defaultUser);
+  auto user = resolveUser(name);
+  if (!user) return Error{user.error().describe()};
+  bool requested = name != f.defaultUser;
+  if (user->isRoot() && requested && !f.rootAllowed) {
+    return Error{"run-as user '" + name + "' is root, which the master's ACLs did not allow", EACCES};
+  }
+  return user;
+}
+
+// The sandbox and its stdout/stderr belong to the run-as user and are not
+// readable by other users (0750 / 0640; the files are made here so the
+// child's root-side open() does not create them as root).
+Status makeSandbox(const std::string& dir, const std::optional<RunAsUser>& user) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error{"cannot create sandbox " + dir + ": " + ec.message()};
+  if (::chmod(dir.c_str(), 0750) != 0) return Error::fromErrno("chmod 0750 " + dir);
+  if (!user) return okStatus();
+  if (::chown(dir.c_str(), user->uid, user->gid) != 0) {
+    return Error::fromErrno("chown " + dir + " to " + user->name);
+  }
+  for (const char* name : {"/stdout", "/stderr"}) {
+    std::string path = dir + name;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640));
+    if (fd.get() < 0) return Error::fromErrno("create " + path);
+    if (::fchown(fd.get(), user->uid, user->gid) != 0) return Error::fromErrno("chown " + path);
+  }
+  return okStatus();
+}
+
+}  // namespace
+
+// A new container for `executor` with its first task; it starts preparing.
+void ExecutorManager::startExecutor(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor,
+                                    wire::TaskInfo task, bool rootAllowed) {
+  Container& fresh = create(framework, executor);
+  fresh.rootAllowed = rootAllowed;
+  Task& t = fresh.tasks[task.task_id()];
+  t.info = std::move(task);
+  launch(fresh);
+}
+
+// preparing: the run-as user and the sandbox are made on the sandbox
+// thread; onPrepared goes on from there, on the loop.
+void ExecutorManager::launch(Container& c) {
+  LaunchFiles files{c.sandbox, c.executor.command().user(), c.framework.user(), options_.defaultUser,
+                    c.rootAllowed};
+  std::function<Prepared()> work = [files] {
+    Prepared p;
+    if (!files.defaultUser.empty()) {
+      auto user = runAsUser(files);
+      if (!user) {
+        bool refused = user.error().errnum == EACCES;
+        return Prepared{Error{user.error().message}, refused ? wire::REASON_NOT_AUTHORIZED : wire::REASON_EXEC_FAILED};
+      }
+      p.user = std::move(*user);
+    }
+    p.status = makeSandbox(files.sandbox, p.user);
+    return p;
+  };
+  std::weak_ptr<int> alive = alive_;
+  Status queued = sandboxPool_.submit<Prepared>(work, [this, alive, name = c.name, gen = c.generation](Prepared p) {
+    if (alive.expired()) return;
+    if (Container* c = byName(name, gen)) onPrepared(*c, std::move(p));
+  });
+  if (!queued) {
+    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                  "sandbox " + c.sandbox + " not made: " + queued.error().describe());
+    postFinalize(c);
+  }
+}
+
+void ExecutorManager::onPrepared(Container& c, Prepared prepared) {
+  // Killed, or its framework removed, while its files were made: the
+  // kill's finalize is on its way and ends the tasks; nothing starts.
+  if (c.life.state() != ContainerState::kPreparing || c.life.killRequested()) return;
+  if (!prepared.status) {
+    failContainer(c, wire::TASK_FAILED, prepared.reason, prepared.status.error().describe());
+    return postFinalize(c);
+  }
+  c.user = std::move(prepared.user);
+  if (c.tasks.empty()) return killContainer(c, "its tasks were killed before it started");
+  startProcess(c);
+}
+
+// preparing -> isolating -> registering: prepare(), the launcher, isolate()
+// and watch(); any failure ends the container with its reason.
+void ExecutorManager::startProcess(Container& c) {
+  LaunchSpec spec = launchSpec(c);
+  ContainerConfig config(limitsOf(c), c.sandbox);
+  for (auto& iso : isolators_) {
+    if (auto st = iso->prepare(c.id, config, &spec.setup); !st) {
+      failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
+                    std::string(iso->name()) + ": " + st.error().describe());
+      return postFinalize(c);
+    }
+  }
+  spec.env.insert(spec.env.end(), spec.setup.env.begin(), spec.setup.env.end());
+  std::weak_ptr<int> alive = alive_;
+  // start(), not launch(): the loop does not wait for the child's setup
+  // and exec (v1 cgroup joins wait for RCU grace periods); a failed step
+  // comes back as the exit's setupError (onExit).
+  auto pid = launcher_.start(spec, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
+    if (!alive.expired()) onExit(name, gen, e);
+  });
+  if (!pid) {
+    std::string why = "executor " + spec.argv[0] + " could not start: " + pid.error().describe();
+    LOG_ERROR("container " << c.name << ": " << why);
+    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, why);
+    return postFinalize(c);
+  }
+  c.pid = *pid;
+  (void)c.life.on(ContainerEvent::kLaunched);
+  if (auto start = processStartTime(c.pid)) c.startTime = *start;
+  LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
+                               << " (pid " << c.pid << ") in " << c.sandbox);
+  if (!isolate(c)) return;
+  (void)c.life.on(ContainerEvent::kIsolated);
+  armTimer(c, c.registerTimer, options_.registerTimeout, [this](Container& c) {
+    if (c.life.state() != ContainerState::kRegistering) return;
+    failContainer(c, wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED,
+                  "executor did not register within " + secondsText(options_.registerTimeout));
+    killContainer(c, "executor did not register");
+  });
+  checkpoint(c);
+}
+
+bool ExecutorManager::isolate(Container& c) {
+  for (auto& iso : isolators_) {
+    Status st = iso->isolate(c.id, c.pid);
+    if (st) st = iso->watch(c.id, limitWatcher(c));
+    if (!st) {
+      failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
+                    std::string(iso->name()) + ": " + st.error().describe());
+      killContainer(c, "isolation failed");
+      return false;
+    }
+  }
+  return true;
+}
+
+// A limit an isolator reports ends the container, with that limit as the
+// reason (container.h's precedence).
+std::function<void(const Limitation&)> ExecutorManager::limitWatcher(const Container& c) {
+  std::weak_ptr<int> alive = alive_;
+  return [this, alive, name = c.name, gen = c.generation](const Limitation& l) {
+    if (alive.expired()) return;
+    if (Container* c = byName(name, gen)) {
+      c->life.recordLimitation(l);
+      killContainer(*c, l.message);
+    }
+  };
+}
+
+// The list of sandboxes in use is taken now; the pass runs after every
+// sandbox made before it, and any made later are not there yet when it
+// runs (the sandbox thread is one thread).
+void ExecutorManager::collectSandboxes(std::chrono::seconds maxAge) {
+  auto inUse = std::make_shared<std::set<std::string>>();
+  for (const auto& [name, c] : containers_) inUse->insert(c->sandbox);
+  std::function<GcResult()> work = [dir = options_.workDir + "/sandboxes", maxAge, inUse] {
+    return allot::collectSandboxes(dir, maxAge, [&](const std::string& p) { return inUse->count(p) > 0; });
+  };
+  Status queued = sandboxPool_.submit<GcResult>(work, [](GcResult r) {
+    if (r.removed) LOG_INFO("removed " << r.removed << " old sandboxes");
+    if (!r.errors.empty()) LOG_WARNING("sandbox gc: " << r.errors);
+  });
+  if (!queued) LOG_WARNING("sandbox gc skipped: " << queued.error().describe());
+}
+
+}  // namespace allot
