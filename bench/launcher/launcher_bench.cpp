@@ -1,10 +1,16 @@
 // Launcher benchmark (issue 3), Google Benchmark.
 //  1. Launch latency: Launcher::launch() of /bin/true until the child has
-//     exec'd (the close-on-exec pipe reports EOF), p50/p99 over 1,000
+//     exec'd (the vfork-style clone returns then), p50/p99 over 1,000
 //     launches. Anchor in the same run: glibc posix_spawn() of the same
 //     program, which also returns once the child has exec'd (CLONE_VFORK),
 //     plain (/0) and with POSIX_SPAWN_SETSID (/1); the allot benchmark
 //     reports its p50 ratio to both.
+//     As root where cgroup2 is mounted, the same into a cgroup2 directory
+//     of the bench's own, as every executor is born in its tracking cgroup:
+//     BM_LaunchAllotIntoCgroup2/0 is launch() (a vfork-style clone3 with
+//     CLONE_INTO_CGROUP, until the exec), /1 is start(), the agent's call,
+//     until it returns (a fork-like clone3: the loop does not wait for the
+//     exec, but the page tables are copied).
 //  2. Supervision cost with 1,000 executors alive (sleep processes watched
 //     through the poller) against none: the loop's idle CPU over 3 s
 //     (getrusage), and the latency from a SIGKILL to the exit callback.
@@ -12,17 +18,22 @@
 // manual time of one launch or one exit notification.
 #include <benchmark/benchmark.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/asio.h"
+#include "base/unique_fd.h"
 #include "base/uring_poller.h"
 #include "launcher/launcher.h"
 
@@ -136,6 +147,56 @@ void BM_LaunchAllot(benchmark::State& state) {
   state.SetLabel(d.poller->backend());
 }
 
+// A cgroup2 directory of the bench's own ("" and no fd without root or a
+// cgroup2 mount); removed at exit.
+struct Cgroup2Dir {
+  std::string path;
+  UniqueFd fd;
+  Cgroup2Dir() {
+    for (const char* root : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
+      if (geteuid() != 0 || access((std::string(root) + "/cgroup.procs").c_str(), F_OK) != 0) continue;
+      if (std::string(root) == "/sys/fs/cgroup" && access("/sys/fs/cgroup/cgroup.controllers", F_OK) != 0) continue;
+      std::string dir = std::string(root) + "/allot-launcher-bench-" + std::to_string(getpid());
+      if (mkdir(dir.c_str(), 0755) != 0) return;
+      path = dir;
+      fd = UniqueFd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      return;
+    }
+  }
+  ~Cgroup2Dir() {
+    fd.reset();
+    if (!path.empty() && rmdir(path.c_str()) != 0) std::perror(("launcher_bench: rmdir " + path).c_str());
+  }
+};
+
+void BM_LaunchAllotIntoCgroup2(benchmark::State& state) {
+  Daemon& d = daemon();
+  static Cgroup2Dir dir;
+  if (!dir.fd) {
+    state.SkipWithError("needs root and a cgroup2 mount");
+    return;
+  }
+  LaunchSpec spec = program({"/bin/true"});
+  spec.setup.cgroupDirFd = dir.fd.get();
+  bool start = state.range(0) == 1;
+  std::vector<double> samples;
+  for (auto _ : state) {
+    auto begin = Clock::now();
+    auto pid = start ? d.launcher->start(spec, [](const ExitInfo&) {}) : d.launcher->launch(spec, [](const ExitInfo&) {});
+    auto took = Clock::now() - begin;
+    if (!pid) {
+      state.SkipWithError(pid.error().describe().c_str());
+      break;
+    }
+    state.SetIterationTime(seconds(took));
+    samples.push_back(us(took));
+    d.drain();
+  }
+  reportPercentiles(state, samples);
+  if (anchorP50 > 0) state.counters["p50_vs_posix_spawn"] = percentile(samples, 0.5) / anchorP50;
+  state.SetLabel(start ? "start(), until it returns" : "launch(), until the exec");
+}
+
 double loopCpuPercent(asio::io_context& io) {
   rusage before{}, after{};
   getrusage(RUSAGE_SELF, &before);
@@ -191,6 +252,8 @@ void BM_Supervision(benchmark::State& state) {
 
 BENCHMARK(BM_LaunchPosixSpawnAnchor)->Arg(0)->Arg(1)->Iterations(kLaunches)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_LaunchAllot)->Iterations(kLaunches)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LaunchAllotIntoCgroup2)->Arg(0)->Arg(1)->Iterations(kLaunches)->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Supervision)->Arg(0)->Arg(1000)->Iterations(kExitSamples)->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
