@@ -455,6 +455,14 @@ int main(int argc, char** argv) {
   }
   if (!isolation.empty()) removeCgroupRoot("allot-bench-" + std::to_string(getpid()));
   if (rc != 0) return rc;
+  // The agent's own account of its late ticks (how much of each was a wait
+  // for a CPU): its loop lines, before the log goes.
+  std::ifstream agentLog(dir + "/agent.log");
+  for (std::string line; std::getline(agentLog, line);) {
+    if (line.find("loop") != std::string::npos && line.find("late") != std::string::npos) {
+      std::fprintf(stderr, "agent log: %s\n", line.c_str());
+    }
+  }
   fs::remove_all(dir);
   double p50 = percentile(latenciesMs, 0.5), p99 = percentile(latenciesMs, 0.99);
   std::printf("| measure | allot-agent | target | kubelet anchor |\n|---|---|---|---|\n");
