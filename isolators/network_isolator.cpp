@@ -75,6 +75,28 @@ std::string stateText(const NetState& s) {
 
 ExecutorAddresses addressesOf(const NetState& s) { return {s.address, s.address6}; }
 
+// The ports of `from` that are not in `keep`.
+PortRanges subtractRanges(const PortRanges& from, const PortRanges& keep) {
+  PortRanges out;
+  for (auto [b, e] : from) {
+    std::vector<std::pair<uint64_t, uint64_t>> pieces{{b, e}};
+    for (const auto& [kb, ke] : keep) {
+      std::vector<std::pair<uint64_t, uint64_t>> next;
+      for (const auto& [pb, pe] : pieces) {
+        if (ke < pb || kb > pe) {
+          next.push_back({pb, pe});
+          continue;
+        }
+        if (kb > pb) next.push_back({pb, kb - 1});
+        if (ke < pe) next.push_back({ke + 1, pe});
+      }
+      pieces = std::move(next);
+    }
+    out.insert(out.end(), pieces.begin(), pieces.end());
+  }
+  return out;
+}
+
 Result<NetState> parseState(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Error::fromErrno("reading " + path);
@@ -188,8 +210,9 @@ class NetworkIsolator : public Isolator {
   Status removeKernelObjects(const std::string& container, const NetState& state);
   // Deletes the host's conntrack entries of `a` off the loop, then (with
   // `release`) returns a.v4 to the pool: a reused address never finds an
-  // earlier executor's flows.
-  void forgetFlows(const ExecutorAddresses& a, bool release);
+  // earlier executor's flows. With `ports`, only the flows made to those
+  // ports of the executor (ports it no longer offers).
+  void forgetFlows(const ExecutorAddresses& a, bool release, PortRanges ports = {});
   void flushFlows();
 
   NetworkOptions options_;
@@ -204,11 +227,13 @@ class NetworkIsolator : public Isolator {
   // Executors whose conntrack entries wait for the flush thread (at most
   // one per executor that ended: bounded by the agent's executors).
   struct Unflushed {
-    ExecutorAddresses addresses;
+    ExecutorFlows flows;
     bool release;  // its address returns to the pool afterwards
   };
   std::vector<Unflushed> unflushed_;
   bool flushing_ = false;
+  // Its socket, kept open (used by one flush job at a time).
+  std::shared_ptr<ConntrackFlusher> flusher_ = std::make_shared<ConntrackFlusher>();
   // The flush thread (without a loop flushes run inline); last, so it stops
   // (and drops pending results) before the members they touch go.
   std::optional<WorkerPool> flushes_;
@@ -284,6 +309,11 @@ Status NetworkIsolator::update(const ContainerId& id, const Resources& limits) {
   std::string script =
       deletePortsScript(rules_, addressesOf(s), s.ports) + addPortsScript(rules_, addressesOf(s), ports);
   if (auto st = nft_->run(script); !st) return st;
+  // Flows already made to the ports it lost would keep their DNAT mapping
+  // and `established` state: they go too (off the loop).
+  if (PortRanges lost = subtractRanges(s.ports, ports); !lost.empty()) {
+    forgetFlows(addressesOf(s), /*release=*/false, std::move(lost));
+  }
   s.ports = ports;
   return writeState(stateDir_, id.name(), s);
 }
@@ -314,8 +344,8 @@ Status NetworkIsolator::cleanup(const ContainerId& id) {
   return st;
 }
 
-void NetworkIsolator::forgetFlows(const ExecutorAddresses& a, bool release) {
-  unflushed_.push_back({a, release});
+void NetworkIsolator::forgetFlows(const ExecutorAddresses& a, bool release, PortRanges ports) {
+  unflushed_.push_back({{a, std::move(ports)}, release});
   if (!flushing_) flushFlows();
 }
 
@@ -324,10 +354,10 @@ void NetworkIsolator::forgetFlows(const ExecutorAddresses& a, bool release) {
 void NetworkIsolator::flushFlows() {
   std::vector<Unflushed> batch = std::move(unflushed_);
   unflushed_.clear();
-  std::vector<ExecutorAddresses> addresses;
-  for (const auto& u : batch) addresses.push_back(u.addresses);
-  std::function<Status()> job = [addresses = std::move(addresses)] {
-    auto flushed = flushConntrack(addresses);
+  std::vector<ExecutorFlows> flows;
+  for (const auto& u : batch) flows.push_back(u.flows);
+  std::function<Status()> job = [flusher = flusher_, flows = std::move(flows)] {
+    auto flushed = flusher->flush(flows);
     return flushed ? okStatus() : Status(flushed.error());
   };
   flushing_ = true;
@@ -335,7 +365,7 @@ void NetworkIsolator::flushFlows() {
     flushing_ = false;
     if (!st) LOG_WARNING("network/netns: conntrack of " << batch.size() << " executors: " << st.error().describe());
     for (const auto& u : batch) {
-      if (u.release) pool_.release(u.addresses.v4);
+      if (u.release) pool_.release(u.flows.addresses.v4);
     }
     if (!unflushed_.empty()) flushFlows();
   };

@@ -172,6 +172,13 @@ Result<int> Netlink::ensureBridge(const std::string& name) {
   // need a usable link-local source). Without IPv6 there is no such file.
   Status noDad = writeNetFile("/proc/sys/net/ipv6/conf/" + name + "/accept_dad", "0");
   if (!noDad && noDad.error().errnum != ENOENT) return noDad.error();
+  // No IGMP/MLD snooping: its ports are isolated and only the host routes
+  // between them, so the multicast database would only cost. With it, every
+  // executor's eth0 joins groups (IPv6 solicited-node) and deleting its veth
+  // waits, under the rtnl lock, for the bridge's multicast garbage
+  // collection (br_multicast_del_port: ~25 ms per executor end on this
+  // machine, during which no veth can be made; docs/benchmarks.md).
+  if (auto st = writeNetFile("/sys/class/net/" + name + "/bridge/multicast_snooping", "0"); !st) return st.error();
   if (auto st = setUp(index); !st) return st.error();
   return index;
 }

@@ -47,7 +47,7 @@ Result<MadeNet> makeNet(Netlink& host, const NetPlan& plan) {
 }
 
 WarmPool::WarmPool(asio::io_context& io, size_t size, Planner plan, Releaser release)
-    : size_(size), plan_(std::move(plan)), release_(std::move(release)) {
+    : io_(io), size_(size), plan_(std::move(plan)), release_(std::move(release)) {
   workers_.emplace(io, WorkerPoolOptions{.threads = 1, .queueMax = size});
 }
 
@@ -70,7 +70,17 @@ std::optional<MadeNet> WarmPool::take() {
     ready_.pop_front();
   }
   failed_ = false;
-  refill();
+  if (!refillPosted_) {
+    refillPosted_ = true;
+    asio::post(io_, [this, handoff = handoff_] {
+      {
+        std::lock_guard lock(handoff->mu);
+        if (handoff->closing) return;  // the pool is gone or going
+      }
+      refillPosted_ = false;
+      refill();
+    });
+  }
   return out;
 }
 

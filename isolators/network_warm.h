@@ -81,7 +81,11 @@ class WarmPool {
   WarmPool& operator=(const WarmPool&) = delete;
 
   // A made network (the oldest; its qdisc is the default rate), or nothing
-  // when none waits (the caller makes one itself). Starts a refill either way.
+  // when none waits (the caller makes one itself). Either way a refill
+  // starts at the loop's next turn, not now: the launch the network is
+  // taken for (the caller's clone of the executor, a fork-like copy of the
+  // agent's address space) does not share the CPUs, the mm and the rtnl lock
+  // with a worker making the next one (docs/benchmarks.md).
   std::optional<MadeNet> take();
   // Asks the worker for networks until `size` are waiting or being made.
   // After a failed make it asks again only at the next take() or refill().
@@ -103,7 +107,9 @@ class WarmPool {
 
   void made(const NetPlan& plan, Result<MadeNet> result);
 
+  asio::io_context& io_;
   size_t size_;
+  bool refillPosted_ = false;  // a take()'s refill waits for the loop
   std::shared_ptr<Handoff> handoff_ = std::make_shared<Handoff>();
   Planner plan_;
   Releaser release_;

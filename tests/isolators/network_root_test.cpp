@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <dirent.h>
 #include <filesystem>
 #include <fstream>
@@ -76,7 +77,71 @@ while True:
         c.close()
 )";
 
+// Echoes what each connection sends, keeping it open until the client
+// closes it, on IPv6 and IPv4 (one dual-stack socket per port); ./ready
+// holds the IPv4 address, ./ready6 the IPv6 one.
+constexpr const char* kEchoServer6 = R"(
+import os, socket, sys, threading
+def serve(c):
+    while True:
+        d = c.recv(4096)
+        if not d: break
+        c.sendall(d)
+def accept(s):
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+for p in sys.argv[1:]:
+    s = socket.socket(socket.AF_INET6); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.bind(('::', int(p))); s.listen(16)
+    threading.Thread(target=accept, args=(s,), daemon=True).start()
+open('ready6', 'w').write(os.environ.get('ALLOT_NETWORK_ADDRESS6', 'none'))
+open('ready', 'w').write(os.environ.get('ALLOT_NETWORK_ADDRESS', 'none'))
+threading.Event().wait()
+)";
+
 bool haveTool(const char* path) { return access(path, X_OK) == 0; }
+
+// A TCP connection from the test's own namespace to ip:port (IPv4 or IPv6),
+// with 2 s send and receive timeouts; -1 when it cannot connect.
+int connectTo(const std::string& ip, int port) {
+  bool v6 = ip.find(':') != std::string::npos;
+  int s = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  timeval tv{2, 0};
+  setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_storage a{};
+  socklen_t len;
+  if (v6) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&a);
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(port);
+    inet_pton(AF_INET6, ip.c_str(), &a6->sin6_addr);
+    len = sizeof *a6;
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&a);
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(port);
+    inet_pton(AF_INET, ip.c_str(), &a4->sin_addr);
+    len = sizeof *a4;
+  }
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    close(s);
+    return -1;
+  }
+  return s;
+}
+
+// Sends a line on `fd` and reads it back: true when the echo came.
+bool echoes(int fd) {
+  const char line[] = "ping\n";
+  if (send(fd, line, 5, MSG_NOSIGNAL) != 5) return false;
+  char buf[16];
+  ssize_t n = recv(fd, buf, sizeof buf, 0);
+  return n == 5 && std::memcmp(buf, line, 5) == 0;
+}
 
 int shell(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
 
@@ -673,9 +738,9 @@ TEST_F(NetworkRoot, AgentCrashLeavesNoWarmNetworkBehind) {
   EXPECT_TRUE(fetch(a.nsPath(), "127.0.0.1", 31021).has_value());
 }
 
-// The conntrack lines (/proc/net/nf_conntrack) naming `address` (IPv4, or
-// IPv6 as the kernel prints it there: eight groups of four hex digits).
-std::string conntrackOf(const std::string& address) {
+// `address` as /proc/net/nf_conntrack prints it (IPv4 as is, IPv6 as eight
+// groups of four hex digits).
+std::string conntrackText(const std::string& address) {
   std::string text = address;
   if (address.find(':') != std::string::npos) {
     auto a = Ipv6Address::parse(address);
@@ -687,10 +752,35 @@ std::string conntrackOf(const std::string& address) {
                   b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     text = buf;
   }
+  return text;
+}
+
+// The conntrack lines (/proc/net/nf_conntrack) naming `address`.
+std::string conntrackOf(const std::string& address) {
+  std::string text = conntrackText(address);
   std::string out;
   std::ifstream in("/proc/net/nf_conntrack");
   for (std::string line; std::getline(in, line);) {
     if (line.find("=" + text + " ") != std::string::npos) out += line + "\n";
+  }
+  return out;
+}
+
+// The conntrack lines of flows answered from address:port (reply direction
+// "src=<address> dst=... sport=<port> "): flows made to that port.
+std::string flowsToPort(const std::string& address, int port) {
+  std::string from = "src=" + conntrackText(address) + " ";
+  std::string sport = "sport=" + std::to_string(port) + " ";
+  std::string out;
+  std::ifstream in("/proc/net/nf_conntrack");
+  for (std::string line; std::getline(in, line);) {
+    for (size_t at = line.find(from); at != std::string::npos; at = line.find(from, at + 1)) {
+      size_t next = line.find("sport=", at);
+      if (next != std::string::npos && line.compare(next, sport.size(), sport) == 0) {
+        out += line + "\n";
+        break;
+      }
+    }
   }
   return out;
 }
@@ -776,6 +866,40 @@ TEST_F(NetworkRoot, ConntrackEntriesGoWithTheirExecutor) {
   EXPECT_TRUE(runUntil(io_, [&] { return conntrackOf(a.address).empty() && conntrackOf(a.address6).empty(); }, 10s))
       << "left:\n" << conntrackOf(a.address) << conntrackOf(a.address6);
   EXPECT_NE(conntrackOf(b.address), "") << "b's flows went with a's";
+}
+
+// A task ends, its executor keeps running: connections already made to the
+// port the task had (through DNAT, IPv4 and IPv6) stop working, those to the
+// port the executor keeps go on.
+TEST_F(NetworkRoot, RemovedPortsLoseTheirEstablishedFlows) {
+  if (access("/proc/net/nf_conntrack", R_OK) != 0) {
+    GTEST_SKIP() << "needs /proc/net/nf_conntrack (CONFIG_NF_CONNTRACK_PROCFS) to read the table";
+  }
+  makeDualStackIsolator();
+  int lost = 39000 + getpid() % 1000, kept = lost + 1;
+  std::string p = std::to_string(lost), k = std::to_string(kept);
+  Executor& a = start("a", "cpus:0.1;ports:[" + p + "-" + k + "]", {lost, kept}, kEchoServer6);
+  ASSERT_TRUE(a.running);
+  std::string gateway6 = Ipv6Cidr::parse(options_.cidr6)->gateway().toString();
+  int lost4 = connectTo("127.0.0.1", lost), lost6 = connectTo(gateway6, lost);
+  int kept4 = connectTo("127.0.0.1", kept), kept6 = connectTo(gateway6, kept);
+  for (int fd : {lost4, lost6, kept4, kept6}) {
+    ASSERT_GE(fd, 0) << "cannot connect to an offered port";
+    EXPECT_TRUE(echoes(fd));
+  }
+  ASSERT_NE(flowsToPort(a.address, lost), "");
+  ASSERT_NE(flowsToPort(a.address6, lost), "");
+  // The task that held `lost` ended; the executor keeps `kept`.
+  Status st = isolator_->update(a.id, *Resources::parse("cpus:0.1;ports:[" + k + "-" + k + "]"));
+  ASSERT_TRUE(st.ok()) << st.error().describe();
+  EXPECT_TRUE(runUntil(io_, [&] { return flowsToPort(a.address, lost).empty() && flowsToPort(a.address6, lost).empty(); },
+                       10s))
+      << "left:\n" << flowsToPort(a.address, lost) << flowsToPort(a.address6, lost);
+  EXPECT_FALSE(echoes(lost4)) << "an IPv4 connection to a removed port still reaches the executor";
+  EXPECT_FALSE(echoes(lost6)) << "an IPv6 connection to a removed port still reaches the executor";
+  EXPECT_TRUE(echoes(kept4)) << "the IPv4 connection to the kept port broke";
+  EXPECT_TRUE(echoes(kept6)) << "the IPv6 connection to the kept port broke";
+  for (int fd : {lost4, lost6, kept4, kept6}) close(fd);
 }
 
 TEST_F(NetworkRoot, RecoveryDeletesTheConntrackEntriesOfGoneExecutors) {
