@@ -3,7 +3,7 @@
 # source is an address, filtered in the kernel. Compare with
 # /proc/net/nf_conntrack. Usage (root): python3 bench/isolation/ctfilter_probe.py
 # (docs/decisions.md, the conntrack flush entry).
-import socket, struct, sys
+import socket, struct
 NLA_F_NESTED = 0x8000
 def attr(t, payload):
     l = 4 + len(payload)
@@ -28,7 +28,6 @@ def dump(orig_flags, reply_flags, addr):
                 return 'error %d' % struct.unpack_from('=i', data, off + 16)[0]
             n += 1
             off += (l + 3) & ~3
-if __name__ != '__main__': sys.exit(0)
 print('orig src=127.0.0.1:', dump(1, 0, '127.0.0.1'))
 print('reply src=127.0.0.1:', dump(0, 1, '127.0.0.1'))
 print('orig+reply src=127.0.0.1:', dump(1, 1, '127.0.0.1'))
