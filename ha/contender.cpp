@@ -140,11 +140,12 @@ void LeaderContender::join() {
   createInFlight_ = true;
   std::string path = groupPath_ + "/" + memberPrefix(guid_);
   session_->create(path, encodeMemberData(member_), true,
-                   guard([this](ZkRc rc, const std::string& created, const ZkStat&) {
+                   guard([this](ZkRc rc, const std::string& created, const ZkStat& stat) {
     createInFlight_ = false;
     if (rc == ZkRc::kOk) {
       createUncertain_ = false;
       memberPath_ = created;
+      memberEpoch_ = stat.czxid > 0 ? epochOf(stat.czxid) : 0;
       LOG_INFO("joined the contender group as " << memberPath_);
       return check();
     }
@@ -173,6 +174,7 @@ void LeaderContender::findOrJoin() {
       if (member.guid != guid_) continue;
       createUncertain_ = false;
       memberPath_ = groupPath_ + "/" + member.name;
+      memberEpoch_ = 0;  // not known until our znode is read
       LOG_INFO("found our member " << memberPath_ << " created before the link dropped");
       return check();
     }
@@ -217,15 +219,26 @@ void LeaderContender::check() {
       return;
     }
     if (state_ == State::kLeading) return;
-    // Lowest: read our own znode once more (its czxid is the epoch) and
-    // watch it, so its deletion reaches us.
-    session_->exists(memberPath_, true, guard([this](ZkRc rc, const ZkStat& stat) {
+    // Lowest: watch our own znode, so its deletion reaches us. Its czxid is
+    // the epoch: known from our create, the master leads at once (one
+    // ZooKeeper round trip less between the predecessor's deletion and
+    // serving peers) and the watch is set beside it; a znode deleted
+    // meanwhile reaches check() through the watch or this answer, which
+    // steps down. A member found after a lost create reply reads it first.
+    std::string path = memberPath_;
+    session_->exists(memberPath_, true, guard([this, path](ZkRc rc, const ZkStat& stat) {
+      if (path != memberPath_) return;
       if (rc == ZkRc::kOk) {
+        if (state_ == State::kLeading) return;
         epoch_ = epochOf(stat.czxid);
         return becomeLeader();
       }
       if (rc == ZkRc::kNoNode) check();
     }));
+    if (memberEpoch_ != 0) {
+      epoch_ = memberEpoch_;
+      becomeLeader();
+    }
   }));
 }
 

@@ -2,7 +2,9 @@
 // (ha/group.h), following ZooKeeper's election recipe:
 //   1. create <path>/member_<guid>_ (ephemeral, sequential) holding the
 //      master's address and id;
-//   2. list the group; the lowest sequence leads;
+//   2. list the group; the lowest sequence leads (the epoch, our znode's
+//      czxid, is known from the create: the listing alone elects, the
+//      watch on our own znode is set beside it);
 //   3. otherwise watch only the next-lower member (no herd effect) and go
 //      back to 2 when it goes.
 //
@@ -80,6 +82,7 @@ class LeaderContender {
   bool createInFlight_ = false;
   bool createUncertain_ = false;  // a create ended in connection loss
   std::string memberPath_;
+  uint64_t memberEpoch_ = 0;  // epochOf(our znode's czxid) when our create told it
   std::string watching_;
   uint64_t epoch_ = 0;
   Duration negotiatedTimeout_{};

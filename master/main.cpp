@@ -366,12 +366,17 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, M
   int exitCode = 0;
   std::unique_ptr<LeaderContender> contender;
   LeaderContender::Callbacks callbacks;
-  // Elected: read (and claim) the stored role settings through the
-  // leader's own session, apply them, then serve peers.
+  // Elected: serve peers at once (agents and frameworks re-register while
+  // the rest happens), read (and claim) the stored role settings through
+  // the leader's own session, apply them, and only then make offers: the
+  // settings change no registration, only what is offered to whom.
   callbacks.elected = [&](uint64_t epoch) {
     server.setLeaderEpoch(epoch);
+    server.master().holdOffers();
+    server.start();
     server.roleSettings().load(makeZooKeeperRoleStore(io, *contender->session(), zk.path, epoch), [&, epoch] {
-      server.start();
+      server.master().releaseOffers();
+      server.kick();
       operating.notifier.status("leading with epoch " + std::to_string(epoch));
     });
   };

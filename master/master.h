@@ -116,8 +116,19 @@ class Master {
   void peerMessage(PeerId peer, const wire::Envelope& envelope);
   void peerClosed(PeerId peer);
   void tick();
-  bool allocationPending() const { return allocationPending_; }
+  bool allocationPending() const { return allocationPending_ && !offersHeld_; }
   void allocate() { allocateRound(false); }
+  // While held, no allocation round runs (no offers, no revocations);
+  // registrations, status updates and everything else go on. A new leader
+  // serves its peers at once and holds offers until it has applied the
+  // stored role settings (master/main.cpp), so no offer is made under the
+  // flags' weights and quotas alone. Release: a round follows soon.
+  void holdOffers() { offersHeld_ = true; }
+  void releaseOffers() {
+    offersHeld_ = false;
+    allocationPending_ = true;
+  }
+  bool offersHeld() const { return offersHeld_; }
 
   // Introspection (tests, logs, later /metrics).
   const std::string& masterId() const { return options_.masterId; }
@@ -358,6 +369,7 @@ class Master {
   // options_.registrationTimeout.
   std::deque<std::pair<TimePoint, PeerId>> unregistered_;
   bool allocationPending_ = false;
+  bool offersHeld_ = false;
   MasterMetrics metrics_;
   uint64_t revocations_ = 0;
   std::vector<double> fairScratch_;

@@ -9,6 +9,7 @@
 namespace allot {
 
 void Master::allocateRound(bool fullCycle) {
+  if (offersHeld_) return;  // allocationPending_ stays for releaseOffers()
   allocationPending_ = false;
   std::vector<Grant> grants;
   auto started = std::chrono::steady_clock::now();

@@ -1,8 +1,10 @@
 // RoleSettingsKeeper: the one path of a run-time role change (allotctl role,
 // POST /api/v1/roles) from the operator to the store and the allocator:
 //
-//   load(store, done)   once this master serves (standalone: at start; with
-//                       --zk: once elected), before its first allocation:
+//   load(store, done)   once this master serves (standalone: at start,
+//                       before it accepts peers; with --zk: once elected,
+//                       while it already serves registrations with offers
+//                       held, Master::holdOffers), before its first allocation:
 //                       reads the stored settings and applies them over the
 //                       flags (Master::applyRoleSettings). A store that
 //                       cannot be read or holds corrupt data is logged as an

@@ -58,7 +58,8 @@ class MasterServer final : public Outbox {
   size_t pendingHandshakes() const { return pendingHandshakes_; }
   Master& master() { return *master_; }
   // Run-time role settings: main() loads them (RoleSettingsKeeper::load)
-  // before start(), so the first allocation already uses them.
+  // before start() (standalone) or with offers held (a new leader), so the
+  // first allocation already uses them.
   RoleSettingsKeeper& roleSettings() { return *roleSettings_; }
   // Listening starts in create(); peers are accepted from start() on (a
   // standby master calls it once elected, with its epoch).

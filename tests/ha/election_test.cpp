@@ -136,6 +136,54 @@ TEST_F(ElectionTest, DeletedLeaderZnodeEndsLeadershipAndTheStandbyTakesOver) {
   EXPECT_NE(a->lostWhy.find("was deleted"), std::string::npos);
 }
 
+// The standby knows its epoch from its own create: once the predecessor is
+// gone, one listing makes it leader (the watch on its own znode is set
+// beside it, not waited for).
+TEST_F(ElectionTest, StandbyLeadsOnTheListingAloneWithTheEpochOfItsCreate) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  zk_.hold(2);
+  a.reset();  // a's session closes: its znode goes, b's watch fires
+  runFor(io_, 20ms);
+  ASSERT_EQ(zk_.heldCount(2), 1u);  // the deletion event
+  ASSERT_TRUE(zk_.releaseNext(2));
+  runFor(io_, 20ms);
+  ASSERT_EQ(zk_.heldCount(2), 1u);  // the listing it asked for
+  EXPECT_FALSE(b->contender->leading());
+  ASSERT_TRUE(zk_.releaseNext(2));
+  runFor(io_, 20ms);
+  EXPECT_TRUE(b->contender->leading());  // the exists on its own znode is still held
+  EXPECT_EQ(zk_.heldCount(2), 1u);
+  auto members = parseMembers(zk_.children(kGroup));
+  ASSERT_EQ(members.size(), 1u);
+  EXPECT_EQ(b->electedEpoch, b->contender->epoch());
+  EXPECT_GT(b->electedEpoch, 0u);
+  while (zk_.releaseNext(2)) runFor(io_, 10ms);
+  runFor(io_, 20ms);
+  EXPECT_TRUE(b->contender->leading());
+  EXPECT_TRUE(b->lostWhy.empty());
+  EXPECT_EQ(zk_.dataWatchers(b->contender->memberPath()).count(2), 1u);
+}
+
+// Elected on the listing, its znode deleted right after (before the exists
+// on it is answered): it looks again and steps down.
+TEST_F(ElectionTest, LeaderWhoseZnodeGoesRightAfterTheListingStepsDown) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  zk_.hold(2);
+  a.reset();
+  runFor(io_, 20ms);
+  ASSERT_TRUE(zk_.releaseNext(2));  // the deletion event: b lists the group
+  runFor(io_, 20ms);
+  ASSERT_TRUE(zk_.releaseNext(2));  // the listing: b leads, asks exists
+  runFor(io_, 20ms);
+  ASSERT_TRUE(b->contender->leading());
+  zk_.removeNode(b->contender->memberPath());  // before the exists is answered
+  zk_.releaseReversed(2);
+  ASSERT_TRUE(runUntil(io_, [&] { return !b->lostWhy.empty(); }, 2000ms));
+  EXPECT_NE(b->lostWhy.find("was deleted"), std::string::npos) << b->lostWhy;
+}
+
 TEST_F(ElectionTest, CreateWhoseReplyWasLostAdoptsTheZnodeInsteadOfMakingASecond) {
   auto a = contend(5001);
   zk_.loseNextCreateReply(2);  // b's member create (the group exists already)

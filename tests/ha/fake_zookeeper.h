@@ -85,6 +85,22 @@ class FakeZooKeeper {
     for (auto& fn : held) s->post(std::move(fn));
   }
 
+  // Delivers the oldest held answer or event of session `id` (it stays
+  // holding): steps through a session's calls one round trip at a time.
+  // False when nothing is held.
+  bool releaseNext(int64_t id) {
+    auto* s = find(id);
+    if (!s || s->held_.empty()) return false;
+    auto fn = std::move(s->held_.front());
+    s->held_.erase(s->held_.begin());
+    asio::post(io_, [alive = s->alive_, fn = std::move(fn)] { if (*alive) fn(); });
+    return true;
+  }
+  size_t heldCount(int64_t id) {
+    auto* s = find(id);
+    return s ? s->held_.size() : 0;
+  }
+
   // Inspection.
   bool exists(const std::string& path) const { return nodes_.count(path) > 0; }
   std::vector<std::string> children(const std::string& path) const {

@@ -265,6 +265,45 @@ TEST_F(RoleSettingsKeeperTest, StoredSettingsOverrideTheFlagsFieldByField) {
   EXPECT_EQ(offeredCpus(2, "d"), 3000);
 }
 
+// A new leader (master/main.cpp) serves registrations while it reads the
+// store, offers held; its first offer is made under the stored settings.
+TEST_F(RoleSettingsKeeperTest, ALeaderStillReadingAnswersRegistrationsButOffersOnlyOnceApplied) {
+  store_->stored["d"] = RoleSetting{2.0, res("cpus:3")};
+  master_->holdOffers();
+  bool loaded = false;
+  keeper_->load(std::make_unique<FakeRoleStore>(io_, store_), [&] {
+    master_->releaseOffers();
+    loaded = true;
+  });
+  // The store has not answered yet: a framework of role d registers.
+  constexpr PeerId kScheduler = 2;
+  wire::Hello h;
+  h.set_role(wire::ROLE_SCHEDULER);
+  master_->peerConnected(kScheduler, h);
+  wire::Envelope e;
+  e.mutable_register_framework()->mutable_info()->set_name("f");
+  e.mutable_register_framework()->mutable_info()->set_role("d");
+  e.mutable_register_framework()->set_needs_offers(true);
+  master_->peerMessage(kScheduler, e);
+  EXPECT_EQ(outbox_.take(kScheduler, wire::Envelope::kFrameworkRegistered).size(), 1u);
+  EXPECT_FALSE(loaded);
+  // Neither the event-driven round nor the periodic cycle offers anything.
+  EXPECT_FALSE(master_->allocationPending());
+  master_->allocate();
+  clock_.advance(5s);
+  master_->tick();
+  EXPECT_TRUE(outbox_.take(kScheduler, wire::Envelope::kResourceOffers).empty());
+  ASSERT_TRUE(runUntil(io_, [&] { return loaded; }, 5000ms));
+  EXPECT_FALSE(master_->offersHeld());
+  ASSERT_TRUE(master_->allocationPending());
+  master_->allocate();
+  int64_t cpus = 0;
+  for (auto& m : outbox_.take(kScheduler, wire::Envelope::kResourceOffers)) {
+    for (auto& o : m.resource_offers().offers()) cpus += Resources::fromWire(o.resources())->scalarMillis("cpus");
+  }
+  EXPECT_EQ(cpus, 3000);  // d's stored quota, not the whole agent
+}
+
 TEST_F(RoleSettingsKeeperTest, ACorruptStoreLeavesTheFlagsAndTheNextChangeReplacesIt) {
   store_->loadError = Error{"file x: line 3: weight '-4' is not in (0, 1e6]"};
   ASSERT_NO_FATAL_FAILURE(load());
