@@ -43,15 +43,22 @@ CtlExit listRoles(const CtlCall& call, bool json) {
     std::cerr << "allotctl: the master's /roles is not JSON: " << e.what() << "\n";
     return CtlExit::kRefused;
   }
-  Table t({"ROLE", "WEIGHT", "QUOTA", "ALLOCATED", "FRAMEWORKS"});
+  // SET: where the role's weight and quota come from, "run-time" (allotctl
+  // role, stored) or "flags" (--role-weight/--quota, or the defaults).
+  Table t({"ROLE", "WEIGHT", "QUOTA", "ALLOCATED", "FRAMEWORKS", "SET"});
   for (const auto& [key, role] : tree.get_child("roles", {})) {
     std::string name = role.get<std::string>("name", "");
     std::string quota = role.get<std::string>("quota", "");
     t.add({name.empty() ? "(default)" : name, role.get<std::string>("weight", "?"),
            quota.empty() ? "-" : quota, role.get<std::string>("allocated", ""),
-           role.get<std::string>("frameworks", "0")});
+           role.get<std::string>("frameworks", "0"),
+           role.get<bool>("run_time", false) ? "run-time" : "flags"});
   }
-  std::cout << t.render(terminalWidth());
+  size_t width = terminalWidth();
+  std::cout << t.render(width);
+  // One store for every role: a line under the table, cut like a cell.
+  Table store({"run-time settings stored in: " + tree.get<std::string>("store", "?")});
+  std::cout << store.render(width);
   return CtlExit::kOk;
 }
 

@@ -5,8 +5,10 @@
 //   allotctl role quota ROLE RESOURCES   POST /api/v1/roles?role=ROLE&quota=RES
 //                                        ("none" removes the quota)
 // Checks what it can before asking (weight a number in (0, 1e6], resources
-// parse, name <= 64 bytes); the master checks again. Values set this way
-// are not persisted by the master (docs/decisions.md).
+// parse, name <= 64 bytes); the master checks again and answers once the
+// change is stored (ZooKeeper or --work-dir; docs/decisions.md). The table
+// shows which roles have run-time settings (SET: run-time or flags) and,
+// on its last line, where they are stored; --json has run_time and store.
 #pragma once
 
 #include <functional>

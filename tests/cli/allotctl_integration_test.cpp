@@ -8,6 +8,7 @@
 #include "http/client.h"
 #include "proto/state.pb.h"
 #include "tests/agent/cluster.h"
+#include "tests/common/agent_cgroups.h"
 
 namespace allot::testing {
 namespace {
@@ -59,7 +60,11 @@ class OpsCluster : public ::testing::Test {
       std::this_thread::sleep_for(50ms);
     }
     masterProc_.kill(SIGKILL);
-    if (!dir_.empty()) fs::remove_all(dir_);
+    if (dir_.empty()) return;
+    // The agent left its tracking cgroups behind (by design: executors
+    // outlive an agent restart); the test removes them.
+    EXPECT_EQ(removeAgentCgroupTree(defaultAgentCgroupsRoot(dir_ + "/work")), "");
+    fs::remove_all(dir_);
   }
 
   Child& execute(const std::string& name, const std::string& command, const std::string& resources) {
@@ -219,6 +224,21 @@ TEST_F(OpsCluster, RoleWeightAndQuotaAreSetAtRunTime) {
   EXPECT_EQ(table.out.rfind("ROLE", 0), 0u) << table.out;
   EXPECT_NE(table.out.find("batch"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("cpus:1;mem:256"), std::string::npos) << table.out;
+  // The table has what --json has: which roles are set at run time, and
+  // where (this master has no --zk or --work-dir: nowhere lasting).
+  auto lineOf = [&](const std::string& prefix) {
+    size_t at = table.out.find("\n" + prefix);
+    if (at == std::string::npos) return std::string();
+    size_t end = table.out.find('\n', at + 1);
+    return table.out.substr(at + 1, end - at - 1);
+  };
+  EXPECT_NE(table.out.substr(0, table.out.find('\n')).find("SET"), std::string::npos) << table.out;
+  EXPECT_NE(lineOf("batch").find("run-time"), std::string::npos) << table.out;
+  EXPECT_NE(lineOf("run-time settings stored in: none (no --zk or --work-dir)"), "") << table.out;
+  for (size_t at = 0, end; at < table.out.size(); at = end + 1) {
+    end = table.out.find('\n', at);
+    EXPECT_LE(end - at, 80u) << "the table is wider than a terminal:\n" << table.out;
+  }
   CtlResult json = ctl({"roles", "--json"});
   ASSERT_EQ(json.code, 0) << json.err;
   EXPECT_NE(json.out.find("{\"name\":\"batch\",\"weight\":3,\"quota\":\"cpus:1;mem:256\""),

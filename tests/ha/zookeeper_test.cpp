@@ -12,6 +12,7 @@
 #include "ha/group.h"
 #include "ha/zk_detector.h"
 #include "proto/connection.h"
+#include "tests/common/agent_cgroups.h"
 #include "tests/ha/zk_cluster.h"
 
 namespace allot {
@@ -122,7 +123,11 @@ class ZkTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (const auto& d : dirs_) std::filesystem::remove_all(d);
+    for (const auto& d : dirs_) {
+      // An agent that ran in d/work left its tracking cgroups (by design).
+      EXPECT_EQ(testing::removeAgentCgroupTree(testing::defaultAgentCgroupsRoot(d + "/work")), "");
+      std::filesystem::remove_all(d);
+    }
   }
 
   asio::io_context io_;
