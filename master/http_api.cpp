@@ -25,6 +25,9 @@ MasterHttp::MasterHttp(asio::io_context& io, MasterServer& master, MasterHttpOpt
       startTimeS_(wallClockSeconds()) {
   StateCacheOptions cache;
   cache.clientsMax = options_.stateClientsMax;
+  cache.sections = &master_.loopSections();
+  cache.sliceSection = static_cast<LoopSections::Id>(LoopSection::kStateSlice);
+  cache.piecesSection = static_cast<LoopSections::Id>(LoopSection::kStatePieces);
   stateCache_ = std::make_unique<StateCache>(
       io,
       [this] {
@@ -64,6 +67,7 @@ void MasterHttp::addRoutes() {
   });
   server_->route("GET", "/state", [this](const http::Request&) { return state(); });
   server_->route("GET", "/metrics", [this](const http::Request&) {
+    auto timed = master_.timed(LoopSection::kMetrics);
     master_.master().refreshGauges();
     http::Response r;
     r.contentType = "text/plain; version=0.0.4; charset=utf-8";
@@ -110,7 +114,10 @@ void MasterHttp::addRoutes() {
     std::string framework = r.query.count("framework") ? r.query.at("framework") : "";
     return operate(r, [&] { return master_.master().killTask(task->second, framework); });
   });
-  server_->route("GET", "/roles", [this](const http::Request&) { return roles(); });
+  server_->route("GET", "/roles", [this](const http::Request&) {
+    auto timed = master_.timed(LoopSection::kRoles);
+    return roles();
+  });
   for (const char* method : {"POST", "PUT"}) {
     server_->routeAsync(method, "/api/v1/roles",
                         [this](const http::Request& r, http::Reply reply) { setRole(r, std::move(reply)); });

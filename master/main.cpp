@@ -463,9 +463,11 @@ int main(int argc, char** argv) {
   }
   SystemdNotifier notifier(io);
   // How late the loop runs due work, on /metrics (what a slow handler
-  // costs every offer and reply).
-  LoopStallMeter loopMeter(io, LoopStallMeterOptions{},
-                           [&metrics = (*server)->master().metrics()](double lateS) { metrics.loopTick(lateS); });
+  // costs every offer and reply), and what ran meanwhile.
+  LoopStallMeter loopMeter(io, LoopStallMeterOptions{}, [&server = **server](double lateS) {
+    server.master().metrics().loopTick(lateS);
+    server.loopTicked(lateS);
+  });
   loopMeter.start();
   Operating operating{http->get(), notifier};
   if (settings.zk.empty()) {

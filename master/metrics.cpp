@@ -58,7 +58,14 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
                                                                0.2, 0.5, 1});
   loopLatenessMax_ = gauge("allot_master_loop_lateness_max_seconds",
                            "The longest lateness of the loop's stall meter since the master started.");
+  lateTicks_ = &p::BuildCounter()
+                    .Name("allot_master_loop_late_ticks_total")
+                    .Help("Ticks of the loop's stall meter 10 ms late or more, by the section of the "
+                          "loop's work that took the most time since the previous tick.")
+                    .Register(*registry_);
 }
+
+void MasterMetrics::lateTick(const std::string& section) { lateTicks_->Add({{"section", section}}).Increment(); }
 
 void MasterMetrics::loopTick(double lateSeconds) {
   loopLateness_->Observe(lateSeconds);

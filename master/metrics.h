@@ -38,6 +38,10 @@ class MasterMetrics {
   // `lateSeconds` late: whatever delays it (a long handler, a /state
   // request) delays offers and replies by as much.
   void loopTick(double lateSeconds);
+  // A tick 10 ms late or more, attributed to the loop section that took
+  // the most time since the previous tick (master/server.h LoopSection;
+  // "none" when no timed section ran: CPU wait or untimed work).
+  void lateTick(const std::string& section);
 
   // Gauges, set before each scrape.
   prometheus::Family<prometheus::Gauge>& tasksByState() { return *tasks_; }
@@ -64,6 +68,7 @@ class MasterMetrics {
   prometheus::Gauge* pendingHandshakesMax_;
   prometheus::Histogram* loopLateness_;
   prometheus::Gauge* loopLatenessMax_;
+  prometheus::Family<prometheus::Counter>* lateTicks_;
   prometheus::Family<prometheus::Gauge>* tasks_;
   prometheus::Gauge* agents_;
   prometheus::Gauge* draining_;

@@ -3,8 +3,32 @@
 #include <poll.h>
 
 #include "base/log.h"
+#include "base/loop_stall_meter.h"
 
 namespace allot {
+
+LoopSections makeMasterLoopSections() {
+  // In the order of LoopSection.
+  return LoopSections({"message", "peer change", "tick", "allocate", "accept", "state slice",
+                       "state pieces", "metrics", "roles"});
+}
+
+// A tick this late is attributed (the stall meter's own log threshold).
+constexpr double kLateTickAttributedS = LoopStallMeter::kLogAtMs / 1000;
+
+void MasterServer::loopTicked(double lateS) {
+  if (lateS < kLateTickAttributedS) {
+    sections_.reset();
+    return;
+  }
+  LoopSections::Taken taken = sections_.take();
+  master_->metrics().lateTick(taken.sections.empty() ? "none" : taken.sections[0].first);
+  auto now = std::chrono::steady_clock::now();
+  if (now - lastLateLog_ < std::chrono::seconds(1)) return;
+  lastLateLog_ = now;
+  LOG_WARNING("loop tick " << lateS * 1000 << " ms late; timed since the previous tick: "
+                           << taken.describe());
+}
 
 Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
                                                            ServerOptions options,
@@ -101,6 +125,7 @@ void MasterServer::acceptNext() {
                                 asio::ip::tcp::socket socket) {
     if (stopped_) return;
     if (!ec) {
+      auto timed = this->timed(LoopSection::kAccept);
       onAccepted(std::move(socket));
       acceptPending();
       return acceptNext();
@@ -178,11 +203,13 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
   master_->metrics().pendingHandshakesMax().Set(static_cast<double>(pendingHandshakesMax_));
   Connection::Handlers handlers;
   handlers.onHello = [this, peer, weak = std::weak_ptr<Connection>(conn)](const wire::Hello& hello) {
+    auto timed = this->timed(LoopSection::kPeerChange);
     handshakeEnded();
     auto conn = weak.lock();
     master_->peerConnected(peer, hello, conn ? conn->peer() : PeerIdentity{});
   };
   handlers.onMessage = [this, peer](wire::Envelope& e) {
+    auto timed = this->timed(LoopSection::kMessage);
     ++messagesIn_;
     master_->metrics().messagesIn().Increment();
     master_->peerMessage(peer, e);
@@ -191,6 +218,7 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
   handlers.onClose = [this, peer](const std::string& reason) {
     auto it = connections_.find(peer);
     if (it == connections_.end()) return;
+    auto timed = this->timed(LoopSection::kPeerChange);
     LOG_DEBUG("peer " << peer << " (" << it->second->peerAddress() << ") closed: " << reason);
     bool pending = !it->second->handshaken();
     connections_.erase(it);
@@ -225,6 +253,7 @@ void MasterServer::afterEvent() {
   allocationPosted_ = true;
   asio::post(io_, [this] {
     allocationPosted_ = false;
+    auto timed = this->timed(LoopSection::kAllocate);
     if (!stopped_) master_->allocate();
   });
 }
@@ -233,6 +262,7 @@ void MasterServer::scheduleTick() {
   tickTimer_.expires_after(kTickInterval);
   tickTimer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
+    auto timed = this->timed(LoopSection::kTick);
     master_->tick();
     afterEvent();
     scheduleTick();

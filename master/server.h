@@ -14,6 +14,7 @@
 #include "base/asio.h"
 #include "base/clock.h"
 #include "base/flags.h"
+#include "base/loop_sections.h"
 #include "master/master.h"
 #include "master/role_settings.h"
 #include "proto/connection.h"
@@ -49,6 +50,12 @@ struct ServerOptions {
   uint64_t leaderEpoch = 0;
 };
 
+// What the master's loop spends its time on (LoopSections): the sections
+// a late tick of the loop's stall meter is attributed to.
+enum class LoopSection : size_t { kMessage, kPeerChange, kTick, kAllocate, kAccept, kStateSlice,
+                                  kStatePieces, kMetrics, kRoles };
+LoopSections makeMasterLoopSections();
+
 class MasterServer final : public Outbox {
  public:
   static Result<std::unique_ptr<MasterServer>> create(asio::io_context& io, ServerOptions options,
@@ -71,6 +78,15 @@ class MasterServer final : public Outbox {
   // Runs an allocation round soon if the master wants one (after an
   // operator action changed state outside a peer's message).
   void kick() { afterEvent(); }
+
+  // Times the caller's scope as `section` of the loop's time.
+  LoopSections::Timer timed(LoopSection section) { return sections_.time(static_cast<size_t>(section)); }
+  LoopSections& loopSections() { return sections_; }
+  // One tick of the loop's stall meter, `lateS` late: a tick 10 ms late or
+  // more is attributed to the section that took the most time since the
+  // previous tick (allot_master_loop_late_ticks_total{section}, and a log
+  // line at most once a second naming the top three).
+  void loopTicked(double lateS);
 
   void send(PeerId peer, const wire::Envelope& envelope) override;
   void close(PeerId peer, const std::string& reason) override;
@@ -115,6 +131,8 @@ class MasterServer final : public Outbox {
   uint16_t port_ = 0;
   bool allocationPosted_ = false;
   bool stopped_ = false;
+  LoopSections sections_ = makeMasterLoopSections();
+  std::chrono::steady_clock::time_point lastLateLog_;
 };
 
 }  // namespace allot

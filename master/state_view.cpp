@@ -10,8 +10,8 @@ namespace allot {
 namespace {
 
 // The summary prints only what is set, as its lists follow separately.
-// Items print every field (zeros included) so readers need no defaults,
-// through appendJson: the util costs tens of microseconds per item.
+// Items print every field (zeros included) so readers need no defaults
+// (master/state_items.h).
 std::string summaryJson(const google::protobuf::Message& m) {
   google::protobuf::util::JsonPrintOptions options;
   options.always_print_primitive_fields = false;
@@ -44,26 +44,26 @@ class MasterStateView::Meter {
   size_t nextClockRead_ = 0;
 };
 
-StateBatch::StateBatch() : items(google::protobuf::Arena::CreateMessage<state::MasterState>(&arena)) {}
-
 size_t StateBatch::itemCount() const {
-  return static_cast<size_t>(items->agents_size() + items->frameworks_size() + items->tasks_size() +
-                             items->offers_size() + items->completed_tasks_size());
+  return agents.size() + frameworks.size() + tasks.size() + offers.size() + completedTasks.size();
 }
 
 std::string StateBatch::render() const {
-  std::string out = prefix;
+  constexpr size_t kBytesPerItemGuess = 512;
+  std::string out;
+  out.reserve(prefix.size() + suffix.size() + itemCount() * kBytesPerItemGuess);
+  out += prefix;
   bool comma = leadingComma;
-  auto emit = [&](const google::protobuf::Message& item) {
+  auto emit = [&](const auto& item) {
     if (comma) out += ',';
     comma = true;
-    appendJson(item, &out);
+    appendItemJson(item, &out);
   };
-  for (const auto& v : items->agents()) emit(v);
-  for (const auto& v : items->frameworks()) emit(v);
-  for (const auto& v : items->tasks()) emit(v);
-  for (const auto& v : items->offers()) emit(v);
-  for (const auto& v : items->completed_tasks()) emit(v);
+  for (const auto& v : agents) emit(v);
+  for (const auto& v : frameworks) emit(v);
+  for (const auto& v : tasks) emit(v);
+  for (const auto& v : offers) emit(v);
+  for (const auto& v : completedTasks) emit(v);
   out += suffix;
   return out;
 }
@@ -141,45 +141,68 @@ bool MasterStateView::collectTaskKeys(Meter* meter) {
   return true;
 }
 
-// Fills the next item of the current section into `items`; false when the
-// section's ids ran out.
-bool MasterStateView::fillNext(state::MasterState* items) {
+// Copies the next item of the current section into `batch`; false when
+// the section's ids ran out.
+bool MasterStateView::fillNext(StateBatch* batch) {
   switch (phase_) {
     case Phase::kAgents:
       if (position_ == agents_.size()) return false;
       agents_.get(position_++, &key_);
-      if (!fillAgent(master_, key_, items->add_agents())) items->mutable_agents()->RemoveLast();
+      if (!copyAgent(master_, key_, &batch->agents.emplace_back(), &batch->text)) batch->agents.pop_back();
       return true;
     case Phase::kFrameworks:
       if (position_ == frameworks_.size()) return false;
       frameworks_.get(position_++, &key_);
-      if (!fillFramework(master_, key_, items->add_frameworks())) {
-        items->mutable_frameworks()->RemoveLast();
-      }
+      if (!copyFramework(master_, key_, &batch->frameworks.emplace_back(), &batch->text)) batch->frameworks.pop_back();
       return true;
-    case Phase::kTasks:
+    case Phase::kTasks: {
       if (position_ == tasks_.size()) return false;
-      frameworks_.get(tasks_.owners[position_], &owner_);
+      uint32_t owner = tasks_.owners[position_];
       tasks_.get(position_++, &key_);
-      if (!fillTask(master_, owner_, key_, items->add_tasks())) items->mutable_tasks()->RemoveLast();
+      if (owner != cachedOwner_) {
+        frameworks_.get(owner, &owner_);
+        auto fw = master_.frameworks_.find(owner_);
+        cachedOwner_ = owner;
+        cachedFramework_ = fw == master_.frameworks_.end() ? nullptr : &fw->second;
+      }
+      if (!cachedFramework_) return true;
+      auto t = cachedFramework_->tasks.find(key_);
+      if (t == cachedFramework_->tasks.end()) return true;
+      copyTaskRecord(cachedFramework_->id, key_, t->second, &batch->tasks.emplace_back(), &batch->text);
       return true;
+    }
     case Phase::kOffers:
       if (position_ == offers_.size()) return false;
       offers_.get(position_++, &key_);
-      if (!fillOffer(master_, key_, items->add_offers())) items->mutable_offers()->RemoveLast();
+      if (!copyOffer(master_, key_, &batch->offers.emplace_back(), &batch->text)) batch->offers.pop_back();
       return true;
     case Phase::kCompletedTasks: {
       if (position_ == endedTo_ - endedFrom_) return false;
       uint64_t seq = endedFrom_ + position_++;
       if (seq < master_.endedTasksDropped_) return true;  // pushed out meanwhile
       const auto& ended = master_.endedTasks_[seq - master_.endedTasksDropped_];
-      fillTaskRecord(ended.frameworkId, ended.record.info.task_id(), ended.record,
-                     items->add_completed_tasks());
+      copyTaskRecord(ended.frameworkId, ended.record.info.task_id(), ended.record,
+                     &batch->completedTasks.emplace_back(), &batch->text);
       return true;
     }
     default:
       return false;
   }
+}
+
+// A batch with room for kBatchItemsMax items of the current section (the
+// vectors never grow item by item: a grown vector moves every item).
+std::unique_ptr<StateBatch> MasterStateView::newBatch() const {
+  auto batch = std::make_unique<StateBatch>();
+  switch (phase_) {
+    case Phase::kAgents: batch->agents.reserve(kBatchItemsMax); break;
+    case Phase::kFrameworks: batch->frameworks.reserve(kBatchItemsMax); break;
+    case Phase::kTasks: batch->tasks.reserve(kBatchItemsMax); break;
+    case Phase::kOffers: batch->offers.reserve(kBatchItemsMax); break;
+    case Phase::kCompletedTasks: batch->completedTasks.reserve(kBatchItemsMax); break;
+    default: break;
+  }
+  return batch;
 }
 
 std::unique_ptr<StateBatch> MasterStateView::takeBatch(bool last) {
@@ -204,6 +227,8 @@ std::unique_ptr<StateBatch> MasterStateView::takeBatch(bool last) {
 
 std::unique_ptr<StateBatch> MasterStateView::step(const Slice& slice) {
   Meter meter(slice);
+  cachedOwner_ = SIZE_MAX;  // the master may have changed since the last step
+  cachedFramework_ = nullptr;
   while (phase_ < Phase::kAgents) {
     bool complete = false;
     switch (phase_) {
@@ -228,13 +253,13 @@ std::unique_ptr<StateBatch> MasterStateView::step(const Slice& slice) {
     }
   }
   if (phase_ == Phase::kDone) return nullptr;
-  if (!batch_) batch_ = std::make_unique<StateBatch>();
+  if (!batch_) batch_ = newBatch();
   while (batch_->itemCount() < kBatchItemsMax) {
     if (meter.over()) {
       // A slice that filled something hands it on rather than holding it.
       return batch_->itemCount() > 0 ? takeBatch(false) : nullptr;
     }
-    if (!fillNext(batch_->items)) return takeBatch(true);
+    if (!fillNext(batch_.get())) return takeBatch(true);
     meter.count();
   }
   return takeBatch(false);
@@ -334,6 +359,83 @@ bool MasterStateView::fillOffer(const Master& m, const std::string& id, state::O
   out->set_agent_id(o.agentId);
   o.resources.toWire(out->mutable_resources());
   out->set_expires_in_s(std::chrono::duration<double>(o.expiry - m.clock_.now()).count());
+  return true;
+}
+
+bool MasterStateView::copyAgent(const Master& m, const std::string& id, AgentItem* out, ItemText* text) {
+  auto it = m.agents_.find(id);
+  if (it == m.agents_.end()) return false;
+  const auto& a = it->second;
+  out->id = text->keep(id);
+  out->hostname = text->keep(a.info.hostname());
+  out->total = copyResources(a.info.resources(), text);
+  out->free = m.allocator_->freeResources(a.handle);
+  out->attributes.reserve(static_cast<size_t>(a.info.attributes_size()));
+  for (const auto& attr : a.info.attributes()) out->attributes.emplace_back(text->keep(attr.name()), text->keep(attr.value()));
+  out->connected = a.peer.has_value();
+  out->draining = a.draining;
+  out->drainDeadlineS = a.drainDeadlineS;
+  uint32_t tasks = 0;
+  for (const auto& [fid, ids] : a.tasks) tasks += static_cast<uint32_t>(ids.size());
+  out->taskCount = tasks;
+  out->offerCount = static_cast<uint32_t>(a.offers.size());
+  out->usage.reserve(a.usage.size());
+  for (const auto& [key, usage] : a.usage) {
+    UsageItem& u = out->usage.emplace_back();
+    std::string_view kept = text->keep(key);
+    size_t slash = kept.find('/');
+    u.frameworkId = kept.substr(0, slash);
+    if (slash != std::string_view::npos) u.executorId = kept.substr(slash + 1);
+    u.usage = usage;
+  }
+  return true;
+}
+
+bool MasterStateView::copyFramework(const Master& m, const std::string& id, FrameworkItem* out,
+                                    ItemText* text) {
+  auto it = m.frameworks_.find(id);
+  if (it == m.frameworks_.end()) return false;
+  const auto& f = it->second;
+  out->id = text->keep(id);
+  out->name = text->keep(f.info.name());
+  out->user = text->keep(f.info.user());
+  out->role = text->keep(f.info.role());
+  out->weight = f.info.weight() > 0 ? f.info.weight() : 1;
+  out->priority = f.info.priority();
+  out->dominantShare = m.allocator_->dominantShare(f.handle);
+  out->guaranteed = copyResources(f.info.guaranteed(), text);
+  out->allocated = m.allocator_->allocation(f.handle);
+  out->connected = f.peer.has_value();
+  out->needsOffers = f.needsOffers;
+  out->taskCount = static_cast<uint32_t>(f.tasks.size());
+  out->offerCount = static_cast<uint32_t>(f.offers.size());
+  return true;
+}
+
+void MasterStateView::copyTaskRecord(const std::string& frameworkId, const std::string& taskId,
+                                     const Master::TaskRecord& task, TaskItem* out, ItemText* text) {
+  out->taskId = text->keep(taskId);
+  out->frameworkId = text->keep(frameworkId);
+  out->agentId = text->keep(task.info.agent_id());
+  out->name = text->keep(task.info.name());
+  out->state = task.latest.state();
+  out->reason = task.latest.reason();
+  out->message = text->keep(task.latest.message());
+  out->resources = copyResources(task.info.resources(), text);
+  out->executorId = text->keep(task.latest.executor_id().empty() ? task.info.executor().executor_id()
+                                                                 : task.latest.executor_id());
+  out->updatedS = task.latest.timestamp_s();
+}
+
+bool MasterStateView::copyOffer(const Master& m, const std::string& id, OfferItem* out, ItemText* text) {
+  auto it = m.offers_.find(id);
+  if (it == m.offers_.end()) return false;
+  const auto& o = it->second;
+  out->offerId = text->keep(id);
+  out->frameworkId = text->keep(o.frameworkId);
+  out->agentId = text->keep(o.agentId);
+  out->resources = o.resources;
+  out->expiresInS = std::chrono::duration<double>(o.expiry - m.clock_.now()).count();
   return true;
 }
 

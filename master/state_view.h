@@ -1,7 +1,9 @@
 // MasterStateView: the loop's half of GET /state on the master. It copies
-// the master's records into batches of protobuf views (allot.state.State,
-// proto/state.proto) a slice at a time; another thread turns each batch
-// into JSON (StateBatch::render) without touching the master. The HTTP side
+// the master's records into batches of plain items (master/state_items.h:
+// strings, numbers, Resources; no protobuf message) a slice at a time;
+// another thread writes each batch as the JSON of allot.state.State
+// (proto/state.proto; StateBatch::render) without touching the master.
+// The HTTP side
 // (master/state_view_cache.h) runs the slices, the worker and the readers.
 //
 // Two phases, both resumable across loop turns:
@@ -9,8 +11,8 @@
 //     buckets at a time into one flat buffer (no allocation per id). A map
 //     that rehashes between two slices (it grew) has its keys collected
 //     again from the start; nothing of it was rendered yet.
-//  2. items: each id is looked up afresh and its view filled into the
-//     current batch (protobuf arena: no allocation per field). An item that
+//  2. items: each id is looked up afresh and its item copied into the
+//     current batch (what it shows, nothing converted). An item that
 //     vanished meanwhile is left out, so every item is consistent in itself
 //     and the document holds every item that lived through the rendering.
 //
@@ -33,16 +35,15 @@
 #include <string>
 #include <vector>
 
-#include <google/protobuf/arena.h>
-
 #include "master/master.h"
+#include "master/state_items.h"
 #include "proto/state.pb.h"
 
 namespace allot {
 
-// One slice of views, all of one section, handed to another thread.
+// One slice of items, all of one section, handed to another thread.
 struct StateBatch {
-  StateBatch();
+  StateBatch() = default;
   StateBatch(const StateBatch&) = delete;
   StateBatch& operator=(const StateBatch&) = delete;
 
@@ -51,8 +52,13 @@ struct StateBatch {
   std::string render() const;
   size_t itemCount() const;
 
-  google::protobuf::Arena arena;
-  state::MasterState* items;  // on the arena; only this batch's section set
+  // Only this batch's section is filled; the items' strings are in text.
+  ItemText text;
+  std::vector<AgentItem> agents;
+  std::vector<FrameworkItem> frameworks;
+  std::vector<TaskItem> tasks;
+  std::vector<OfferItem> offers;
+  std::vector<TaskItem> completedTasks;
   std::string prefix;
   bool leadingComma = false;
   std::string suffix;
@@ -84,7 +90,8 @@ class MasterStateView {
   // The whole state at once, on the caller's thread (tests, tools).
   static state::State snapshot(const Master& master);
 
-  // Item renderers.
+  // The protobuf views of one item (snapshot(); the specification the
+  // plain copies below must print the same as).
   static bool fillAgent(const Master& m, const std::string& id, state::AgentView* out);
   static bool fillFramework(const Master& m, const std::string& id, state::FrameworkView* out);
   static bool fillTask(const Master& m, const std::string& frameworkId, const std::string& taskId,
@@ -93,6 +100,13 @@ class MasterStateView {
   static void fillTaskRecord(const std::string& frameworkId, const std::string& taskId,
                              const Master::TaskRecord& task, state::TaskView* out);
   static void fillSummary(const Master& m, state::MasterState* out);
+
+  // The plain copies (master/state_items.h) the loop makes for the worker.
+  static bool copyAgent(const Master& m, const std::string& id, AgentItem* out, ItemText* text);
+  static bool copyFramework(const Master& m, const std::string& id, FrameworkItem* out, ItemText* text);
+  static void copyTaskRecord(const std::string& frameworkId, const std::string& taskId,
+                             const Master::TaskRecord& task, TaskItem* out, ItemText* text);
+  static bool copyOffer(const Master& m, const std::string& id, OfferItem* out, ItemText* text);
 
  private:
   enum class Phase { kAgentKeys, kFrameworkKeys, kTaskKeys, kOfferKeys, kAgents, kFrameworks,
@@ -119,7 +133,8 @@ class MasterStateView {
   template <typename Map>
   bool collectKeys(const Map& map, KeyCursor* cursor, IdList* out, uint32_t owner, Meter* meter);
   bool collectTaskKeys(Meter* meter);
-  bool fillNext(state::MasterState* items);
+  bool fillNext(StateBatch* batch);
+  std::unique_ptr<StateBatch> newBatch() const;
   std::unique_ptr<StateBatch> takeBatch(bool last);
 
   const Master& master_;
@@ -135,6 +150,10 @@ class MasterStateView {
   bool sectionHasItems_ = false;
   std::unique_ptr<StateBatch> batch_;
   std::string key_, owner_;      // reused lookup keys
+  // The framework of the task keys' owner index, looked up once per step
+  // (the master does not change during one).
+  size_t cachedOwner_ = SIZE_MAX;
+  const Master::FrameworkRecord* cachedFramework_ = nullptr;
 };
 
 }  // namespace allot

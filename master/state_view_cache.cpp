@@ -46,9 +46,10 @@ class StateDocument {
 // the pieces in order.
 class StateRendering : public std::enable_shared_from_this<StateRendering> {
  public:
-  StateRendering(asio::io_context& io, WorkerPool& pool, std::unique_ptr<MasterStateView> view,
-                 std::shared_ptr<StateDocument> document, std::function<void()> onDone)
-      : io_(io), pool_(pool), view_(std::move(view)), document_(std::move(document)),
+  StateRendering(asio::io_context& io, WorkerPool& pool, const StateCacheOptions& options,
+                 std::unique_ptr<MasterStateView> view, std::shared_ptr<StateDocument> document,
+                 std::function<void()> onDone)
+      : io_(io), pool_(pool), options_(options), view_(std::move(view)), document_(std::move(document)),
         onDone_(std::move(onDone)) {}
 
   void start() {
@@ -73,9 +74,18 @@ class StateRendering : public std::enable_shared_from_this<StateRendering> {
   void runSlice() {
     scheduled_ = false;
     if (!view_) return;
+    // Timed only while the view lives: the sections' owner outlives it.
+    LoopSections::Timer timed(options_.sections, options_.sliceSection);
+    // As many batches as the slice's budget and the worker's queue allow:
+    // every loop turn a rendering waits for adds to its latency.
     MasterStateView::Slice slice;
     slice.deadline = SteadyClock::now() + StateCache::kSliceBudget;
-    if (auto batch = view_->step(slice)) submit(std::move(batch));
+    while (view_ && !view_->done() && inFlight_ < StateCache::kBatchesInFlight &&
+           SteadyClock::now() < slice.deadline) {
+      auto batch = view_->step(slice);
+      if (!batch) break;  // the budget ran out mid-batch
+      submit(std::move(batch));
+    }
     schedule();
   }
   void submit(std::unique_ptr<StateBatch> owned) {
@@ -98,6 +108,7 @@ class StateRendering : public std::enable_shared_from_this<StateRendering> {
   void onPiece(uint64_t seq, http::Piece piece) {
     --inFlight_;
     if (!view_) return;
+    LoopSections::Timer timed(options_.sections, options_.piecesSection);
     early_[seq] = std::move(piece);
     for (auto it = early_.begin(); it != early_.end() && it->first == nextAppend_;
          it = early_.erase(it)) {
@@ -115,6 +126,7 @@ class StateRendering : public std::enable_shared_from_this<StateRendering> {
 
   asio::io_context& io_;
   WorkerPool& pool_;
+  const StateCacheOptions options_;
   std::unique_ptr<MasterStateView> view_;
   std::shared_ptr<StateDocument> document_;
   std::function<void()> onDone_;
@@ -160,7 +172,7 @@ struct StateCache::Core : public std::enable_shared_from_this<StateCache::Core> 
     if (*documents + 1 > kDocumentsMax) return;  // a reader's release calls again
     ++started;
     auto document = std::make_shared<StateDocument>(documents, epoch);
-    rendering = std::make_shared<StateRendering>(io, pool, makeView(), document,
+    rendering = std::make_shared<StateRendering>(io, pool, options, makeView(), document,
                                                  [this] { renderingDone(); });
     auto attach = std::move(waiting);
     waiting.clear();

@@ -30,6 +30,7 @@
 
 #include "base/asio.h"
 #include "base/clock.h"
+#include "base/loop_sections.h"
 #include "base/worker_pool.h"
 #include "http/server.h"
 #include "master/state_view.h"
@@ -39,6 +40,10 @@ namespace allot {
 struct StateCacheOptions {
   size_t clientsMax = 8;
   Duration maxAge = std::chrono::seconds(1);
+  // Where the loop's slices and the pieces' hand-over are timed (none: null).
+  LoopSections* sections = nullptr;
+  LoopSections::Id sliceSection = 0;
+  LoopSections::Id piecesSection = 0;
 };
 
 class StateDocument;

@@ -13,9 +13,16 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-void appendString(const std::string& s, std::string* out) {
+// Runs of plain characters are appended at once: ids and names rarely
+// need an escape.
+void appendString(std::string_view s, std::string* out) {
   out->push_back('"');
-  for (unsigned char c : s) {
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
     switch (c) {
       case '"': *out += "\\\""; break;
       case '\\': *out += "\\\\"; break;
@@ -24,16 +31,14 @@ void appendString(const std::string& s, std::string* out) {
       case '\t': *out += "\\t"; break;
       case '\b': *out += "\\b"; break;
       case '\f': *out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          *out += buf;
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
+      default: {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        *out += buf;
+      }
     }
   }
+  out->append(s.data() + run, s.size() - run);
   out->push_back('"');
 }
 
@@ -135,6 +140,16 @@ void appendMapKey(const Message& entry, std::string* out) {
 }
 
 }  // namespace
+
+void appendJsonString(std::string_view s, std::string* out) { appendString(s, out); }
+void appendJsonDouble(double v, std::string* out) { appendDouble(v, out); }
+void appendJsonUint32(uint32_t v, std::string* out) { appendNumber(v, out); }
+void appendJsonInt32(int32_t v, std::string* out) { appendNumber(v, out); }
+void appendJsonUint64(uint64_t v, std::string* out) {
+  out->push_back('"');
+  appendNumber(v, out);
+  out->push_back('"');
+}
 
 void appendJson(const Message& m, std::string* out) {
   const auto* d = m.GetDescriptor();

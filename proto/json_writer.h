@@ -15,12 +15,23 @@
 // Thread: any (no state).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <google/protobuf/message.h>
 
 namespace allot {
 
 void appendJson(const google::protobuf::Message& message, std::string* out);
+
+// The primitives appendJson writes values with, for writers of fixed
+// shapes (master/state_items.h) that must print what appendJson prints:
+// a string quoted and escaped; a double as above; a 64-bit integer quoted.
+void appendJsonString(std::string_view s, std::string* out);
+void appendJsonDouble(double v, std::string* out);
+void appendJsonUint64(uint64_t v, std::string* out);
+void appendJsonUint32(uint32_t v, std::string* out);
+void appendJsonInt32(int32_t v, std::string* out);
 
 }  // namespace allot

@@ -70,9 +70,10 @@ wait_for 240 half_full || die "the cluster never reached half of its $((agents *
 
 # Counters from /metrics: "<ticks> <ticks late > 10 ms> <offers sent>".
 metric() { grep "^$1 " <<< "$2" | awk '{print $2}' | head -n1; }
-snapshot() {
+snapshot() {  # snapshot NAME: also keeps the whole text in $dir/metrics.NAME
   local m
   m=$(curl -sf "$http/metrics") || die "GET /metrics failed"
+  echo "$m" > "$dir/metrics.$1"
   printf '%.0f %.0f %.0f\n' "$(metric allot_master_loop_lateness_seconds_count "$m")" \
     "$(( $(printf '%.0f' "$(metric allot_master_loop_lateness_seconds_count "$m")") - \
          $(printf '%.0f' "$(metric 'allot_master_loop_lateness_seconds_bucket{le="0.01"}' "$m")") ))" \
@@ -83,18 +84,18 @@ now() { date +%s.%N; }
 get_state() {  # prints "seconds bytes" per GET
   curl -s -o /dev/null -w '%{time_total} %{size_download} %{http_code}\n' "$http/state"
 }
-p0=$(snapshot); tp0=$(now)
+p0=$(snapshot p0); tp0=$(now)
 for _ in $(seq "$serial"); do get_state; done > "$dir/serial.txt"
 for c in $(seq "$concurrent"); do
   ( for _ in $(seq "$per_client"); do get_state; done > "$dir/concurrent$c.txt" ) &
 done
 wait_clients() { [ "$(cat "$dir"/concurrent*.txt 2>/dev/null | wc -l)" -ge $((concurrent * per_client)) ]; }
 wait_for 600 wait_clients || die "the concurrent clients did not finish"
-p1=$(snapshot); tp1=$(now)
+p1=$(snapshot p1); tp1=$(now)
 probe_s=$(echo "$tp1 - $tp0" | bc -l)
 # A quiet window as long again right after it, without /state.
 sleep "$(printf '%.1f' "$probe_s")"
-q1=$(snapshot); tq1=$(now)
+q1=$(snapshot q1); tq1=$(now)
 read -r pt0 pl0 po0 <<< "$p0"; read -r pt1 pl1 po1 <<< "$p1"
 read -r qt0 ql0 qo0 <<< "$p1"; tq0=$tp1
 read -r qt1 ql1 qo1 <<< "$q1"
@@ -115,5 +116,17 @@ result=$(printf "agents=%s frameworks=%s tasks=%s state_bytes=%s serial_ms(%s) c
   "$(pct "$dir"/concurrent*.txt)" "$probe_s" "$((pl1 - pl0))" "$((pt1 - pt0))" \
   "$(echo "($po1 - $po0) / $probe_s" | bc -l)" "$quiet_s" "$((ql1 - ql0))" "$((qt1 - qt0))" \
   "$(echo "($qo1 - $qo0) / $quiet_s" | bc -l)" $(( rss / 1024 )) "${loadavg// /,}")
+# Late ticks by what the loop spent the most time on since the tick before
+# (allot_master_loop_late_ticks_total{section}): "section:N,..." of a window.
+late_by() {  # late_by FROM TO
+  awk '/^allot_master_loop_late_ticks_total\{/ {
+      match($0, /section="[^"]*"/); s = substr($0, RSTART + 9, RLENGTH - 10)
+      if (FNR == NR) before[s] = $NF; else after[s] = $NF }
+    END { sep = ""; for (s in after) { d = after[s] - before[s]; if (d > 0) { printf "%s%s:%d", sep, s, d; sep = "," } } }' \
+    "$dir/metrics.$1" "$dir/metrics.$2" | tr ' ' '_'
+}
+result="$result late_by_section_probe=$(late_by p0 p1) late_by_section_quiet=$(late_by p1 q1)"
 echo "RESULT $result"
+# The master's own account of its late ticks (at most one line a second).
+grep -E 'ms late' "$dir/master.log" | tail -n 20 | sed 's/^/LATE /' || true
 [ -z "$out" ] || echo "$result" >>"$out"

@@ -25,7 +25,7 @@ sources=("$src"/master/allocator/*.cpp
          "$src/proto/resources.cpp" "$src/proto/validate.cpp" "$src/proto/frame.cpp"
          "$src/base/log.cpp" "$gen/proto/allot.pb.cc")
 for f in "$src"/master/*.cpp; do
-  case "$(basename "$f")" in main.cpp|server.cpp|http_api.cpp|state_view.cpp|state_view_cache.cpp|role_settings.cpp|role_store.cpp|role_store_zk.cpp) ;; *) sources+=("$f") ;; esac
+  case "$(basename "$f")" in main.cpp|server.cpp|http_api.cpp|state_items.cpp|state_view.cpp|state_view_cache.cpp|role_settings.cpp|role_store.cpp|role_store_zk.cpp) ;; *) sources+=("$f") ;; esac
 done
 # The harness last: the linker keeps the first copy of an inline function
 # it meets, and the master's objects hold the instrumented ones.

@@ -11,6 +11,7 @@
 
 #include "master/state_view.h"
 #include "master/state_view_cache.h"
+#include "proto/json_writer.h"
 #include "master_fixture.h"
 
 namespace allot::testing {
@@ -111,6 +112,87 @@ TEST_F(StateViewTest, SlicedDocumentEqualsTheSnapshot) {
   EXPECT_EQ(sliced.master().tasks(0).task_id(), "t1");
   EXPECT_EQ(sliced.master().frameworks_size(), 1);
   EXPECT_EQ(sliced.master().offers_size(), whole.master().offers_size());
+}
+
+// The loop copies plain items and the worker writes their JSON by hand
+// (master/state_items.h): each must print exactly what appendJson prints
+// for the protobuf view snapshot() fills, with every field in use
+// (attributes, port ranges, usage, a drain, escapes, a completed task).
+TEST_F(StateViewTest, EveryItemPrintsWhatItsProtobufViewPrints) {
+  hello(kAgentPeer, wire::ROLE_AGENT);
+  wire::Envelope reg;
+  auto* info = reg.mutable_register_agent()->mutable_info();
+  info->set_hostname("n\"ode\t1\x01\xc3\xa9");
+  Resources::parse("cpus:4;mem:4096.5;ports:[31000-31010,32000-32000]")->toWire(info->mutable_resources());
+  auto* attr = info->add_attributes();
+  attr->set_name("rack");
+  attr->set_value("r7 \"west\"\\");
+  master_->peerMessage(kAgentPeer, reg);
+  auto replies = outbox_.take(kAgentPeer, wire::Envelope::kAgentRegistered);
+  ASSERT_EQ(replies.size(), 1u);
+  std::string agent = replies[0].agent_registered().agent_id();
+  std::string drained = registerAgent(101, "cpus:1;mem:512");
+  registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  ASSERT_FALSE(offers.empty());
+  std::string offerOnAgent;
+  for (const auto& o : offers) if (o.agent_id() == agent) offerOnAgent = o.offer_id();
+  ASSERT_FALSE(offerOnAgent.empty());
+  wire::TaskInfo web = task("web", "cpus:1;mem:128;ports:[31000-31001]");
+  web.set_name("web \"front\"\n");
+  accept(kFrameworkPeer, offerOnAgent, {web, task("gone", "cpus:0.5;mem:64")});
+  std::string fw = MasterStateView::snapshot(*master_).master().frameworks(0).id();
+  wire::TaskStatus running;
+  running.set_task_id("web");
+  running.set_framework_id(fw);
+  running.set_agent_id(agent);
+  running.set_state(wire::TASK_RUNNING);
+  running.set_message("up\tand \"running\"");
+  running.set_timestamp_s(1234.5678);
+  agentUpdate(running);
+  wire::TaskStatus failed = running;
+  failed.set_task_id("gone");
+  failed.set_state(wire::TASK_FAILED);
+  failed.set_reason(wire::REASON_DISK_LIMIT);
+  agentUpdate(failed);
+  wire::Envelope usage;
+  auto* u = usage.mutable_usage_report()->add_executors();
+  u->set_framework_id(fw);
+  u->set_executor_id("web");
+  u->mutable_usage()->set_cpu_time_s(0.125);
+  u->mutable_usage()->set_mem_bytes(uint64_t{1} << 40);
+  u->mutable_usage()->set_processes(3);
+  master_->peerMessage(kAgentPeer, usage);
+  ASSERT_TRUE(master_->drainAgent(drained, 30s).ok());
+  clock_.advance(1500ms);
+  master_->allocate();
+
+  state::State whole = MasterStateView::snapshot(*master_);
+  const auto& m = whole.master();
+  ASSERT_EQ(m.agents_size(), 2);
+  ASSERT_EQ(m.tasks_size(), 1);
+  ASSERT_EQ(m.completed_tasks_size(), 1);
+  ASSERT_GE(m.offers_size(), 1);
+  std::string doc = render(2);
+  std::vector<const google::protobuf::Message*> items;
+  for (const auto& v : m.agents()) items.push_back(&v);
+  for (const auto& v : m.frameworks()) items.push_back(&v);
+  for (const auto& v : m.tasks()) items.push_back(&v);
+  for (const auto& v : m.offers()) items.push_back(&v);
+  for (const auto& v : m.completed_tasks()) items.push_back(&v);
+  bool sawUsage = false, sawRanges = false;
+  for (const auto* item : items) {
+    std::string expected;
+    appendJson(*item, &expected);
+    sawUsage |= expected.find("\"memBytes\":\"1099511627776\"") != std::string::npos;
+    sawRanges |= expected.find("\"begin\":\"31000\"") != std::string::npos;
+    EXPECT_NE(doc.find(expected), std::string::npos) << "not in the document: " << expected << "\n" << doc;
+  }
+  EXPECT_TRUE(sawUsage && sawRanges) << doc;
+  state::State back = parse(doc);
+  EXPECT_EQ(back.master().agents_size(), m.agents_size());
+  EXPECT_EQ(back.master().offers_size(), m.offers_size());
 }
 
 TEST_F(StateViewTest, EmptyMasterRendersEveryList) {

@@ -1,0 +1,46 @@
+// LoopSections: sums by section since the last take(), most time first.
+// Only lower bounds on time are checked (a sleep lasts at least as long).
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "base/loop_sections.h"
+
+namespace allot {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(LoopSections, TakeSumsEachSectionMostTimeFirstAndResets) {
+  LoopSections sections({"fast", "slow", "unused"});
+  for (int i = 0; i < 3; ++i) auto timed = sections.time(0);
+  {
+    auto timed = sections.time(1);
+    std::this_thread::sleep_for(3ms);
+  }
+  LoopSections::Taken taken = sections.take();
+  ASSERT_EQ(taken.sections.size(), 2u) << "a section that never ran is left out";
+  EXPECT_EQ(taken.sections[0].first, "slow");
+  EXPECT_EQ(taken.sections[0].second.count, 1u);
+  EXPECT_GE(taken.sections[0].second.ns, 3'000'000u);
+  EXPECT_EQ(taken.sections[0].second.longestNs, taken.sections[0].second.ns);
+  EXPECT_EQ(taken.sections[1].first, "fast");
+  EXPECT_EQ(taken.sections[1].second.count, 3u);
+  EXPECT_GE(taken.totalMs(), 3.0);
+  EXPECT_EQ(taken.describe(1).rfind("slow ", 0), 0u) << taken.describe(1);
+  EXPECT_EQ(taken.describe(1).find("fast"), std::string::npos) << taken.describe(1);
+  EXPECT_TRUE(sections.take().sections.empty()) << "take() starts the next interval from zero";
+  EXPECT_EQ(sections.take().describe(), "nothing timed");
+}
+
+TEST(LoopSections, ResetForgetsAndUnknownOrNullOwnersTimeNothing) {
+  LoopSections sections({"a"});
+  { auto timed = sections.time(0); }
+  sections.reset();
+  { auto timed = sections.time(7); }
+  { LoopSections::Timer timed(nullptr, 0); }
+  EXPECT_TRUE(sections.take().sections.empty());
+}
+
+}  // namespace
+}  // namespace allot
