@@ -51,23 +51,27 @@ int64_t LoopStallMeter::runDelayNs() const {
   return std::strtoll(end, nullptr, 10);
 }
 
+void LoopStallMeter::Stats::record(double lateMs, double cpuWaitMs) {
+  // The CPU wait counted spans the whole period, not only the lateness.
+  if (cpuWaitMs > lateMs) cpuWaitMs = lateMs;
+  ++ticks;
+  if (lateMs > maxLateMs) {
+    maxLateMs = lateMs;
+    maxLateCpuWaitMs = cpuWaitMs;
+  }
+  if (lateMs - cpuWaitMs > maxOwnLateMs) maxOwnLateMs = lateMs - cpuWaitMs;
+  lateOver1Ms += lateMs >= 1;
+  lateOver10Ms += lateMs >= 10;
+  lateOver100Ms += lateMs >= 100;
+}
+
 void LoopStallMeter::tick() {
   auto now = Clock::now();
   double lateMs = std::chrono::duration<double, std::milli>(now - due_).count();
   int64_t delay = runDelayNs();
   double cpuWaitMs = delay >= 0 && lastRunDelayNs_ >= 0 ? static_cast<double>(delay - lastRunDelayNs_) / 1e6 : 0;
   lastRunDelayNs_ = delay;
-  // The CPU wait counted here spans the whole period, not only the lateness.
-  if (cpuWaitMs > lateMs) cpuWaitMs = lateMs;
-  ++stats_.ticks;
-  if (lateMs > stats_.maxLateMs) {
-    stats_.maxLateMs = lateMs;
-    stats_.maxLateCpuWaitMs = cpuWaitMs;
-  }
-  if (lateMs - cpuWaitMs > stats_.maxOwnLateMs) stats_.maxOwnLateMs = lateMs - cpuWaitMs;
-  stats_.lateOver1Ms += lateMs >= 1;
-  stats_.lateOver10Ms += lateMs >= 10;
-  stats_.lateOver100Ms += lateMs >= 100;
+  stats_.record(lateMs, cpuWaitMs);
   if (lateMs >= kLogAtMs && now - lastLog_ >= std::chrono::seconds(1)) {
     lastLog_ = now;
     LOG_WARNING("the loop ran " << lateMs << " ms late (" << cpuWaitMs << " ms of it waiting for a CPU)");
@@ -75,7 +79,7 @@ void LoopStallMeter::tick() {
   if (onTick_) onTick_(lateMs / 1000);
   // After a long stall, start again from now: no burst of catch-up ticks.
   if (lateMs > static_cast<double>(options_.period.count())) due_ = now;
-  arm();
+  if (running_) arm();  // onTick may have stopped the meter
 }
 
 }  // namespace allot

@@ -37,6 +37,11 @@ class LoopStallMeter {
     double maxLateCpuWaitMs = 0; // of that one, time spent waiting for a CPU
     double maxOwnLateMs = 0;     // the longest lateness minus its CPU wait
     uint64_t lateOver1Ms = 0, lateOver10Ms = 0, lateOver100Ms = 0;
+
+    // Counts one expiry that ran `lateMs` late, of which `cpuWaitMs` (the
+    // thread's run_delay growth since the previous expiry, so possibly more
+    // than the lateness: capped at it) went to waiting for a CPU.
+    void record(double lateMs, double cpuWaitMs);
   };
 
   LoopStallMeter(asio::io_context& io, LoopStallMeterOptions options, std::function<void(double)> onTick = {});

@@ -6,15 +6,19 @@
 // update the agent forwards:
 //   TASK_FINISHED "REFUSED: <ErrorMessage>"   the agent refused the frame
 //   TASK_FINISHED "CLOSED"                    the agent closed the link
-//   TASK_FAILED   "ACCEPTED"                  no refusal within 5 s
+//   TASK_FAILED   "ACCEPTED"                  no refusal within 20 s
 // When the agent closed the link, the report goes over a new connection
 // with a proper registration.
 //
 //   hostile_executor MODE
 // Modes: status-message, status-state, foreign-task, unexpected-message,
 // oversized-frame, undecodable-frame (after registering); register-tasks,
-// unacked-foreign (the registration itself); no-read (stops reading after
-// its first LaunchTask for 5 s while the test floods it with big tasks).
+// unacked-foreign (the registration itself); no-read (after its first
+// LaunchTask prints "not reading" to stdout and reads nothing more until the
+// agent closes the link, while the test floods it with big tasks; then waits
+// for the file `flood-done` in its working directory, the sandbox, which the
+// test writes once the agent has taken every task of the flood, so that no
+// task of it comes after this executor ended and starts another one).
 //
 // Plain blocking sockets, so raw bytes that are no frame at all can be sent.
 #include <poll.h>
@@ -36,6 +40,14 @@
 using namespace allot;
 
 namespace {
+
+// How long an offence waits for the agent's answer before it counts as
+// accepted: far beyond a loaded machine's delays (a refusal ends the wait
+// at once), within the test's 30 s wait for the report.
+constexpr std::chrono::milliseconds kAnswerMax{20'000};
+// How long no-read keeps not reading when the agent never drops the link,
+// and waits for the test's flood-done.
+constexpr std::chrono::milliseconds kNoReadMax{25'000};
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -65,6 +77,14 @@ class Link {
   }
   bool ok() const { return fd_ >= 0 && !closed_; }
   bool closed() const { return closed_; }
+
+  // Waits, reading nothing, until the agent closes its end (POLLRDHUP is
+  // raised whatever unread data is queued); false after `timeout`.
+  bool waitForHangUp(std::chrono::milliseconds timeout) {
+    if (fd_ < 0) return false;
+    pollfd p{fd_, POLLRDHUP, 0};
+    return ::poll(&p, 1, static_cast<int>(timeout.count())) > 0 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+  }
 
   void send(const wire::Envelope& e) {
     std::string bytes;
@@ -182,6 +202,16 @@ std::string answerTo(Link& link, std::string* taskId, std::chrono::milliseconds 
   return link.closed() ? "CLOSED" : "ACCEPTED";
 }
 
+// Waits until `path` exists; false after `timeout`.
+bool waitForFile(const char* path, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (::access(path, F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    ::usleep(10'000);
+  }
+  return true;
+}
+
 // Waits for the first LaunchTask on `link`.
 bool waitForTask(Link& link, std::string* taskId) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -223,19 +253,21 @@ int main(int argc, char** argv) {
   }
   if (atRegistration) {
     link->send(hostileRegistration(mode));
-    outcome = answerTo(*link, &taskId, std::chrono::seconds(5), &fatal);
+    outcome = answerTo(*link, &taskId, kAnswerMax, &fatal);
   } else if (mode == "no-read") {
     link->send(registration());
     if (!waitForTask(*link, &taskId)) return 4;
     std::printf("not reading\n");
     std::fflush(stdout);
-    ::sleep(5);
-    outcome = answerTo(*link, &taskId, std::chrono::seconds(5), &fatal);
+    if (!link->waitForHangUp(kNoReadMax)) std::printf("the agent kept the link for %lld s\n",
+                                                      static_cast<long long>(kNoReadMax.count() / 1000));
+    if (!waitForFile("flood-done", kNoReadMax)) std::printf("no flood-done from the test\n");
+    outcome = answerTo(*link, &taskId, kAnswerMax, &fatal);
   } else {
     link->send(registration());
     if (!waitForTask(*link, &taskId)) return 4;
     link->sendRaw(offence(mode, taskId));
-    outcome = answerTo(*link, &taskId, std::chrono::seconds(5), &fatal);
+    outcome = answerTo(*link, &taskId, kAnswerMax, &fatal);
   }
   std::printf("%s: %s\n", mode.c_str(), outcome.c_str());
   std::fflush(stdout);

@@ -1,6 +1,7 @@
 // Test fixtures for the zk suite: a real ZooKeeper server (Debian's
 // `zookeeper` package, run with `java` directly) or a three-server ensemble
-// on loopback, each with its own data dir, free ports and a short tickTime;
+// on loopback, each with its own data dir, ports (tests/common/test_ports.h)
+// and a short tickTime;
 // and Child, a process started by the test (an allot-master) with its stderr
 // in a file.
 #pragma once
@@ -16,27 +17,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/common/test_ports.h"
 #include "tests/common/test_util.h"
 
 namespace allot::testing {
-
-inline uint16_t freeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof addr;
-  uint16_t port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0)
-    port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
 
 // A child process; SIGKILLed and reaped by the destructor if still running.
 class Child {
@@ -114,10 +103,9 @@ class ZooKeeperCluster {
   explicit ZooKeeperCluster(int servers, int tickMs = 200) : tickMs_(tickMs) {
     char tmpl[] = "/tmp/allot-zk-test-XXXXXX";
     dir_ = mkdtemp(tmpl);
-    for (int i = 0; i < servers; ++i)
-      ports_.push_back({freeLoopbackPort(), freeLoopbackPort(), freeLoopbackPort()});
+    ports_.resize(servers);
     children_.resize(servers);
-    for (int i = 0; i < servers; ++i) writeConfig(i);
+    pickPorts();
   }
   ~ZooKeeperCluster() {
     children_.clear();
@@ -125,12 +113,25 @@ class ZooKeeperCluster {
   }
 
   // Starts every server and waits until each serves (a quorum for three).
+  // The ports were free when picked; a server that exits before it serves
+  // (another test took one of its ports meanwhile: ZooKeeper exits when a
+  // bind fails) makes the whole ensemble start again on fresh ports.
   bool start(std::chrono::milliseconds limit = std::chrono::seconds(30)) {
-    for (size_t i = 0; i < children_.size(); ++i) launch(i);
-    for (size_t i = 0; i < children_.size(); ++i) {
-      if (!waitServing(i, limit)) return false;
+    for (int attempt = 0; attempt < kStartAttempts; ++attempt) {
+      if (attempt > 0) {
+        for (auto& c : children_) c.signal(SIGKILL);
+        pickPorts();
+      }
+      for (size_t i = 0; i < children_.size(); ++i) launch(i);
+      bool exited = false, served = true;
+      for (size_t i = 0; i < children_.size() && served && !exited; ++i) {
+        served = waitServing(i, limit);
+        exited = !served && !running(i);
+      }
+      if (served) return true;
+      if (!exited) return false;
     }
-    return true;
+    return false;
   }
   void launch(size_t i) {
     std::string d = dir_ + "/" + std::to_string(i);
@@ -144,11 +145,17 @@ class ZooKeeperCluster {
   void kill(size_t i) { children_[i].signal(SIGKILL); }
   bool running(size_t i) { return children_[i].running(); }
 
-  // True once `srvr` answers with a Mode (standalone, leader or follower).
+  // True once server i serves: `srvr` on its port answers with a Mode
+  // (standalone, leader or follower) and `conf` with its own data dir (not
+  // another test's server on a port taken meanwhile). False when it exits
+  // or `limit` passes.
   bool waitServing(size_t i, std::chrono::milliseconds limit) {
     auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (srvr(i).find("Mode: ") != std::string::npos) return true;
+    std::string mine = "dataDir=" + dir_ + "/" + std::to_string(i) + "/data";
+    while (std::chrono::steady_clock::now() < deadline && running(i)) {
+      if (fourLetters(i, "srvr").find("Mode: ") != std::string::npos &&
+          fourLetters(i, "conf").find(mine) != std::string::npos)
+        return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return false;
@@ -163,14 +170,28 @@ class ZooKeeperCluster {
   std::string log(size_t i) const { return readFile(dir_ + "/" + std::to_string(i) + "/out.log"); }
 
  private:
+  static constexpr int kStartAttempts = 5;
+
+  // Fresh ports (all held until all are picked: no two alike) and configs.
+  void pickPorts() {
+    std::vector<std::unique_ptr<ReservedPort>> held;
+    auto next = [&] {
+      held.push_back(std::make_unique<ReservedPort>());
+      return held.back()->port();
+    };
+    for (auto& p : ports_) p = {next(), next(), next()};
+    for (size_t i = 0; i < ports_.size(); ++i) writeConfig(i);
+  }
+
   void writeConfig(size_t i) {
     std::string d = dir_ + "/" + std::to_string(i);
+    std::filesystem::remove_all(d + "/data");  // a failed start's
     std::filesystem::create_directories(d + "/data");
     std::ofstream cfg(d + "/zoo.cfg");
     cfg << "tickTime=" << tickMs_ << "\ninitLimit=10\nsyncLimit=5\n"
         << "dataDir=" << d << "/data\nclientPort=" << ports_[i][0]
         << "\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
-        << "4lw.commands.whitelist=srvr,ruok\nforceSync=no\n";
+        << "4lw.commands.whitelist=srvr,conf,ruok\nforceSync=no\n";
     if (ports_.size() > 1) {
       for (size_t j = 0; j < ports_.size(); ++j)
         cfg << "server." << j + 1 << "=127.0.0.1:" << ports_[j][1] << ":" << ports_[j][2] << "\n";
@@ -183,7 +204,8 @@ class ZooKeeperCluster {
         << "log4j.appender.F.layout.ConversionPattern=%d %p %c{1}: %m%n\n";
   }
 
-  std::string srvr(size_t i) {
+  // The answer to a four-letter command on server i's client port.
+  std::string fourLetters(size_t i, const char command[5]) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -193,7 +215,7 @@ class ZooKeeperCluster {
     timeval timeout{1, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
     if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-        write(fd, "srvr", 4) == 4) {
+        write(fd, command, 4) == 4) {
       char buffer[1024];
       ssize_t n;
       while ((n = read(fd, buffer, sizeof buffer)) > 0) reply.append(buffer, n);

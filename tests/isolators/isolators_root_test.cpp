@@ -122,7 +122,8 @@ class RootIsolators : public ::testing::Test {
     return host_.hierarchyOf(controller) + "/" + options_.cgroupsRoot + "/" + id.name();
   }
 
-  // prepare + fork/exec joining the cgroups (as the launcher does) + isolate.
+  // prepare + fork/exec joining the cgroups (as the launcher does) + isolate;
+  // returns once the child is in its cgroups and has exec'd (or failed).
   pid_t start(const ContainerId& id, const Resources& limits, std::vector<std::string> argv, int cpu = -1) {
     containers_.push_back(id);
     ChildSetup setup;
@@ -134,9 +135,13 @@ class RootIsolators : public ::testing::Test {
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
-    std::string pidText;
+    // The child holds `started` open until it execs (close-on-exec) or
+    // begins its fork loop, so start() returns with it in its cgroups.
+    int started[2];
+    EXPECT_EQ(pipe2(started, O_CLOEXEC), 0);
     pid_t pid = fork();
     if (pid == 0) {
+      close(started[0]);
       char buf[32];
       int n = snprintf(buf, sizeof buf, "%d", getpid());
       if (setup.cgroupDirFd >= 0) {
@@ -158,6 +163,7 @@ class RootIsolators : public ::testing::Test {
         // A bomb that stays at its cap: every process loops on fork() and
         // retries after a failed one (no interpreter needed: the VM's
         // initramfs has no perl).
+        close(started[1]);
         for (;;) {
           if (fork() < 0) usleep(10000);
         }
@@ -166,6 +172,11 @@ class RootIsolators : public ::testing::Test {
       _exit(127);
     }
     EXPECT_GT(pid, 0);
+    close(started[1]);
+    char ignored;
+    while (read(started[0], &ignored, 1) < 0 && errno == EINTR) {
+    }
+    close(started[0]);
     children_.push_back(pid);
     for (auto& iso : isolators_) {
       Status st = iso->isolate(id, pid);
@@ -390,14 +401,14 @@ TEST_F(RootIsolators, ROOT_VanishedCgroupFilesAreErrorsThenCleanupWorks) {
   EXPECT_EQ(*cgroupfs::readInt(memFile), 128 << 20);
   ASSERT_TRUE(isolators_[2]->update(id, res("cpus:1;mem:48")).ok());
   EXPECT_EQ(*cgroupfs::readInt(memFile), 48 << 20);
-  // Someone else kills everything and removes the cgroups behind our back
-  // (once the child is in: it joins on its own, after start() returned).
-  auto t1 = Clock::now();
-  while (cgroupfs::procs(dir(id, "memory")).empty() && secondsSince(t1) < 5) std::this_thread::sleep_for(1ms);
+  // Someone else kills everything and removes the cgroups behind our back.
+  ASSERT_FALSE(cgroupfs::procs(dir(id, "memory")).empty());
   for (pid_t pid : cgroupfs::procs(dir(id, "memory"))) kill(pid, SIGKILL);
   waitpid(children_.back(), nullptr, 0);
+  // A killed process leaves the cgroup when it exits, before it is reaped.
   auto t0 = Clock::now();
-  while (!cgroupfs::procs(dir(id, "memory")).empty() && secondsSince(t0) < 2) std::this_thread::sleep_for(10ms);
+  while (!cgroupfs::procs(dir(id, "memory")).empty() && secondsSince(t0) < 30) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(cgroupfs::procs(dir(id, "memory")).empty());
   for (const char* c : {"cpu", "cpuacct", "memory", "freezer"}) {
     if (!host_.hierarchyOf(c).empty()) (void)cgroupfs::removeDir(dir(id, c));
   }
@@ -417,8 +428,10 @@ TEST_F(RootIsolators, ROOT_RecoveryAfterAnAgentKilledMidLaunchLeavesNothing) {
   isolators_.clear();
   make("cgroups/cpu,cgroups/mem,cgroups/pids");
   for (auto& iso : isolators_) ASSERT_TRUE(iso->recover({}).ok()) << iso->name();
+  // recover() reaped the orphan's cgroups: its processes left them on
+  // their way out (a moment before they become zombies).
   auto t0 = Clock::now();
-  while (running(pid) && secondsSince(t0) < 2) std::this_thread::sleep_for(10ms);
+  while (running(pid) && secondsSince(t0) < 30) std::this_thread::sleep_for(1ms);
   EXPECT_FALSE(running(pid));
   for (const char* c : {"cpu", "memory", "pids"}) EXPECT_FALSE(cgroupfs::exists(dir(id, c))) << c;
 }
@@ -439,14 +452,13 @@ TEST_F(RootIsolators, ROOT_CpusetGivesAWholeCpuItsOwnCore) {
   ContainerId whole{"t", "whole"}, frac{"t", "frac"};
   pid_t w = start(whole, res("cpus:1"), kSpin);
   pid_t f = start(frac, res("cpus:0.5"), kSpin);
-  std::this_thread::sleep_for(100ms);
   std::string mine = allowedCpus(w), shared = allowedCpus(f);
   std::printf("whole-cpu executor on cpus %s, fractional on %s\n", mine.c_str(), shared.c_str());
   EXPECT_EQ(mine.find_first_of(",-"), std::string::npos) << "one core: " << mine;
   EXPECT_EQ(shared.find(mine), std::string::npos) << mine << " vs " << shared;
   // The task ends: the core goes back to the shared pool.
+  // (a cpuset.cpus write moves its tasks' affinity before it returns)
   ASSERT_TRUE(isolators_[2]->update(whole, res("cpus:0.5")).ok());
-  std::this_thread::sleep_for(50ms);
   EXPECT_EQ(allowedCpus(f), allowedCpus(w));
 }
 
@@ -518,13 +530,8 @@ TEST_F(RootIsolators, ROOT_V1JoinsSetFavordynmodsKeepingOtherCgroup2Options) {
   ContainerId id{"t", "favored"};
   pid_t pid = start(id, res("cpus:0.5"), {"/bin/sleep", "5"});
   ASSERT_GT(pid, 0);
-  // The forked child joins on its own, after start() returned.
-  auto joined = [&] {
-    auto members = cgroupfs::procs(dir(id, "cpu"));
-    return std::find(members.begin(), members.end(), pid) != members.end();
-  };
-  for (auto t0 = Clock::now(); !joined() && secondsSince(t0) < 5;) std::this_thread::sleep_for(5ms);
-  EXPECT_TRUE(joined()) << "pid " << pid << " is not in its v1 cpu cgroup";
+  auto members = cgroupfs::procs(dir(id, "cpu"));
+  EXPECT_NE(std::find(members.begin(), members.end(), pid), members.end()) << "pid " << pid << " is not in its v1 cpu cgroup";
 }
 
 }  // namespace

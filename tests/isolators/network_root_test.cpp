@@ -32,6 +32,7 @@
 #include "isolators/network_links.h"
 #include "isolators/network_rules.h"
 #include "launcher/launcher.h"
+#include "tests/common/test_ports.h"
 #include "tests/common/test_util.h"
 
 namespace allot {
@@ -155,9 +156,18 @@ std::string capture(const std::string& cmd) {
   return out;
 }
 
+// How long fetch() waits for a server that is there: far beyond a loaded
+// machine's delays (a fetch that succeeds returns at once). Where the test
+// expects the packets to be dropped it waits kDroppedWait instead: a late
+// answer there would only make the expected failure likelier.
+constexpr std::chrono::milliseconds kReachMax{20'000};
+constexpr std::chrono::milliseconds kDroppedWait{1'500};
+
 // Connects to ip:port (IPv4 or IPv6) from the network namespace at `nsPath`
-// ("" = the test's own) and returns the first line the server sends, or nothing.
-std::optional<std::string> fetch(const std::string& nsPath, const std::string& ip, int port) {
+// ("" = the test's own) and returns the first line the server sends, or
+// nothing after `timeout`.
+std::optional<std::string> fetch(const std::string& nsPath, const std::string& ip, int port,
+                                 std::chrono::milliseconds timeout = kReachMax) {
   int fds[2];
   if (pipe(fds) != 0) return std::nullopt;
   pid_t pid = fork();
@@ -169,7 +179,7 @@ std::optional<std::string> fetch(const std::string& nsPath, const std::string& i
     }
     bool v6 = ip.find(':') != std::string::npos;
     int s = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
-    timeval tv{1, 500000};
+    timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
     setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     sockaddr_storage a{};
@@ -542,7 +552,7 @@ TEST_F(NetworkRoot, TwoExecutorsGetOwnNamespacesAndReachOnlyOfferedPorts) {
   ASSERT_TRUE(offered.has_value()) << "b cannot reach a's offered port";
   EXPECT_EQ(*offered, a.address + " " + b.address);
   // Unoffered port: dropped between executors, but a's own loopback works.
-  EXPECT_FALSE(fetch(b.nsPath(), a.address, 31002).has_value()) << "b reached a's unoffered port";
+  EXPECT_FALSE(fetch(b.nsPath(), a.address, 31002, kDroppedWait).has_value()) << "b reached a's unoffered port";
   EXPECT_TRUE(fetch(a.nsPath(), "127.0.0.1", 31002).has_value());
   EXPECT_TRUE(fetch(a.nsPath(), b.address, 31011).has_value());
 }
@@ -556,11 +566,12 @@ TEST_F(NetworkRoot, AllowExecutorTrafficOpensUnofferedPorts) {
   Executor& a = start("a", "cpus:0.1", {31002});
   Executor& b = start("b", "cpus:0.1", {31003});
   ASSERT_TRUE(a.running && b.running);
-  EXPECT_TRUE(fetch(b.nsPath(), a.address, 31002).has_value());
+  EXPECT_TRUE(fetch(b.nsPath(), a.address, 31002, kDroppedWait).has_value());
 }
 
 TEST_F(NetworkRoot, OfferedPortReachableFromHostLoopbackAndFromAnOutsideHost) {
-  int port = 32000 + getpid() % 1000;
+  testing::ReservedPort reserved;  // a host port no other test offers meanwhile
+  int port = reserved.port();
   Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
   ASSERT_TRUE(a.running);
   makeOutside();
@@ -574,7 +585,7 @@ TEST_F(NetworkRoot, OfferedPortReachableFromHostLoopbackAndFromAnOutsideHost) {
   // After cleanup the port is the host's again.
   stop(a);
   ASSERT_TRUE(isolator_->cleanup(a.id).ok());
-  EXPECT_FALSE(fetch(outsidePath(), outsideHost_, port).has_value());
+  EXPECT_FALSE(fetch(outsidePath(), outsideHost_, port, kDroppedWait).has_value());
 }
 
 TEST_F(NetworkRoot, EgressLeavesThroughTheHostMasqueraded) {
@@ -630,7 +641,8 @@ TEST_F(NetworkRoot, EgressRateLimitHoldsAndUnlimitedIsFaster) {
 }
 
 TEST_F(NetworkRoot, RecoveryKeepsRunningExecutorsAndRemovesGoneOnes) {
-  int port = 33000 + getpid() % 1000;
+  testing::ReservedPort reserved;  // a host port no other test offers meanwhile
+  int port = reserved.port();
   Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
   Executor& b = start("b", "cpus:0.1", {31008});
   Executor& c = start("c", "cpus:0.1", {31009});
@@ -662,7 +674,8 @@ TEST_F(NetworkRoot, WarmPoolMakesNetworksAheadAndRefillsAfterATake) {
   ASSERT_EQ(options_.warmPool, 4);
   ASSERT_TRUE(runUntil(io_, [&] { return bridgePorts().size() == 4; }, 20s)) << bridgePorts().size() << " made";
   auto warm = bridgePorts();
-  int port = 34000 + getpid() % 1000;
+  testing::ReservedPort reserved;  // a host port no other test offers meanwhile
+  int port = reserved.port();
   Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
   ASSERT_TRUE(a.running);
   EXPECT_NE(std::find(warm.begin(), warm.end(), vethOf(a.address)), warm.end())
@@ -680,7 +693,8 @@ TEST_F(NetworkRoot, WithoutAWarmPoolEachLaunchMakesItsOwnNetwork) {
   ASSERT_TRUE(isolator_->recover({}).ok());
   for (int i = 0; i < 5; ++i) io_.poll();
   EXPECT_TRUE(bridgePorts().empty());
-  int port = 34000 + getpid() % 1000;
+  testing::ReservedPort reserved;  // a host port no other test offers meanwhile
+  int port = reserved.port();
   Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
   ASSERT_TRUE(a.running);
   EXPECT_EQ(bridgePorts(), std::vector<std::string>{vethOf(a.address)});
@@ -787,7 +801,8 @@ std::string flowsToPort(const std::string& address, int port) {
 
 TEST_F(NetworkRoot, DualStackExecutorHasAnIpv6AddressReachableFromTheHost) {
   makeDualStackIsolator();
-  int port = 35000 + getpid() % 1000;
+  testing::ReservedPort reserved;  // a host port no other test offers meanwhile
+  int port = reserved.port();
   std::string offered = "ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]";
   Executor& a = start("a", "cpus:0.1;" + offered, {port}, kServer6);
   ASSERT_TRUE(a.running);
@@ -812,7 +827,7 @@ TEST_F(NetworkRoot, DualStackExecutorHasAnIpv6AddressReachableFromTheHost) {
   // After cleanup the port is the host's again.
   stop(a);
   ASSERT_TRUE(isolator_->cleanup(a.id).ok());
-  EXPECT_FALSE(fetch("", cidr6.gateway().toString(), port).has_value());
+  EXPECT_FALSE(fetch("", cidr6.gateway().toString(), port, kDroppedWait).has_value());
 }
 
 TEST_F(NetworkRoot, Ipv6OfferedPortFromAnOutsideHostAndEgressMasqueraded) {
@@ -821,7 +836,8 @@ TEST_F(NetworkRoot, Ipv6OfferedPortFromAnOutsideHostAndEgressMasqueraded) {
                     "6.17) and net.ipv6.conf.all.forwarding is 0; the test does not change it for the host";
   }
   makeDualStackIsolator();
-  int port = 36000 + getpid() % 1000;
+  testing::ReservedPort reserved;  // a host port no other test offers meanwhile
+  int port = reserved.port();
   std::string offered = "ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]";
   Executor& a = start("a", "cpus:0.1;" + offered, {port}, kServer6);
   ASSERT_TRUE(a.running);
@@ -846,18 +862,19 @@ TEST_F(NetworkRoot, ConntrackEntriesGoWithTheirExecutor) {
     GTEST_SKIP() << "needs /proc/net/nf_conntrack (CONFIG_NF_CONNTRACK_PROCFS) to read the table";
   }
   makeDualStackIsolator();
-  int port = 37000 + getpid() % 1000;
+  testing::ReservedPort reserved, reserved2;
+  int port = reserved.port(), port2 = reserved2.port();
   Executor& a = start("a", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port},
                       kServer6);
-  Executor& b = start("b", "cpus:0.1;ports:[" + std::to_string(port + 1) + "-" + std::to_string(port + 1) + "]",
-                      {port + 1}, kServer6);
+  Executor& b = start("b", "cpus:0.1;ports:[" + std::to_string(port2) + "-" + std::to_string(port2) + "]",
+                      {port2}, kServer6);
   ASSERT_TRUE(a.running && b.running);
   std::string gateway6 = Ipv6Cidr::parse(options_.cidr6)->gateway().toString();
   // Flows through DNAT (v4 and v6) to a, one to b; closed, so the entries
   // wait out TIME_WAIT (two minutes) in the host's table.
   ASSERT_TRUE(fetch("", "127.0.0.1", port).has_value());
   ASSERT_TRUE(fetch("", gateway6, port).has_value());
-  ASSERT_TRUE(fetch("", "127.0.0.1", port + 1).has_value());
+  ASSERT_TRUE(fetch("", "127.0.0.1", port2).has_value());
   EXPECT_NE(conntrackOf(a.address), "") << "no IPv4 entry of a to delete";
   EXPECT_NE(conntrackOf(a.address6), "") << "no IPv6 entry of a to delete";
   ASSERT_NE(conntrackOf(b.address), "");
@@ -906,7 +923,8 @@ TEST_F(NetworkRoot, RecoveryDeletesTheConntrackEntriesOfGoneExecutors) {
   if (access("/proc/net/nf_conntrack", R_OK) != 0) {
     GTEST_SKIP() << "needs /proc/net/nf_conntrack (CONFIG_NF_CONNTRACK_PROCFS) to read the table";
   }
-  int port = 38000 + getpid() % 1000;
+  testing::ReservedPort reserved;  // a host port no other test offers meanwhile
+  int port = reserved.port();
   Executor& c = start("c", "cpus:0.1;ports:[" + std::to_string(port) + "-" + std::to_string(port) + "]", {port});
   ASSERT_TRUE(c.running);
   ASSERT_TRUE(fetch("", "127.0.0.1", port).has_value());

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import random
 import shutil
 import signal
 import socket
@@ -162,41 +163,84 @@ ZK_JARS = ["/usr/share/java/zookeeper.jar", "/usr/share/java/zookeeper-jute.jar"
            "/usr/share/java/slf4j-api.jar", "/usr/share/java/netty.jar"]
 
 
+# Ports for servers that cannot bind port 0 and report it (ZooKeeper's Java
+# server): below the kernel's ephemeral range, so no bind(0) or outgoing
+# connection of any process takes one (tests/common/test_ports.h does the
+# same for the C++ tests).
+TEST_PORT_LOW, TEST_PORT_HIGH = 20000, 30000
+
+
+def unused_test_port() -> int:
+    """A port in [TEST_PORT_LOW, TEST_PORT_HIGH) that nothing holds now."""
+    try:
+        low = int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(TEST_PORT_LOW, min(TEST_PORT_HIGH, low))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))  # no SO_REUSEADDR: fails while anything holds it
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free test port")
+
+
 class ZooKeeper:
-    """A throwaway standalone ZooKeeper server on a free loopback port."""
+    """A throwaway standalone ZooKeeper server on a loopback test port."""
+
+    START_ATTEMPTS = 5
 
     def __init__(self, work: pathlib.Path) -> None:
         java = shutil.which("java")
         if java is None or not pathlib.Path(ZK_JARS[0]).exists():
             pytest.skip("ZooKeeper is not installed (scripts/allot-dev installs zookeeper)")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        data = work / "zk-data"
-        data.mkdir()
-        cfg = work / "zoo.cfg"
-        cfg.write_text(f"tickTime=200\ndataDir={data}\nclientPort={self.port}\n"
-                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
-                       "4lw.commands.whitelist=srvr\n")
+        self.data = work / "zk-data"
         jars = ":".join(str(p) for p in pathlib.Path("/usr/share/java").glob("*.jar")
                         if p.name.startswith(("zookeeper", "slf4j-api", "netty", "jline",
                                               "commons-", "metrics-core", "snappy")))
-        self.daemon = Daemon([java, "-cp", jars, "-Xmx256m",
-                              "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
-                             work / "zookeeper.log")
-        deadline = time.monotonic() + 30
-        while not self._serving():
-            if time.monotonic() > deadline or self.daemon.proc.poll() is not None:
-                raise RuntimeError("ZooKeeper did not start: " + self.daemon.log.read_text()[-2000:])
-            time.sleep(0.1)
+        # The port was free when picked; if another test takes it before
+        # ZooKeeper binds it, ZooKeeper exits and starts again on a fresh one.
+        for attempt in range(self.START_ATTEMPTS):
+            shutil.rmtree(self.data, ignore_errors=True)
+            self.data.mkdir()
+            self.port = unused_test_port()
+            cfg = work / "zoo.cfg"
+            cfg.write_text(f"tickTime=200\ndataDir={self.data}\nclientPort={self.port}\n"
+                           "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
+                           "4lw.commands.whitelist=srvr,conf\n")
+            self.daemon = Daemon([java, "-cp", jars, "-Xmx256m",
+                                  "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
+                                 work / f"zookeeper-{attempt}.log")
+            deadline = time.monotonic() + 30
+            while not self._serving():
+                if self.daemon.proc.poll() is not None:
+                    break
+                if time.monotonic() > deadline:
+                    self.daemon.stop()
+                    raise RuntimeError("ZooKeeper did not start: " + self.daemon.log.read_text()[-2000:])
+                time.sleep(0.1)
+            else:
+                return
+        raise RuntimeError("ZooKeeper exited at every start: " + self.daemon.log.read_text()[-2000:])
 
-    def _serving(self) -> bool:
+    def _ask(self, command: bytes) -> bytes:
         try:
             with socket.create_connection(("127.0.0.1", self.port), 0.5) as s:
-                s.sendall(b"srvr")
-                return b"Mode:" in s.recv(4096)
+                s.sendall(command)
+                reply = b""
+                while chunk := s.recv(4096):
+                    reply += chunk
+                return reply
         except OSError:
-            return False
+            return b""
+
+    def _serving(self) -> bool:
+        """Serving, and it is ours (not another test's on a port taken meanwhile)."""
+        return (b"Mode:" in self._ask(b"srvr")
+                and f"dataDir={self.data}".encode() in self._ask(b"conf"))
 
     @property
     def hosts(self) -> str:
