@@ -139,4 +139,20 @@ class Isolator {
   virtual std::function<Status()> reapJob(const ContainerId&) { return nullptr; }
 };
 
+// The base of an isolator that only sets the child up: prepare() fills
+// ChildSetup (a namespace to enter, a filter to install) and the kernel
+// ties what it set up to the executor's processes, so there is no
+// per-container state to recover, isolate, watch, update, measure or clean
+// up. Those are no-ops here, final: an isolator that needs one of them keeps
+// state and derives from Isolator.
+class SetupOnlyIsolator : public Isolator {
+ public:
+  Status recover(const std::vector<KnownContainer>&) final { return okStatus(); }
+  Status isolate(const ContainerId&, pid_t) final { return okStatus(); }
+  Status watch(const ContainerId&, std::function<void(const Limitation&)>) final { return okStatus(); }
+  Status update(const ContainerId&, const Resources&) final { return okStatus(); }
+  Status usage(const ContainerId&, wire::ResourceUsage*) final { return okStatus(); }
+  Status cleanup(const ContainerId&) final { return okStatus(); }
+};
+
 }  // namespace allot

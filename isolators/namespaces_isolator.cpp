@@ -5,19 +5,13 @@
 namespace allot {
 namespace {
 
-class PidNamespaceIsolator final : public Isolator {
+class PidNamespaceIsolator final : public SetupOnlyIsolator {
  public:
   std::string_view name() const override { return "namespaces/pid"; }
-  Status recover(const std::vector<KnownContainer>&) override { return okStatus(); }
   Status prepare(const ContainerId&, const ContainerConfig&, ChildSetup* setup) override {
     setup->newPidNamespace = true;
     return okStatus();
   }
-  Status isolate(const ContainerId&, pid_t) override { return okStatus(); }
-  Status watch(const ContainerId&, std::function<void(const Limitation&)>) override { return okStatus(); }
-  Status update(const ContainerId&, const Resources&) override { return okStatus(); }
-  Status usage(const ContainerId&, wire::ResourceUsage*) override { return okStatus(); }
-  Status cleanup(const ContainerId&) override { return okStatus(); }
 };
 
 }  // namespace

@@ -6,7 +6,7 @@
 // agent keeps supervising the executor by its host pid and pidfd, also
 // after an agent restart. Tasks that run as root get a PID namespace
 // whether or not this isolator is on (ChildSetup::confineRoot).
-// It keeps no per-container state: the namespace lives and dies with the
+// A SetupOnlyIsolator (isolator.h): the namespace lives and dies with the
 // executor, so recover, isolate, watch, update, usage and cleanup have
 // nothing to do.
 #pragma once

@@ -5,22 +5,16 @@
 namespace allot {
 namespace {
 
-class SeccompIsolator final : public Isolator {
+class SeccompIsolator final : public SetupOnlyIsolator {
  public:
   explicit SeccompIsolator(std::vector<char> bpf) : bpf_(std::move(bpf)) {}
 
   std::string_view name() const override { return "seccomp"; }
-  Status recover(const std::vector<KnownContainer>&) override { return okStatus(); }
   Status prepare(const ContainerId&, const ContainerConfig&, ChildSetup* setup) override {
     setup->seccompBpf = bpf_;
     setup->noNewPrivs = true;
     return okStatus();
   }
-  Status isolate(const ContainerId&, pid_t) override { return okStatus(); }
-  Status watch(const ContainerId&, std::function<void(const Limitation&)>) override { return okStatus(); }
-  Status update(const ContainerId&, const Resources&) override { return okStatus(); }
-  Status usage(const ContainerId&, wire::ResourceUsage*) override { return okStatus(); }
-  Status cleanup(const ContainerId&) override { return okStatus(); }
 
  private:
   std::vector<char> bpf_;

@@ -3,9 +3,8 @@
 // one seccomp filter: --seccomp-profile FILE, or allot's default profile
 // (isolators/seccomp_profile.h). The profile is compiled once when the
 // agent starts; prepare() hands the BPF program to the launcher, which
-// installs it last, after no_new_privs, before execve. It keeps no
-// per-container state: recover, isolate, watch, update, usage and cleanup
-// have nothing to do.
+// installs it last, after no_new_privs, before execve. A SetupOnlyIsolator
+// (isolator.h): no per-container state, the filter goes with the processes.
 #pragma once
 
 #include <memory>

@@ -109,6 +109,26 @@ TEST(SeccompFilter, OperatorProfileFromAFileIsWhatRuns) {
   std::remove(path.c_str());
 }
 
+// A setup-only isolator (isolator.h): everything but prepare() succeeds
+// for any container, prepared or not, any number of times.
+TEST(SeccompIsolator, KeepsNoPerContainerState) {
+  auto made = makeSeccompIsolatorFromFile("");
+  ASSERT_TRUE(made) << made.error().describe();
+  Isolator& iso = **made;
+  ContainerId never{"f", "never-prepared"};
+  ASSERT_TRUE(iso.recover({KnownContainer(never)}));
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_TRUE(iso.isolate(never, 1));
+    EXPECT_TRUE(iso.watch(never, [](const Limitation&) { ADD_FAILURE() << "a filter has no limit to hit"; }));
+    EXPECT_TRUE(iso.update(never, Resources{}));
+    wire::ResourceUsage usage;
+    EXPECT_TRUE(iso.usage(never, &usage));
+    EXPECT_EQ(usage.ByteSizeLong(), 0u) << "a filter measures nothing";
+    EXPECT_TRUE(iso.cleanup(never));
+  }
+  EXPECT_FALSE(iso.reapJob(never)) << "nothing to reap";
+}
+
 TEST(SeccompIsolatorTable, SeccompNeedsNoCgroups) {
   IsolatorOptions options;
   auto made = createIsolators("seccomp", options);
