@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <utility>
 
 #include "base/log.h"
 #include "isolators/cgroupfs.h"
@@ -29,14 +30,22 @@ bool waitFor(F done, std::chrono::milliseconds limit) {
   return true;
 }
 
+// A weight on the v2 scale (1..10000) as a cpu hierarchy's file takes it:
+// (file name, value): v2 cpu.weight, or v1 cpu.shares (* 1024 / 100,
+// systemd's conversion).
+std::pair<std::string, std::string> cpuWeightFile(bool v2, int64_t weight) {
+  return {v2 ? "/cpu.weight" : "/cpu.shares", std::to_string(v2 ? weight : weight * 1024 / 100)};
+}
+
 }  // namespace
 
 CgroupLayer::CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers,
-                         int64_t rootCpuWeight)
+                         int64_t rootCpuWeight, int64_t agentCpuWeight)
     : host_(std::move(host)),
       root_(std::move(root)),
       controllers_(std::move(controllers)),
-      rootCpuWeight_(rootCpuWeight) {}
+      rootCpuWeight_(rootCpuWeight),
+      agentCpuWeight_(agentCpuWeight) {}
 
 CgroupLayer::~CgroupLayer() {
   for (const auto& [h, from] : agentCameFrom_) {
@@ -124,9 +133,21 @@ Status CgroupLayer::weighRoot() {
                                 << "is the unit's (systemd: CPUWeight=)");
     return okStatus();
   }
-  bool v2 = host_.versionOf("cpu") == CgroupVersion::kV2;
-  std::string file = h + "/" + root_ + (v2 ? "/cpu.weight" : "/cpu.shares");
-  return fs().writeFile(file, std::to_string(v2 ? rootCpuWeight_ : rootCpuWeight_ * 1024 / 100));
+  auto [file, value] = cpuWeightFile(host_.versionOf("cpu") == CgroupVersion::kV2, rootCpuWeight_);
+  return fs().writeFile(h + "/" + root_ + file, value);
+}
+
+// --cgroups-agent-cpu-weight: the agent's leaf against its sibling
+// executors (docs/hog-analysis.md says what a heavy one costs). On v2 the
+// leaf has cpu.weight only once the root's subtree_control enables cpu, so
+// this runs after that.
+Status CgroupLayer::weighAgent() {
+  std::string h = host_.hierarchyOf("cpu");
+  if (agentCpuWeight_ <= 0 || !controllers_.count("cpu") || h.empty()) return okStatus();
+  auto placed = agentHierarchies();
+  if (std::find(placed.begin(), placed.end(), h) == placed.end()) return okStatus();  // in its own unit
+  auto [file, value] = cpuWeightFile(host_.versionOf("cpu") == CgroupVersion::kV2, agentCpuWeight_);
+  return fs().writeFile(h + "/" + root_ + "/" + kAgentLeaf + file, value);
 }
 
 Status CgroupLayer::placeAgent() {
@@ -170,6 +191,11 @@ Status CgroupLayer::setUp() {
   }
   if (Status st = weighRoot(); !st) return st;
   if (Status st = placeAgent(); !st) return st;
+  if (Status st = enableV2Controllers(); !st) return st;
+  return weighAgent();
+}
+
+Status CgroupLayer::enableV2Controllers() {
   if (host_.v2.empty()) return okStatus();
   if (Status st = moveUnitProcesses(); !st) return st;
   std::string enable;

@@ -18,8 +18,14 @@
 //                     or another unit's delegated cgroup (CgroupHost::
 //                     rootDelegated: its weight is the unit's CPUWeight=);
 //                     0 leaves it alone
-//   <root>/agent      the agent's own process, the kernel's default weight
-//                     (one cpu's worth)
+//   <root>/agent      the agent's own process, weight agentCpuWeight (same
+//                     scale; 0, the default: the kernel's default, one
+//                     cpu's worth). Not written when the agent stays in its
+//                     own unit (its CPUWeight= decides). A heavy leaf is
+//                     not the default: its load makes the kernel give the
+//                     root less weight on the CPUs where executors run
+//                     (docs/hog-analysis.md, "The agent's loop and the
+//                     CPU").
 //   <root>/<name>     each executor, weighted by its cpus (cgroups/cpu)
 // The agent also moves into <root>/agent on v2 when it sits in <root> and
 // enables v2 controllers there (no processes in inner nodes). It moves back
@@ -62,9 +68,10 @@ class CgroupLayer {
   static constexpr const char* kHolderLeaf = "holder";
 
   // `controllers`: v2 names of the controllers the enabled isolators use.
-  // `rootCpuWeight`: see above (0: leave the root's weight alone).
+  // `rootCpuWeight`: see above (0: leave the root's weight alone);
+  // `agentCpuWeight`: <root>/agent's (0: the kernel's default).
   CgroupLayer(CgroupHost host, std::string root, std::set<std::string> controllers,
-              int64_t rootCpuWeight = 0);
+              int64_t rootCpuWeight = 0, int64_t agentCpuWeight = 0);
   // Moves the agent back where it came from, then removes the agent's root
   // in each hierarchy when no container is left in it (executors that
   // outlive the agent keep it, and their cgroups).
@@ -121,12 +128,15 @@ class CgroupLayer {
   std::vector<std::string> agentHierarchies() const;
   Status weighRoot();
   Status placeAgent();
+  Status weighAgent();
+  Status enableV2Controllers();  // moves a unit's processes to <root>/holder first
   Status moveUnitProcesses();
 
   CgroupHost host_;
   std::string root_;
   std::set<std::string> controllers_;
   int64_t rootCpuWeight_;
+  int64_t agentCpuWeight_;
   std::map<std::string, UniqueFd> dirFds_;  // v2 directory fds until join()
   std::set<std::string> created_;           // containers whose directories create() made
   std::set<std::string> handedToChild_;     // create() gave their joining to a child's setup

@@ -80,6 +80,10 @@ struct Limitation {
 // here and its flag in addIsolatorFlags().
 // The largest v2 cpu.weight: allot's executors come first on the node.
 constexpr int64_t kDefaultRootCpuWeight = 10000;
+// The agent's own leaf <root>/agent, inside the root beside its executors
+// (100 per cpu): the kernel's default (one cpu's worth) unless set; a
+// heavy leaf costs the executors (docs/hog-analysis.md).
+constexpr int64_t kDefaultAgentCpuWeight = 0;
 
 struct IsolatorOptions {
   UringPoller* poller = nullptr;      // for OOM and other kernel events; required
@@ -92,6 +96,9 @@ struct IsolatorOptions {
   // top-level groups, v2 scale 1..10000 (v1: * 1024 / 100); 0 leaves it
   // alone. See CgroupLayer and docs/hog-analysis.md.
   int64_t rootCpuWeight = kDefaultRootCpuWeight;
+  // CPU weight of <root>/agent against the executors beside it, same scale
+  // (--cgroups-agent-cpu-weight); 0 leaves the kernel's default (100).
+  int64_t agentCpuWeight = kDefaultAgentCpuWeight;
   // Where executors join v1 cgroups (a cgroup.procs write per launch), set
   // the cgroup2 mount option favordynmods at start so those writes do not
   // wait for RCU grace periods (favorDynamicMigrations, cgroup_host.h).

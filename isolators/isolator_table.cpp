@@ -85,6 +85,11 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
                "CPU weight of the agent's cgroup root against the rest of the system, 1..10000 on the v2 "
                "scale (v1 cpu.shares: * 1024 / 100); 0: leave it to whoever made the root "
                "(not written when the root is the agent's own delegated cgroup: systemd's CPUWeight= decides)");
+  flags.addInt("cgroups-agent-cpu-weight", &o->agentCpuWeight,
+               "CPU weight of the agent's own cgroup <root>/agent against its executors (each 100 per cpu), "
+               "1..10000 on the v2 scale (v1 cpu.shares: * 1024 / 100); 0 (default): the kernel's default, "
+               "one cpu's worth. A heavy leaf inflates the root's load where the agent runs, so the kernel gives "
+               "the root less weight on the CPUs where its executors run (docs/hog-analysis.md)");
   flags.addBool("cgroups-favor-dynmods", &o->favorDynmods,
                 "where executors join v1 cgroups (hybrid or legacy hosts), reconfigure the host's cgroup2 mount "
                 "with favordynmods (Linux 6.0+) so that a launch's cgroup.procs writes do not wait for RCU grace "
@@ -128,7 +133,11 @@ Result<std::vector<std::unique_ptr<Isolator>>> createIsolatorsOn(const CgroupHos
   if (options.rootCpuWeight < 0 || options.rootCpuWeight > 10000) {
     return Error{"--cgroups-root-cpu-weight " + std::to_string(options.rootCpuWeight) + " is not in 0..10000"};
   }
-  auto layer = std::make_shared<CgroupLayer>(host, options.cgroupsRoot, controllers, options.rootCpuWeight);
+  if (options.agentCpuWeight < 0 || options.agentCpuWeight > 10000) {
+    return Error{"--cgroups-agent-cpu-weight " + std::to_string(options.agentCpuWeight) + " is not in 0..10000"};
+  }
+  auto layer = std::make_shared<CgroupLayer>(host, options.cgroupsRoot, controllers, options.rootCpuWeight,
+                                             options.agentCpuWeight);
   if (Status st = layer->setUp(); !st) {
     return Error{"setting up the agent's cgroups: " + st.error().describe(), st.error().errnum};
   }

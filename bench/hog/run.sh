@@ -369,10 +369,28 @@ hogCommand() {
   esac
 }
 
+# phaseStalls MODE NAME FROM: the agent's loop-stall warnings (a tick 10 ms
+# late or more, logged at most once a second: base/loop_stall_meter.h) in
+# its log after line FROM, i.e. during phase NAME from the hog's launch to
+# its kill: which phase the mode's longest lateness belongs to.
+phaseStalls() {
+  local mode=$1 name=$2 from=$3
+  tail -n +"$((from + 1))" "$run/agent-$mode.log" | awk -v name="$name" '
+    /the loop ran .* ms late/ {
+      for (i = 1; i <= NF; i++) if ($i == "ran") { late = $(i + 1); wait = $(i + 4); sub(/^\(/, "", wait) }
+      n++; if (late + 0 > max + 0) { max = late; maxWait = wait }
+    }
+    END {
+      if (n) printf "- %s: %d second(s) with a tick 10 ms late or more, longest %s ms (%s ms waiting for a CPU)\n", name, n, max, maxWait
+      else printf "- %s: no tick 10 ms late\n", name
+    }' >> "$run/loop-stalls-phases.txt"
+}
+
 # runPhase MODE PHASE: one measurement, with the hog running beside the victim.
 runPhase() {
-  local mode=$1 phase=$2 name="$2-$1" hogPid="" killAfter loadPid
+  local mode=$1 phase=$2 name="$2-$1" hogPid="" killAfter loadPid stallsFrom
   kill -0 "$webExecPid" 2>/dev/null || die "the web task ended before phase $name: $(tail -3 "$run/web-$mode.log")"
+  stallsFrom=$(wc -l < "$run/agent-$mode.log")
   killAfter=$(python3 -c "print($settle + $warmup + $duration + 120)")
   if [ "$phase" != alone ]; then
     "$execute" --master "$masterAddr" --name "hog-$name" --resources "$hogResources" --user "$hogUser" \
@@ -403,6 +421,7 @@ runPhase() {
     killOurProcessesOfHog
     hogState+="$hogSurvivors"
   fi
+  phaseStalls "$mode" "$name" "$stallsFrom"
   python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" >> "$run/phases.jsonl" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -503,6 +522,8 @@ python3 "$here/report.py" --phases "$run/phases.jsonl" --out "$out" \
   --uptime-start "$(cat "$run/uptime-start")" --uptime-end "$(cat "$run/uptime-end")"
 { echo; echo "agent loop stalls (lateness of a 5 ms timer on the agent's loop over the whole mode; target < 10 ms):"
   cat "$run/loop-stalls.txt" 2>/dev/null
+  echo; echo "per phase (from the hog's launch to its kill; the agent's warnings, at most one a second):"
+  cat "$run/loop-stalls-phases.txt" 2>/dev/null
   for f in "$run"/loop-sample-*.txt; do
     [ -f "$f" ] || continue
     echo; echo "what the agent's loop did when busy ($(basename "$f" .txt)):"; cat "$f"

@@ -1,7 +1,8 @@
 // Unit tests of the agent's cgroup layout and CPU weights (CgroupLayer,
 // docs/hog-analysis.md) against the cgroupfs twin: the root's weight on v1
-// and v2, the agent's own process in <root>/agent and back out, a root
-// delegated by a service manager left unweighted, the flag's range.
+// and v2, the agent's own process in <root>/agent (its weight when set)
+// and back out, a root delegated by a service manager left
+// unweighted, the flags' ranges.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -79,6 +80,7 @@ TEST_F(CgroupLayout, V1RootOutweighsTheSystemAndTheAgentSitsInALeafBesideItsExec
   ASSERT_TRUE(make("cgroups/cpu,cgroups/mem").ok());
   EXPECT_EQ(read(dir_ + "/cpu/allot/cpu.shares"), "102400") << "10000 on the v2 scale, * 1024 / 100";
   EXPECT_TRUE(holdsMe(dir_ + "/cpu/allot/agent/cgroup.procs"));
+  EXPECT_FALSE(fs::exists(dir_ + "/cpu/allot/agent/cpu.shares")) << "the kernel's default unless set";
   EXPECT_FALSE(holdsMe(dir_ + "/cpu/cgroup.procs"));
   EXPECT_TRUE(holdsMe(dir_ + "/memory/cgroup.procs")) << "only the cpu hierarchy places the agent";
   EXPECT_FALSE(fs::exists(dir_ + "/memory/allot/agent"));
@@ -137,6 +139,7 @@ TEST_F(CgroupLayout, AnotherUnitsDelegatedRootHoldsOnlyExecutors) {
   host_ = twinCgroupHost(fs_, CgroupMode::kUnified);
   options_.cgroupsRoot = "system.slice/allot-executors.service";
   host_.rootDelegated = true;
+  options_.agentCpuWeight = 500;  // the agent stays in its unit: nothing to weigh
   host_.agentV2Cgroup = "/system.slice/allot-agent.service";
   std::string agentUnit = dir_ + "/unified/system.slice/allot-agent.service";
   std::string root = dir_ + "/unified/" + options_.cgroupsRoot;
@@ -153,6 +156,7 @@ TEST_F(CgroupLayout, AnotherUnitsDelegatedRootHoldsOnlyExecutors) {
   EXPECT_EQ(read(root + "/cgroup.subtree_control"), "+cpu +memory");
   EXPECT_TRUE(holdsMe(agentUnit + "/cgroup.procs")) << "the agent stays in its own unit";
   EXPECT_FALSE(fs::exists(root + "/agent"));
+  EXPECT_FALSE(fs::exists(agentUnit + "/cpu.weight")) << "the agent's unit weighs by its own CPUWeight=";
   ChildSetup setup;
   ContainerId id{"fw", "ex"};
   for (auto& iso : isolators_) ASSERT_TRUE(iso->prepare(id, *Resources::parse("cpus:0.5;mem:64"), &setup).ok());
@@ -196,6 +200,58 @@ TEST_F(CgroupLayout, RootWeightOutOfRangeIsRefused) {
     ASSERT_FALSE(st.ok()) << weight;
     EXPECT_NE(st.error().describe().find("--cgroups-root-cpu-weight"), std::string::npos);
   }
+}
+
+// Inside a delegated subtree the leaf is the agent's to weigh (v2 scale).
+TEST_F(CgroupLayout, V2AgentWeightIsWrittenInItsLeafWhenSet) {
+  host_ = twinCgroupHost(fs_, CgroupMode::kUnified);
+  options_.cgroupsRoot = "system.slice/allot-agent.service";
+  options_.agentCpuWeight = 500;
+  host_.agentV2Cgroup = "/" + options_.cgroupsRoot;
+  std::string unit = dir_ + "/unified/" + options_.cgroupsRoot;
+  ASSERT_TRUE(fs_->makeDir(dir_ + "/unified/system.slice").ok());
+  ASSERT_TRUE(fs_->makeDir(unit).ok());
+  ASSERT_TRUE(fs_->writeFile(unit + "/cgroup.procs", std::to_string(getpid())).ok());
+  ASSERT_TRUE(make("cgroups/cpu").ok());
+  EXPECT_TRUE(holdsMe(unit + "/agent/cgroup.procs"));
+  EXPECT_EQ(read(unit + "/agent/cpu.weight"), "500");
+  EXPECT_FALSE(fs::exists(unit + "/cpu.weight")) << "the unit's own weight is systemd's";
+}
+
+TEST_F(CgroupLayout, AgentWeightIsConfigurableAndZeroLeavesTheKernelsDefault) {
+  byHand(CgroupMode::kHybrid);
+  options_.agentCpuWeight = 300;
+  ASSERT_TRUE(make("cgroups/cpu").ok());
+  EXPECT_EQ(read(dir_ + "/cpu/allot/agent/cpu.shares"), "3072");
+  isolators_.clear();
+  options_.agentCpuWeight = 0;
+  ASSERT_TRUE(make("cgroups/cpu").ok());
+  EXPECT_TRUE(holdsMe(dir_ + "/cpu/allot/agent/cgroup.procs"));
+  EXPECT_FALSE(fs::exists(dir_ + "/cpu/allot/agent/cpu.shares")) << "never written";
+  isolators_.clear();
+  for (int64_t weight : {-1, 10001}) {
+    options_.agentCpuWeight = weight;
+    Status st = make("cgroups/cpu");
+    ASSERT_FALSE(st.ok()) << weight;
+    EXPECT_NE(st.error().describe().find("--cgroups-agent-cpu-weight"), std::string::npos);
+  }
+}
+
+// Started in its v2 root with no cpu controller in use (tracking only): the
+// agent leaves the inner node but weighs nothing, even when asked to.
+TEST_F(CgroupLayout, DelegatedRootWithoutTheCpuControllerWeighsNothing) {
+  host_ = twinCgroupHost(fs_, CgroupMode::kUnified);
+  options_.cgroupsRoot = "system.slice/allot-agent.service";
+  options_.agentCpuWeight = 500;
+  host_.agentV2Cgroup = "/" + options_.cgroupsRoot;
+  std::string unit = dir_ + "/unified/" + options_.cgroupsRoot;
+  ASSERT_TRUE(fs_->makeDir(dir_ + "/unified/system.slice").ok());
+  ASSERT_TRUE(fs_->makeDir(unit).ok());
+  ASSERT_TRUE(fs_->writeFile(unit + "/cgroup.procs", std::to_string(getpid())).ok());
+  ASSERT_TRUE(make("cgroups/pids").ok());
+  EXPECT_TRUE(holdsMe(unit + "/agent/cgroup.procs"));
+  EXPECT_FALSE(fs::exists(unit + "/agent/cpu.weight"));
+  EXPECT_FALSE(fs::exists(unit + "/cpu.weight"));
 }
 
 TEST_F(CgroupLayout, WithoutTheCpuControllerTheAgentStaysWhereItWasStarted) {

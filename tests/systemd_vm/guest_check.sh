@@ -85,6 +85,7 @@ first=$(head -n1 <<< "$cgroups")
 check "an executor's memory limit is set ($(cat /sys/fs/cgroup$first/memory.max))" \
   test "$(cat /sys/fs/cgroup$first/memory.max)" != max
 check "the executors' unit weighs CPUWeight=10000" test "$(cat /sys/fs/cgroup$exec_cg/cpu.weight)" = 10000
+check "the agent's unit weighs CPUWeight=10000 too" test "$(cat /sys/fs/cgroup$unit_cg/cpu.weight)" = 10000
 reattached() {  # reattached PID: how many executors that agent process re-attached to
   journalctl --no-pager -u allot-agent -o cat _PID="$1" | grep -c 're-attaching to executor'
 }
