@@ -208,6 +208,7 @@ class ExecutorManager {
                                   const std::string& owner) const;
   void acceptUnacknowledged(Container& c, const wire::RegisterExecutor& m);
   void reattach(Container& c, const wire::RegisterExecutor& m);
+  void loseUndelivered(Container& c, const wire::RegisterExecutor& m);
   void resume(Container& c);
   void onExecutorMessage(Container& c, wire::Envelope& e);
   void onLinkClosed(Container& c);
@@ -216,7 +217,8 @@ class ExecutorManager {
   void armMaxDuration(Container& c, Task& t);
   void applyKillReason(const Container& c, wire::TaskStatus* status) const;
   void applyLimitation(const Container& c, wire::TaskStatus* status) const;
-  void sendToExecutor(Container& c, const wire::Envelope& e);
+  // False when the executor has no open link (or the send failed).
+  bool sendToExecutor(Container& c, const wire::Envelope& e);
 
   asio::io_context& io_;
   Launcher& launcher_;

@@ -107,7 +107,11 @@ std::optional<ExecutorBinding> ExecutorManager::onRegister(const std::shared_ptr
   if (c->conn && c->conn != conn) c->conn->close("executor registered on a new connection");
   c->conn = conn;
   acceptUnacknowledged(*c, m);
-  if (recovering) reattach(*c, m);
+  if (recovering) {
+    reattach(*c, m);
+  } else {
+    loseUndelivered(*c, m);
+  }
   c->registerTimer.cancel();
   wire::Envelope reply;
   auto* r = reply.mutable_executor_registered();
@@ -166,6 +170,31 @@ void ExecutorManager::reattach(Container& c, const wire::RegisterExecutor& m) {
                        << " re-attached with " << c.tasks.size() << " tasks");
 }
 
+// An executor that reconnects while the agent ran on reports every task it
+// runs (and the terminal updates it still holds, accepted above). A task
+// the agent put on the old link that it does not report was lost with that
+// link before the executor read it: TASK_LOST, as after an agent restart
+// (at most once: the framework decides whether to run it again), or
+// TASK_KILLED if it was being killed. Tasks that found no link at all were
+// never sent and go out in resume().
+void ExecutorManager::loseUndelivered(Container& c, const wire::RegisterExecutor& m) {
+  std::set<std::string> reported;
+  for (const auto& t : m.tasks()) reported.insert(t.task_id());
+  std::vector<std::pair<std::string, const Task*>> gone;
+  for (const auto& [id, t] : c.tasks) {
+    if (t.sent && !reported.count(id)) gone.emplace_back(id, &t);
+  }
+  std::vector<wire::TaskStatus> ends;
+  for (const auto& [id, t] : gone) {
+    ends.push_back(t->killing ? agentStatus(c.framework.id(), c.executor.executor_id(), id, wire::TASK_KILLED,
+                                            t->killReason, "killed; its executor never received it")
+                              : agentStatus(c.framework.id(), c.executor.executor_id(), id, wire::TASK_LOST,
+                                            wire::REASON_NONE,
+                                            "lost with the executor's old link: it re-registered without this task"));
+  }
+  for (auto& status : ends) emit(&c, std::move(status));
+}
+
 // After a (re-)registration: the tasks not yet sent, the kills not yet
 // answered, and a shutdown the executor was asked for on its old link.
 void ExecutorManager::resume(Container& c) {
@@ -202,16 +231,18 @@ void ExecutorManager::onLinkClosed(Container& c) {
                           << " (pid " << c.pid << ") dropped its link; waiting for it to reconnect or exit");
 }
 
+// A task counts as sent once its LaunchTask is on the executor's link;
+// with no link (the executor is reconnecting) it waits for resume().
 void ExecutorManager::sendLaunch(Container& c, Task& t) {
   wire::Envelope e;
   *e.mutable_launch_task()->mutable_task() = t.info;
-  sendToExecutor(c, e);
+  if (!sendToExecutor(c, e)) return;
   t.sent = true;
   armMaxDuration(c, t);
 }
 
-void ExecutorManager::sendToExecutor(Container& c, const wire::Envelope& e) {
-  if (c.conn && c.conn->open()) (void)c.conn->send(e);
+bool ExecutorManager::sendToExecutor(Container& c, const wire::Envelope& e) {
+  return c.conn && c.conn->open() && static_cast<bool>(c.conn->send(e));
 }
 
 void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {

@@ -565,6 +565,31 @@ TEST_F(ExecutorManagerTest, LimitsFollowTasksAddedToAndRemovedFromARunningExecut
   EXPECT_EQ(seen, (std::vector<double>{1.0, 3.0, 2.0, 2.25}));
 }
 
+// An executor reconnecting while the agent runs on: a task launched while
+// it had no link reaches it on its new link; a task put on the old link that
+// it does not report was lost with that link (TASK_LOST, never run twice);
+// the tasks it reports are not sent again.
+TEST_F(ExecutorManagerTest, AReconnectingExecutorGetsTasksLaunchedMeanwhileAndLostOnesAreLost) {
+  TestExecutor exec;
+  pid_t pid = launchRunning(exec, {task("t1", 0.5)});
+  manager_->runTask(framework(), task("t2", 0.25));
+  ASSERT_TRUE(runUntil([&] { return exec.launched("t2"); }));
+  exec.close();
+  runFor(50ms);  // the agent sees the link go
+  manager_->runTask(framework(), task("t3", 0.25));
+  wire::RegisterExecutor reg;
+  reg.set_framework_id(kFramework);
+  reg.set_executor_id(kExecutor);
+  reg.set_executor_secret(launcher_->env(pid, "ALLOT_EXECUTOR_SECRET"));
+  *reg.add_tasks() = task("t1", 0.5);
+  TestExecutor again;
+  again.connect(io_, manager_->socketPath(), reg);
+  ASSERT_TRUE(runUntil([&] { return again.launched("t3") && reached("t2", wire::TASK_LOST); }));
+  EXPECT_FALSE(again.launched("t1"));
+  EXPECT_FALSE(again.launched("t2"));
+  EXPECT_EQ(manager_->liveTaskCount(), 2u);
+}
+
 TEST_F(ExecutorManagerTest, AfterAnAgentRestartALiveExecutorReattachesAndADeadOneIsLost) {
   TestExecutor exec;
   pid_t pid = launchRunning(exec, {task("t1", 0.5)});

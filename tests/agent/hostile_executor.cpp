@@ -272,8 +272,11 @@ int main(int argc, char** argv) {
   std::printf("%s: %s\n", mode.c_str(), outcome.c_str());
   std::fflush(stdout);
   if (!link->ok() || fatal) {
+    // Back on a new link as an executor does: reporting the task it runs.
     link = std::make_unique<Link>();
-    link->send(registration());
+    wire::Envelope again = registration();
+    if (!taskId.empty()) again.mutable_register_executor()->add_tasks()->set_task_id(taskId);
+    link->send(again);
   }
   if (!waitForTask(*link, &taskId)) return 5;
   report(*link, taskId, outcome);
