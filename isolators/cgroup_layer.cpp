@@ -183,10 +183,19 @@ Status CgroupLayer::moveUnitProcesses() {
 
 Status CgroupLayer::setUp() {
   for (const auto& h : hierarchies()) {
-    std::string dir = h + "/" + root_;
-    if (Status st = fs().makeDir(dir); !st) return st;
-    if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset")) {
-      if (Status st = prepareCpuset(dir); !st) return st;
+    // A nested --cgroups-root (a/b) is made level by level: its parents
+    // may exist in some hierarchies only (an operator's or systemd's).
+    std::string dir = h;
+    for (size_t from = 0; from <= root_.size();) {
+      size_t to = std::min(root_.find('/', from), root_.size());
+      if (to > from) {
+        dir += "/" + root_.substr(from, to - from);
+        if (Status st = fs().makeDir(dir); !st) return st;
+        if (host_.v1.count("cpuset") && h == host_.v1.at("cpuset")) {
+          if (Status st = prepareCpuset(dir); !st) return st;
+        }
+      }
+      from = to + 1;
     }
   }
   if (Status st = weighRoot(); !st) return st;

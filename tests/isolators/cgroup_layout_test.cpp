@@ -94,6 +94,21 @@ TEST_F(CgroupLayout, V1RootOutweighsTheSystemAndTheAgentSitsInALeafBesideItsExec
   EXPECT_FALSE(fs::exists(dir_ + "/cpu/allot"));
 }
 
+// A nested --cgroups-root whose parent exists in no hierarchy (or, as with
+// an operator's node cgroup made only in the v1 hierarchies, in some) is
+// made level by level, a v1 cpuset level with its parent's cpus.
+TEST_F(CgroupLayout, ANestedRootIsMadeLevelByLevelInEveryHierarchy) {
+  byHand(CgroupMode::kHybrid);
+  ASSERT_TRUE(fs_->makeDir(dir_ + "/cpu/node").ok());
+  options_.cgroupsRoot = "node/allot";
+  ASSERT_TRUE(make("cgroups/cpu,cgroups/mem,cgroups/cpuset").ok());
+  EXPECT_TRUE(holdsMe(dir_ + "/cpu/node/allot/agent/cgroup.procs"));
+  EXPECT_TRUE(fs::is_directory(dir_ + "/memory/node/allot"));
+  EXPECT_TRUE(fs::is_directory(dir_ + "/unified/node/allot"));
+  EXPECT_EQ(read(dir_ + "/cpuset/node/cpuset.cpus"), read(dir_ + "/cpuset/cpuset.cpus"));
+  EXPECT_EQ(read(dir_ + "/cpuset/node/allot/cpuset.cpus"), read(dir_ + "/cpuset/cpuset.cpus"));
+}
+
 TEST_F(CgroupLayout, V2RootOutweighsTheSystemAndTheAgentLeavesTheInnerNode) {
   byHand(CgroupMode::kUnified);
   ASSERT_TRUE(make("cgroups/cpu,cgroups/pids").ok());
