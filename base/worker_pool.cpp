@@ -1,5 +1,12 @@
 #include "base/worker_pool.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
 #include "base/check.h"
 
 namespace allot {
@@ -39,6 +46,13 @@ Status WorkerPool::enqueue(std::function<void()> job) {
 }
 
 void WorkerPool::runWorker() {
+  if (options_.niceness > 0) {
+    // Per thread on Linux: PRIO_PROCESS with a thread id.
+    pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+    errno = 0;
+    int now = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+    if (errno == 0) (void)setpriority(PRIO_PROCESS, static_cast<id_t>(tid), std::min(now + options_.niceness, 19));
+  }
   for (;;) {
     std::function<void()> job;
     {

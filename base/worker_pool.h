@@ -31,6 +31,11 @@ namespace allot {
 struct WorkerPoolOptions {
   size_t threads = 2;
   size_t queueMax = 1024;  // jobs waiting for a worker
+  // Nice levels the workers add to the process's (0: none). Work that may
+  // take a while and must not take the CPU from the loop's thread (the
+  // master's /state rendering) runs niced; raising one's own needs no
+  // privilege.
+  int niceness = 0;
 };
 
 class WorkerPool {

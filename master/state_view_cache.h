@@ -55,6 +55,9 @@ class StateCache {
   static constexpr std::chrono::microseconds kSliceBudget{1000};
   static constexpr size_t kDocumentsMax = 2;
   static constexpr size_t kBatchesInFlight = 4;
+  // The rendering worker runs this many nice levels below the master, so
+  // that on a busy machine its JSON never keeps the loop (offers) from a CPU.
+  static constexpr int kRenderingNiceness = 10;
 
   using ViewFactory = std::function<std::unique_ptr<MasterStateView>()>;
   StateCache(asio::io_context& io, ViewFactory makeView, StateCacheOptions options);

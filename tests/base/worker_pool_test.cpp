@@ -1,8 +1,12 @@
 #include "base/worker_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <thread>
 
@@ -32,6 +36,24 @@ TEST(WorkerPool, RunsWorkOffTheLoopAndDeliversResultsOnIt) {
   io.run();  // returns once every result is delivered (the jobs hold work)
   EXPECT_EQ(results.size(), 8u);
   EXPECT_EQ(offLoop.load(), 8);
+}
+
+// Niced workers: the job runs that many nice levels below the caller's
+// thread, which keeps its own.
+TEST(WorkerPool, NicedWorkersRunBelowTheLoopsPriority) {
+  asio::io_context io;
+  errno = 0;
+  int mine = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  if (mine > 9) GTEST_SKIP() << "this test already runs at nice " << mine;
+  WorkerPool pool(io, {.threads = 1, .queueMax = 4, .niceness = 10});
+  int seen = -100;
+  ASSERT_TRUE(pool.submit<int>([] { return getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid))); },
+                               [&seen](int n) { seen = n; })
+                  .ok());
+  io.run();
+  EXPECT_EQ(seen, mine + 10);
+  EXPECT_EQ(getpriority(PRIO_PROCESS, 0), mine);
 }
 
 TEST(WorkerPool, RefusesJobsPastItsQueueLimit) {
