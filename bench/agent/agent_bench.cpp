@@ -40,6 +40,7 @@
 #include "http/client.h"
 #include "proto/connection.h"
 #include "proto/tls.h"
+#include "bench/stats.h"
 
 namespace {
 
@@ -267,12 +268,7 @@ void removeCgroupRoot(const std::string& root) {
   }
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
-  return v[i];
-}
+using bench::percentile;
 
 }  // namespace
 

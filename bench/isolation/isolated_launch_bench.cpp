@@ -45,6 +45,7 @@
 #include "isolators/network_links.h"
 #include "isolators/network_pool.h"
 #include "launcher/launcher.h"
+#include "bench/stats.h"
 
 namespace allot {
 namespace {
@@ -52,13 +53,9 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+using bench::ms;
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
+using bench::percentile;
 
 NetworkOptions benchNetwork() {
   NetworkOptions n;

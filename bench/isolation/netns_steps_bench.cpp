@@ -50,19 +50,16 @@
 #include "isolators/network_pool.h"
 #include "isolators/network_rules.h"
 #include "launcher/launcher.h"
+#include "bench/stats.h"
 
 namespace allot {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+using bench::ms;
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
+using bench::percentile;
 
 [[noreturn]] void die(const std::string& what, const Status& st) {
   std::fprintf(stderr, "netns_steps_bench: %s: %s\n", what.c_str(), st.ok() ? "" : st.error().describe().c_str());

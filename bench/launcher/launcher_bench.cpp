@@ -36,6 +36,7 @@
 #include "base/unique_fd.h"
 #include "base/uring_poller.h"
 #include "launcher/launcher.h"
+#include "bench/stats.h"
 
 namespace allot {
 namespace {
@@ -48,11 +49,7 @@ constexpr auto kIdleSpan = std::chrono::seconds(3);
 double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
+using bench::percentile;
 
 // One loop, poller and launcher for the whole run, as in the agent.
 struct Daemon {

@@ -15,6 +15,7 @@
 #include "proto/resources.h"
 #include "proto/tls.h"
 #include "sdk/scheduler.h"
+#include "bench/stats.h"
 
 namespace {
 
@@ -92,11 +93,7 @@ class LoadFramework final : public Scheduler {
   std::unordered_map<std::string, Steady::time_point> offeredAt_;
 };
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
+using bench::percentile;
 
 }  // namespace
 
