@@ -118,14 +118,14 @@ void BM_LaunchPosixSpawnAnchor(benchmark::State& state) {
   (state.range(0) ? anchorSetsidP50 : anchorP50) = percentile(samples, 0.5);
 }
 
-void BM_LaunchAllot(benchmark::State& state) {
-  Daemon& d = daemon();
-  LaunchSpec spec = program({"/bin/true"});
+// Times launch() (or start(), until it returns) of `spec` per iteration;
+// the samples in microseconds.
+std::vector<double> timeLaunches(benchmark::State& state, Daemon& d, const LaunchSpec& spec, bool start) {
   std::vector<double> samples;
   for (auto _ : state) {
-    auto start = Clock::now();
-    auto pid = d.launcher->launch(spec, [](const ExitInfo&) {});
-    auto took = Clock::now() - start;
+    auto begin = Clock::now();
+    auto pid = start ? d.launcher->start(spec, [](const ExitInfo&) {}) : d.launcher->launch(spec, [](const ExitInfo&) {});
+    auto took = Clock::now() - begin;
     if (!pid) {
       state.SkipWithError(pid.error().describe().c_str());
       break;
@@ -136,6 +136,12 @@ void BM_LaunchAllot(benchmark::State& state) {
     // left running would compete with the next launches for the CPUs.
     d.drain();
   }
+  return samples;
+}
+
+void BM_LaunchAllot(benchmark::State& state) {
+  Daemon& d = daemon();
+  std::vector<double> samples = timeLaunches(state, d, program({"/bin/true"}), false);
   reportPercentiles(state, samples);
   if (anchorP50 > 0) state.counters["p50_vs_posix_spawn"] = percentile(samples, 0.5) / anchorP50;
   if (anchorSetsidP50 > 0) {
@@ -176,19 +182,7 @@ void BM_LaunchAllotIntoCgroup2(benchmark::State& state) {
   LaunchSpec spec = program({"/bin/true"});
   spec.setup.cgroupDirFd = dir.fd.get();
   bool start = state.range(0) == 1;
-  std::vector<double> samples;
-  for (auto _ : state) {
-    auto begin = Clock::now();
-    auto pid = start ? d.launcher->start(spec, [](const ExitInfo&) {}) : d.launcher->launch(spec, [](const ExitInfo&) {});
-    auto took = Clock::now() - begin;
-    if (!pid) {
-      state.SkipWithError(pid.error().describe().c_str());
-      break;
-    }
-    state.SetIterationTime(seconds(took));
-    samples.push_back(us(took));
-    d.drain();
-  }
+  std::vector<double> samples = timeLaunches(state, d, spec, start);
   reportPercentiles(state, samples);
   if (anchorP50 > 0) state.counters["p50_vs_posix_spawn"] = percentile(samples, 0.5) / anchorP50;
   state.SetLabel(start ? "start(), until it returns" : "launch(), until the exec");
