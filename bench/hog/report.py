@@ -17,7 +17,7 @@ import re
 
 kPaper = {("cpu", "iso"): "+30% (containers)", ("cpu", "noiso"): "+550% (none)"}
 kPhaseNames = {"alone": "alone", "cpu": "CPU hog", "mem": "memory bomb",
-               "fork": "fork bomb", "disk": "disk writer"}
+               "fork": "fork bomb", "disk": "disk writer", "bare": "spinners outside allot"}
 
 
 def pct(value, base):
@@ -61,6 +61,74 @@ def table(rows, baseline, noisoBaseline):
     return lines
 
 
+def schedTable(rows, requestsPerPhase):
+    """Per phase, from the scheduling trace (sched_delays.py) and the client's own
+    numbers: how long the web server and the agent's loop waited for a CPU; the
+    web server's CPU time per request (its work: when it grows, the hardware or
+    the host ran it slower) and the mean latency minus it (waiting and the
+    network); who ran on the loop's CPU while it waited 5 ms or more; and
+    whether the client itself was held up (a late send is the client's delay,
+    charged to the server)."""
+    if not any("sched" in r or "client_send_late_max_ms" in r for r in rows):
+        return []
+    head = ("| phase | isolation | web waits for a CPU: p99 / max ms | agent loop waits: p99 / max ms "
+            "| web CPU per request ms | mean minus it ms | while the loop waited >= 5 ms, ran on its CPU (ms) "
+            "| client: sends late max ms, CPU, cpus |")
+    lines = ["scheduling per phase (perf sched over the phase, hog launch to kill; the client's own counters):",
+             head, "|" + "---|" * (head.count("|") - 1)]
+    num = lambda v: "n/a" if v is None else f"{v:.2f}"
+    for r in rows:
+        sched = r.get("sched", {})
+        web, loop = sched.get("web", {}), sched.get("loop", {})
+        perRequest = web["ran_ms"] / requestsPerPhase if web.get("ran_ms") and requestsPerPhase else None
+        who = ", ".join(f"{k} {v:.1f}" for k, v in list(loop.get("who_ran_meanwhile_ms", {}).items())[:3]) or "-"
+        cpus = ",".join(map(str, r.get("client_cpus", []))) or "any"
+        clientCol = (f"{num(r.get('client_send_late_max_ms'))}, "
+                     f"{r['client_cpu_share'] * 100:.1f}%, {cpus}" if "client_cpu_share" in r else "n/a")
+        lines.append(
+            f"| {kPhaseNames.get(r['phase'], r['phase'])} | {'allot cgroups' if r['mode'] == 'iso' else 'none'} "
+            f"| {num(web.get('p99_ms'))} / {num(web.get('max_ms'))} "
+            f"| {num(loop.get('p99_ms'))} / {num(loop.get('max_ms'))} | {num(perRequest)} "
+            f"| {num(r['mean_ms'] - perRequest if perRequest is not None else None)} | {who} | {clientCol} |")
+    return lines
+
+
+def median(values):
+    values = sorted(values)
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def combined(repeats):
+    """One phase's rows (a phase listed more than once in --phases) as one:
+    the median of their means and p99s, all their errors and hog outcomes."""
+    if len(repeats) < 2:
+        return repeats[0] if repeats else None
+    row = dict(repeats[0])
+    row["mean_ms"] = median([r["mean_ms"] for r in repeats])
+    row["p99_ms"] = median([r["p99_ms"] for r in repeats])
+    row["errors"] = sum(r["errors"] for r in repeats)
+    row["hog"] = " | ".join(r["hog"] for r in repeats)
+    return row
+
+
+def spread(rows):
+    """For each phase run more than once: its means and p99s, run by run."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["mode"], r["phase"]), []).append(r)
+    lines = []
+    for (mode, phase), repeats in groups.items():
+        if len(repeats) < 2:
+            continue
+        means = [r["mean_ms"] for r in repeats]
+        lines.append(f"- {phase}-{mode}, {len(repeats)} runs: mean ms "
+                     f"{', '.join(f'{m:.2f}' for m in means)} (median {median(means):.2f}, "
+                     f"spread {(max(means) - min(means)) / median(means) * 100:.0f}% of it); p99 ms "
+                     f"{', '.join(f'{p99:.2f}' for p99 in (r['p99_ms'] for r in repeats))}")
+    return ["phases run more than once (the checks use the medians):"] + lines + [""] if lines else []
+
+
 def atPidsMax(evidence):
     """True when some container's "pids N/N" shows it full."""
     return any(cur == cap for cur, cap in re.findall(r"pids (\d+)/(\d+)", evidence))
@@ -96,6 +164,7 @@ def main():
     parser.add_argument("--command", default="bench/hog/run.sh")
     parser.add_argument("--rate", default="")
     parser.add_argument("--duration", default="")
+    parser.add_argument("--warmup", default="")
     parser.add_argument("--spinners", default="")
     parser.add_argument("--page-cost", default="")
     parser.add_argument("--isolation", default="")
@@ -105,21 +174,27 @@ def main():
     args = parser.parse_args()
 
     rows = loadPhases(args.phases)
-    find = lambda mode, phase: next((r for r in rows if r["mode"] == mode and r["phase"] == phase), None)
+    find = lambda mode, phase: combined([r for r in rows if r["mode"] == mode and r["phase"] == phase])
     baseline = find("iso", "alone") or find("noiso", "alone")
+    try:   # the web server's CPU in the trace is for the warm-up's and the measured requests
+        requests = float(args.rate) * (float(args.warmup or 0) + float(args.duration))
+    except ValueError:
+        requests = 0
     noisoBaseline = find("noiso", "alone")
 
     text = [
         f"command: {args.command}",
         f"open-loop client: {args.rate} requests/s for {args.duration} s per phase, one connection per "
-        f"request, latency from the scheduled send time; runs on the same machine at SCHED_FIFO outside allot",
+        f"request, latency from the scheduled send time; runs on the same machine outside allot, "
+        f"at SCHED_FIFO only in its timing window, on the CPUs in the last column below",
         f"victim: Apache prefork + mod_php page of ~{args.page_cost} ms php-cli CPU (SQLite + rendering)",
         f"CPU hog: {args.spinners} spinning processes; isolation: {args.isolation or 'none'}",
         f"allot's node (agent and its executors in both modes): {args.node}",
         f"load before: {args.uptime_start.strip()}",
         f"load after:  {args.uptime_end.strip()}",
         "",
-    ] + table(rows, baseline, noisoBaseline) + [""] + checks(rows, find) + ["", "hog outcomes:"]
+    ] + table(rows, baseline, noisoBaseline) + [""] + schedTable(rows, requests) + [""] + spread(rows) + checks(rows, find) + [
+        "", "hog outcomes:"]
     for r in rows:
         if r["phase"] != "alone":
             text.append(f"- {r['phase']}-{r['mode']}: {r['hog']}")

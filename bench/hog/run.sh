@@ -6,7 +6,8 @@
 #                    [--spinners N] [--phases "alone cpu mem fork disk"]
 #                    [--modes "iso noiso"] [--isolation LIST] [--no-install]
 #                    [--no-build] [--agent-flags "FLAGS for the iso agent"] [--no-node]
-#                    [--sample-loop]
+#                    [--sample-loop] [--client-cpus auto|none|LIST] [--client-fifo N]
+#                    [--no-sched-trace]
 #
 # It installs what is missing (Debian packages), builds allot-master,
 # allot-agent, allot-execute and allot-executor into --build (default
@@ -19,11 +20,19 @@
 #   noiso  the same agent binary with --isolation empty: tasks share the
 #          agent's cgroups (the paper's "no isolation")
 # and per phase: alone (victim only: the baseline, with its own limits),
-# cpu (N spinners), mem (memory bomb), fork (fork bomb), disk (O_DIRECT writer).
+# cpu (N spinners), mem (memory bomb), fork (fork bomb), disk (O_DIRECT writer),
+# bare (the N spinners started by hand outside allot, on the CPUs the web task
+# may not use: the hardware's share of what the CPU hog costs; not default).
 # allot (agent and executors, both modes) runs in one "node" cgroup weighted
 # like a machine dedicated to it (--no-node: in this shell's cgroups, where
 # other load and the kernel's autogroup also count). The client runs outside
-# allot at SCHED_FIFO. Logs of the last run: ${TMPDIR:-/tmp}/allot-hog-logs.
+# allot, pinned by default to the CPUs the web task may not use (auto; the
+# last CPU when it may use all), at SCHED_FIFO 50 only while it sends and
+# receives (start-up and statistics as an ordinary process). Each phase is
+# traced with `perf sched` (unless --no-sched-trace or no perf): the web
+# server's, the agent loop's and the client's waits for a CPU, and who ran
+# while the loop waited (sched_delays.py). Logs of the last run:
+# ${TMPDIR:-/tmp}/allot-hog-logs.
 # Results: DIR/hog-results.txt (table and target checks), hog-results.json,
 # hog-results.dat, hog-latency.png. --sample-loop also samples the agent's
 # loop thread every ms (bench/agent/loop_sampler.py) and appends what it was
@@ -50,6 +59,10 @@ agentFlags=""
 useNode=1
 sampleLoop=0
 samplerPid=""
+clientCpus=auto
+clientFifo=50
+schedTrace=1
+perfPid=""
 pageRows=50
 webResources="cpus:1;mem:1024"
 hogResources="cpus:1;mem:1024"
@@ -59,7 +72,7 @@ forkNprocCap=2048            # safety cap of the fork bomb (RLIMIT_NPROC of its 
 hogUser=allot-hog
 
 origArgs="$*"
-usage() { sed -n '2,32p' "$0"; exit 2; }
+usage() { sed -n '2,41p' "$0"; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -75,6 +88,9 @@ while [ $# -gt 0 ]; do
     --agent-flags) agentFlags=$2; shift 2 ;;
     --no-node) useNode=0; shift ;;
     --sample-loop) sampleLoop=1; shift ;;
+    --client-cpus) clientCpus=$2; shift 2 ;;
+    --client-fifo) clientFifo=$2; shift 2 ;;
+    --no-sched-trace) schedTrace=0; shift ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -87,7 +103,7 @@ die() { log "error: $*"; exit 1; }
 
 # ---------------------------------------------------------------- set-up
 
-packages=(apache2 libapache2-mod-php php-sqlite3 python3 util-linux procps gnuplot-nox)
+packages=(apache2 libapache2-mod-php php-sqlite3 python3 util-linux procps gnuplot-nox linux-perf)
 buildPackages=(g++ meson ninja-build pkg-config protobuf-compiler libprotobuf-dev libboost-dev
   liburing-dev libcgroup-dev libseccomp-dev libnl-3-dev libnl-route-3-dev libzookeeper-mt-dev)
 
@@ -243,6 +259,7 @@ cleanup() {
   local logs="${TMPDIR:-/tmp}/allot-hog-logs"
   rm -rf "$logs" && mkdir -p "$logs"
   cp "$run"/*.log "$run"/*.json "$run"/*.args "$run"/samples-*.txt "$run"/loop-sample-*.txt "$run"/phases.jsonl \
+    "$run"/sched-*.json "$run"/sched-*.perf.log \
     "$logs"/ 2>/dev/null
   rm -rf "$run"
   log "logs of this run kept in $logs"
@@ -353,7 +370,8 @@ startWeb() {
   webExecPid=$!
   bgPids+=($webExecPid)
   waitWeb || die "the web server did not come up under allot ($mode): $(tail -5 "$run/web-$mode.log")"
-  log "web server up on 127.0.0.1:$webPort as an allot task ($mode)"
+  pickClientCpus
+  log "web server up on 127.0.0.1:$webPort as an allot task ($mode); the client runs on cpu ${clientCpuArg:-any}"
 }
 
 stopWeb() {
@@ -386,22 +404,96 @@ phaseStalls() {
     }' >> "$run/loop-stalls-phases.txt"
 }
 
+# pickClientCpus: where loadgen.py runs (clientCpuArg, empty: anywhere).
+# auto: the CPUs the web server's processes may not use (its cpuset), else
+# the last CPU, the same in both modes; so that the client's own work (a few
+# hundred microseconds per request, at SCHED_FIFO) never lands on the web
+# server's CPU in one phase and beside it in the next.
+pickClientCpus() {
+  case "$clientCpus" in
+    none) clientCpuArg=""; return ;;
+    auto) ;;
+    *) clientCpuArg=$clientCpus; return ;;
+  esac
+  local webPid allowed
+  webPid=$(cat "$run/web/httpd.pid" 2>/dev/null || true)
+  allowed=$(awk '/^Cpus_allowed_list/ {print $2}' "/proc/$webPid/status" 2>/dev/null || true)
+  clientCpuArg=$(python3 - "$allowed" <<'EOF'
+import os, sys
+def parse(text):
+    cpus = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+online = sorted(os.sched_getaffinity(0))
+web = parse(sys.argv[1]) or set(online)
+print(",".join(map(str, [c for c in online if c not in web] or online[-1:])))
+EOF
+)
+}
+
+# startSchedTrace NAME / stopSchedTrace NAME: `perf sched`'s events over
+# the phase (hog launch to hog kill), then, outside the timing window and
+# niced, the web server's, the agent loop's and the client's waits for a
+# CPU and who ran meanwhile (sched_delays.py) into sched-NAME.json.
+startSchedTrace() {
+  perfPid=""
+  [ "$schedTrace" -eq 1 ] || return 0
+  perf record -q -e sched:sched_switch -e sched:sched_wakeup -e sched:sched_wakeup_new -a -m 1024 \
+    -o "$run/sched-$1.data" > "$run/sched-$1.perf.log" 2>&1 &
+  perfPid=$!
+  bgPids+=($perfPid)
+  sleep 0.5
+}
+
+stopSchedTrace() {
+  local name=$1
+  [ -n "$perfPid" ] || return 0
+  stopPid "$perfPid" 30
+  perfPid=""
+  nice -n 19 perf script -i "$run/sched-$name.data" -F cpu,time,event,trace 2>> "$run/sched-$name.perf.log" |
+    nice -n 19 python3 "$here/sched_delays.py" --track "web=comm:apache2" --track "loop=tid:$agentPid" \
+      --track "client=tid:$loadPid" --json > "$run/sched-$name.json" ||
+    log "warning: no scheduling trace for $name: $(tail -2 "$run/sched-$name.perf.log")"
+  rm -f "$run/sched-$name.data"
+}
+
 # runPhase MODE PHASE: one measurement, with the hog running beside the victim.
 runPhase() {
   local mode=$1 phase=$2 name="$2-$1" hogPid="" killAfter loadPid stallsFrom
+  local k=2   # a phase listed again (--phases "alone cpu alone cpu"): alone-iso.2, ...
+  if [ -e "$run/load-$name.json" ]; then
+    while [ -e "$run/load-$name.$k.json" ]; do k=$((k + 1)); done
+    name="$name.$k"
+  fi
   kill -0 "$webExecPid" 2>/dev/null || die "the web task ended before phase $name: $(tail -3 "$run/web-$mode.log")"
   stallsFrom=$(wc -l < "$run/agent-$mode.log")
   killAfter=$(python3 -c "print($settle + $warmup + $duration + 120)")
-  if [ "$phase" != alone ]; then
+  startSchedTrace "$name"
+  bareCpus=""
+  if [ "$phase" = bare ]; then
+    # The same spinners, but not an allot task: started by hand as the hog
+    # user in this shell's cgroups, pinned away from the web server (where
+    # the client runs). What they cost the web server is the hardware's
+    # doing (shared caches, SMT siblings, the host), not allot's scheduling.
+    bareCpus=${clientCpuArg:-$(( $(nproc) - 1 ))}
+    # Its own session (setsid) as allot's launcher gives an executor: under
+    # autogroup the spinners weigh as one, not as 256 beside the client.
+    setsid setpriv --reuid="$hogUser" --regid="$hogUser" --clear-groups taskset -c "$bareCpus" \
+      "$here/hogs.sh" cpu "$spinners" > "$run/hog-$name.log" 2>&1 &
+    sleep "$settle"
+  elif [ "$phase" != alone ]; then
     "$execute" --master "$masterAddr" --name "hog-$name" --resources "$hogResources" --user "$hogUser" \
       --kill-after "$killAfter" --command "$(hogCommand "$phase")" > "$run/hog-$name.log" 2>&1 &
     hogPid=$!
     bgPids+=($hogPid)
     sleep "$settle"
   fi
-  log "phase $name: $rate requests/s for ${duration}s"
-  chrt -f 50 python3 "$here/loadgen.py" --port "$webPort" --rate "$rate" --duration "$duration" \
-    --warmup "$warmup" --samples "$run/samples-$name.txt" > "$run/load-$name.json" &
+  log "phase $name: $rate requests/s for ${duration}s, the client on cpu ${clientCpuArg:-any}"
+  python3 "$here/loadgen.py" --port "$webPort" --rate "$rate" --duration "$duration" \
+    --warmup "$warmup" --samples "$run/samples-$name.txt" --fifo "$clientFifo" \
+    ${clientCpuArg:+--cpus "$clientCpuArg"} > "$run/load-$name.json" &
   loadPid=$!
   bgPids+=($loadPid)
   wait "$loadPid"   # interruptible: ^C cleans up at once
@@ -420,12 +512,20 @@ runPhase() {
     hogSurvivors=""
     killOurProcessesOfHog
     hogState+="$hogSurvivors"
+  elif [ -n "$bareCpus" ]; then
+    hogState="$(ps -u "$hogUser" -o pid= | wc -l) spinners started by hand (not an allot task) on cpu $bareCpus"
+    kill -KILL $(ps -u "$hogUser" -o pid=) 2>/dev/null || true
+    hogSurvivors=""
+    killOurProcessesOfHog
   fi
+  stopSchedTrace "$name"
   phaseStalls "$mode" "$name" "$stallsFrom"
-  python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" >> "$run/phases.jsonl" <<'EOF'
-import json, sys
+  python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" "$run/sched-$name.json" >> "$run/phases.jsonl" <<'EOF'
+import json, os, sys
 d = json.load(open(sys.argv[1]))
 d.update(mode=sys.argv[2], phase=sys.argv[3], hog=sys.argv[4])
+if os.path.getsize(sys.argv[5]) if os.path.exists(sys.argv[5]) else 0:
+    d["sched"] = json.load(open(sys.argv[5]))
 print(json.dumps(d))
 EOF
   log "phase $name: $(cat "$run/load-$name.json")"
@@ -491,6 +591,10 @@ killOurProcessesOfHog() {
 
 log "machine: $(nproc) cores, $(uptime | sed 's/.*load/load/')"
 uptime > "$run/uptime-start"
+if [ "$schedTrace" -eq 1 ] && ! perf record -q -e sched:sched_switch -a -o /dev/null -- true >/dev/null 2>&1; then
+  log "no usable perf (linux-perf, tracefs): phases run without the scheduling trace"
+  schedTrace=0
+fi
 prepareVictim
 makeNodeCgroup
 startMaster
@@ -516,7 +620,8 @@ done
 uptime > "$run/uptime-end"
 
 python3 "$here/report.py" --phases "$run/phases.jsonl" --out "$out" \
-  --command "bench/hog/run.sh $origArgs" --rate "$rate" --duration "$duration" --spinners "$spinners" \
+  --command "bench/hog/run.sh $origArgs" --rate "$rate" --duration "$duration" --warmup "$warmup" \
+  --spinners "$spinners" \
   --page-cost "$(cat "$run/page-cost-ms")" --isolation "$isolation" \
   --node "$([ "$useNode" -eq 1 ] && echo "cgroup $nodeCgroup, cpu.shares $nodeShares" || echo none)" \
   --uptime-start "$(cat "$run/uptime-start")" --uptime-end "$(cat "$run/uptime-end")"

@@ -1,0 +1,122 @@
+"""The hog benchmark's measuring tools (bench/hog): sched_delays.py on a
+trace with known answers, loadgen.py against a real local HTTP server and
+against a port nobody listens on (no daemons of allot)."""
+
+import http.server
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+HOG = pathlib.Path(__file__).resolve().parents[2] / "bench" / "hog"
+
+
+def _switch(cpu, t, prev, prevPid, state, nxt, nextPid, prevPrio=120, nextPrio=120):
+    return (f"[{cpu:03d}] {t:.6f}: sched:sched_switch: prev_comm={prev} prev_pid={prevPid} "
+            f"prev_prio={prevPrio} prev_state={state} ==> next_comm={nxt} next_pid={nextPid} next_prio={nextPrio}")
+
+
+def _wakeup(cpu, t, comm, pid, target):
+    return f"[{cpu:03d}] {t:.6f}: sched:sched_wakeup: comm={comm} pid={pid} prio=120 target_cpu={target:03d}"
+
+
+def _delays(lines, *tracks):
+    args = [sys.executable, str(HOG / "sched_delays.py"), "--json"]
+    for t in tracks:
+        args += ["--track", t]
+    out = subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_sched_delays_measures_waits_and_names_who_ran_meanwhile():
+    lines = [
+        # cpu 0: cc1plus runs from 1.000; the loop (tid 50) wakes at 1.002 and
+        # runs at 1.010 after cc1plus (6 ms of it) and ld (2 ms): an 8 ms wait.
+        _switch(0, 1.000, "swapper/0", 0, "R", "cc1plus", 70),
+        _wakeup(0, 1.002, "agent", 50, 0),
+        _switch(0, 1.008, "cc1plus", 70, "R", "ld", 71),
+        _switch(0, 1.010, "ld", 71, "R", "agent", 50),
+        # the loop runs 1 ms and sleeps; then it is preempted at 1.020 by
+        # apache2 and waits 0.5 ms.
+        _switch(0, 1.011, "agent", 50, "S", "swapper/0", 0),
+        _wakeup(0, 1.019, "agent", 50, 0),
+        _switch(0, 1.019, "swapper/0", 0, "R", "agent", 50),
+        _switch(0, 1.020, "agent", 50, "R", "apache2", 80),
+        _switch(0, 1.0205, "apache2", 80, "S", "agent", 50),
+        # apache2 (another pid) waits 2 ms on cpu 1 behind its sibling: its own
+        # queue, not named as who kept it.
+        _switch(1, 1.000, "swapper/1", 0, "R", "apache2", 81),
+        _wakeup(1, 1.001, "apache2", 82, 1),
+        _switch(1, 1.003, "apache2", 81, "S", "apache2", 82),
+        _switch(1, 1.004, "apache2", 82, "S", "swapper/1", 0),
+    ]
+    r = _delays(lines, "loop=tid:50", "web=comm:apache2")
+    loop, web = r["loop"], r["web"]
+    assert loop["waits"] == 3                      # 8 ms, 0 (woken onto an idle CPU), 0.5 ms
+    assert loop["max_ms"] == pytest.approx(8.0)
+    assert loop["p50_ms"] == pytest.approx(0.5)
+    assert loop["total_ms"] == pytest.approx(8.5)
+    assert loop["waits_over_5ms"] == 1
+    assert loop["who_ran_meanwhile_ms"] == {"cc1plus/70": pytest.approx(6.0), "ld/71": pytest.approx(2.0)}
+    assert loop["ran_ms"] == pytest.approx(2.0)    # 1.010-1.011 and 1.019-1.020
+    assert web["waits"] == 1 and web["max_ms"] == pytest.approx(2.0)
+    assert web["who_ran_meanwhile_ms"] == {}      # under 5 ms, and its sibling would not count
+    assert web["ran_ms"] == pytest.approx(3.0 + 0.5 + 1.0)
+
+
+def test_sched_delays_refuses_a_bad_track():
+    out = subprocess.run([sys.executable, str(HOG / "sched_delays.py"), "--track", "loop=pid:1"],
+                         input="", capture_output=True, text=True)
+    assert out.returncode != 0 and "--track" in out.stderr
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def _loadgen(port, *extra):
+    out = subprocess.run([sys.executable, str(HOG / "loadgen.py"), "--port", str(port), "--rate", "50",
+                          "--duration", "1", "--warmup", "0.2", "--timeout", "2", *extra],
+                         capture_output=True, text=True, check=True, timeout=30)
+    return json.loads(out.stdout)
+
+
+def test_loadgen_times_every_request_of_its_schedule(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        cpu = sorted(os.sched_getaffinity(0))[-1]
+        samples = tmp_path / "samples.txt"
+        r = _loadgen(server.server_address[1], "--cpus", str(cpu), "--samples", str(samples))
+    finally:
+        server.shutdown()
+    assert r["sent"] == 50 and r["ok"] == 50 and r["errors"] == 0
+    assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"]
+    assert r["client_cpus"] == [cpu] and r["client_fifo"] == 0
+    assert 0 <= r["client_send_late_max_ms"] < 1000
+    rows = [line.split() for line in samples.read_text().splitlines()]
+    assert len(rows) == 50 and all(row[2] == "200" for row in rows)
+    # Due times on the fixed schedule: 20 ms apart from the end of the warm-up.
+    assert [float(row[0]) for row in rows[:3]] == pytest.approx([0.2, 0.22, 0.24])
+
+
+def test_loadgen_counts_refused_connections_as_errors():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]   # bound, not listening: connections are refused
+        r = _loadgen(port)
+    assert r["ok"] == 0 and r["errors"] == 50
