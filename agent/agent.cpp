@@ -38,7 +38,8 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
       retryTimer_(io),
       gcTimer_(io),
       usageTimer_(io),
-      loopMeter_(io, LoopStallMeterOptions{}, [this](double lateS) { metrics_.loopTick(lateS); }) {
+      sections_(isolators),
+      loopMeter_(io, LoopStallMeterOptions{}, [this](double lateS) { loopTicked(lateS); }) {
   config_.executors.workDir = config_.workDir;
   manager_ = std::make_unique<ExecutorManager>(
       io, launcher, isolators, checkpoints_, config_.executors,
@@ -55,6 +56,24 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
   lc.onMessage = [this](wire::Envelope& e) { onMasterMessage(e); };
   lc.onRefused = [this](const wire::Envelope& e, const Error& why) { onRefused(e, why); };
   link_ = std::make_unique<MasterLink>(io, lo, lc);
+  manager_->setLoopSections(&sections_);
+}
+
+// A tick this late is attributed (the stall meter's own log threshold).
+constexpr double kLateTickAttributedS = LoopStallMeter::kLogAtMs / 1000;
+
+void Agent::loopTicked(double lateS) {
+  metrics_.loopTick(lateS);
+  if (lateS < kLateTickAttributedS) {
+    sections_.sections().reset();
+    return;
+  }
+  LoopSections::Taken taken = sections_.sections().take();
+  metrics_.lateTick(taken.sections.empty() ? "none" : taken.sections[0].first);
+  auto now = std::chrono::steady_clock::now();
+  if (now - lastLateLog_ < std::chrono::seconds(1)) return;
+  lastLateLog_ = now;
+  LOG_WARNING("loop tick " << lateS * 1000 << " ms late; timed since the previous tick: " << taken.describe());
 }
 
 Status Agent::start() {
@@ -183,6 +202,7 @@ void Agent::onRefused(const wire::Envelope& e, const Error& why) {
 }
 
 void Agent::onMasterMessage(wire::Envelope& e) {
+  auto timer = sections_.time(AgentSection::kMasterMessage);
   switch (e.body_case()) {
     case wire::Envelope::kRunTask:
       if (Status st = checkResources(e.run_task().task()); !st) {
@@ -216,8 +236,10 @@ void Agent::onMasterMessage(wire::Envelope& e) {
 void Agent::onUpdate(const wire::TaskStatus& status, std::function<void(Status)> persisted) {
   LOG_DEBUG("task " << status.task_id() << " of framework " << status.framework_id() << " is "
                     << wire::TaskState_Name(status.state()));
+  auto timer = sections_.time(AgentSection::kStatusUpdate);
   metrics_.statusUpdate(status);
   Status st = updates_.add(status, [this, status, persisted = std::move(persisted)](Status st) {
+    auto timer = sections_.time(AgentSection::kStatusUpdate);
     if (st && link_->registered()) {
       wire::Envelope e;
       *e.mutable_status_update()->mutable_status() = status;
@@ -258,6 +280,7 @@ void Agent::scheduleUsage() {
   usageTimer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     if (link_->registered()) {
+      auto timer = sections_.time(AgentSection::kUsage);
       wire::Envelope e;
       manager_->collectUsage(e.mutable_usage_report());
       if (e.usage_report().executors_size() > 0) (void)link_->send(e);

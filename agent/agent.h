@@ -8,7 +8,10 @@
 // sandboxMaxAge are removed periodically.
 //
 // The loop's stalls are measured from start() (LoopStallMeter, exported as
-// allot_agent_loop_lateness_seconds).
+// allot_agent_loop_lateness_seconds); a tick 10 ms late or more is
+// attributed to the loop section (agent/agent_sections.h) that took the most
+// time since the previous tick: allot_agent_loop_late_ticks_total{section}
+// and a log line (at most once a second) naming the top three.
 //
 // Life cycle: Agent a(io, config, launcher, isolators); a.start(); io.run().
 // Thread: the io_context thread.
@@ -19,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_sections.h"
 #include "agent/checkpoint.h"
 #include "agent/executor_manager.h"
 #include "agent/master_link.h"
@@ -60,6 +64,8 @@ class Agent {
   const AgentConfig& config() const { return config_; }
   bool registered() const { return link_->registered(); }
   AgentMetrics& metrics() { return metrics_; }
+  // Where the loop's time goes, for handlers outside the agent (HTTP).
+  AgentSections& loopSections() { return sections_; }
   // How late the loop ran due work (base/loop_stall_meter.h), since start().
   const LoopStallMeter::Stats& loopStalls() const { return loopMeter_.stats(); }
   // Called after every (re-)registration with a master (sd_notify READY).
@@ -78,6 +84,7 @@ class Agent {
   void scheduleRetry();
   void scheduleGc();
   void scheduleUsage();
+  void loopTicked(double lateS);
 
   asio::io_context& io_;
   AgentConfig config_;
@@ -91,7 +98,9 @@ class Agent {
   asio::steady_timer gcTimer_;
   asio::steady_timer usageTimer_;
   AgentMetrics metrics_;
+  AgentSections sections_;
   LoopStallMeter loopMeter_;
+  std::chrono::steady_clock::time_point lastLateLog_;
   std::function<void(const std::string&)> registeredHook_;
 };
 

@@ -111,6 +111,7 @@ void ExecutorManager::launch(Container& c) {
   std::weak_ptr<int> alive = alive_;
   Status queued = sandboxPool_.submit<Prepared>(work, [this, alive, name = c.name, gen = c.generation](Prepared p) {
     if (alive.expired()) return;
+    auto timer = timed(AgentSection::kLaunch);
     if (Container* c = byName(name, gen)) onPrepared(*c, std::move(p));
   });
   if (!queued) {
@@ -138,10 +139,15 @@ void ExecutorManager::onPrepared(Container& c, Prepared prepared) {
 void ExecutorManager::startProcess(Container& c) {
   LaunchSpec spec = launchSpec(c);
   ContainerConfig config(limitsOf(c), c.sandbox);
-  for (auto& iso : isolators_) {
-    if (auto st = iso->prepare(c.id, config, &spec.setup); !st) {
+  for (size_t i = 0; i < isolators_.size(); ++i) {
+    Status st;
+    {
+      auto timer = timed(IsolatorCall::kPrepare, i);
+      st = isolators_[i]->prepare(c.id, config, &spec.setup);
+    }
+    if (!st) {
       failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
-                    std::string(iso->name()) + ": " + st.error().describe());
+                    std::string(isolators_[i]->name()) + ": " + st.error().describe());
       return postFinalize(c);
     }
   }
@@ -150,9 +156,15 @@ void ExecutorManager::startProcess(Container& c) {
   // start(), not launch(): the loop does not wait for the child's setup
   // and exec (v1 cgroup joins wait for RCU grace periods); a failed step
   // comes back as the exit's setupError (onExit).
-  auto pid = launcher_.start(spec, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
-    if (!alive.expired()) onExit(name, gen, e);
-  });
+  auto onExited = [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
+    if (alive.expired()) return;
+    auto timer = timed(AgentSection::kExecutorExit);
+    onExit(name, gen, e);
+  };
+  auto pid = [&] {
+    auto timer = timed(AgentSection::kLauncherStart);
+    return launcher_.start(spec, onExited);
+  }();
   if (!pid) {
     std::string why = "executor " + spec.argv[0] + " could not start: " + pid.error().describe();
     LOG_ERROR("container " << c.name << ": " << why);
@@ -176,12 +188,16 @@ void ExecutorManager::startProcess(Container& c) {
 }
 
 bool ExecutorManager::isolate(Container& c) {
-  for (auto& iso : isolators_) {
-    Status st = iso->isolate(c.id, c.pid);
-    if (st) st = iso->watch(c.id, limitWatcher(c));
+  for (size_t i = 0; i < isolators_.size(); ++i) {
+    Status st;
+    {
+      auto timer = timed(IsolatorCall::kIsolate, i);
+      st = isolators_[i]->isolate(c.id, c.pid);
+      if (st) st = isolators_[i]->watch(c.id, limitWatcher(c));
+    }
     if (!st) {
       failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
-                    std::string(iso->name()) + ": " + st.error().describe());
+                    std::string(isolators_[i]->name()) + ": " + st.error().describe());
       killContainer(c, "isolation failed");
       return false;
     }

@@ -91,6 +91,16 @@ ExecutorManager::~ExecutorManager() {
   }
 }
 
+LoopSections::Timer ExecutorManager::timed(AgentSection section) const {
+  if (!sections_) return LoopSections::Timer(nullptr, 0);
+  return sections_->time(section);
+}
+
+LoopSections::Timer ExecutorManager::timed(IsolatorCall call, size_t isolator) const {
+  if (!sections_) return LoopSections::Timer(nullptr, 0);
+  return sections_->time(call, isolator);
+}
+
 size_t ExecutorManager::liveTaskCount() const {
   size_t n = 0;
   for (const auto& [name, c] : containers_) n += c->tasks.size() + c->next.size();
@@ -144,6 +154,7 @@ void ExecutorManager::armTimer(Container& c, asio::steady_timer& timer, Duration
   timer.async_wait([this, alive, name = c.name, gen = c.generation, fn = std::move(fn)](
                        const boost::system::error_code& ec) {
     if (ec || alive.expired()) return;
+    auto timer = timed(AgentSection::kContainerTimer);
     if (Container* c = byName(name, gen)) fn(*c);
   });
 }
@@ -285,9 +296,10 @@ LaunchSpec ExecutorManager::launchSpec(const Container& c) const {
 void ExecutorManager::updateLimits(Container& c) {
   if (isolators_.empty() || !c.life.hasProcess()) return;
   Resources limits = limitsOf(c);
-  for (auto& iso : isolators_) {
-    if (auto st = iso->update(c.id, limits); !st) {
-      LOG_WARNING("container " << c.name << ": " << iso->name() << " update: " << st.error().describe());
+  for (size_t i = 0; i < isolators_.size(); ++i) {
+    auto timer = timed(IsolatorCall::kUpdate, i);
+    if (auto st = isolators_[i]->update(c.id, limits); !st) {
+      LOG_WARNING("container " << c.name << ": " << isolators_[i]->name() << " update: " << st.error().describe());
     }
   }
 }
@@ -302,6 +314,7 @@ void ExecutorManager::checkpoint(Container& c) {
   asio::post(io_, [this, alive, name = c.name, gen = c.generation] {
     if (alive.expired()) return;
     if (Container* c = byName(name, gen)) {
+      auto timer = timed(AgentSection::kCheckpoint);
       c->checkpointPending = false;
       writeCheckpoint(*c);
     }
@@ -590,9 +603,10 @@ void ExecutorManager::collectUsage(wire::UsageReport* report) const {
     wire::ExecutorUsage* u = report->add_executors();
     u->set_framework_id(c->id.frameworkId);
     u->set_executor_id(c->id.executorId);
-    for (const auto& iso : isolators_) {
-      if (Status st = iso->usage(c->id, u->mutable_usage()); !st) {
-        LOG_DEBUG(iso->name() << ": usage of " << name << ": " << st.error().describe());
+    for (size_t i = 0; i < isolators_.size(); ++i) {
+      auto timer = timed(IsolatorCall::kUsage, i);
+      if (Status st = isolators_[i]->usage(c->id, u->mutable_usage()); !st) {
+        LOG_DEBUG(isolators_[i]->name() << ": usage of " << name << ": " << st.error().describe());
       }
     }
   }

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent_sections.h"
 #include "agent/checkpoint.h"
 #include "agent/executor_link.h"
 #include "agent/run_as.h"
@@ -117,6 +118,9 @@ class ExecutorManager {
   std::string socketPath() const { return listener_.path(); }
 
   void setAgentId(const std::string& agentId) { agentId_ = agentId; }
+  // Where the handlers and isolator calls it runs are timed (the agent's
+  // late-tick attribution); none: nothing is timed. Outlives the manager.
+  void setLoopSections(AgentSections* sections) { sections_ = sections; }
 
   // Re-attaches to the executors of a previous agent run.
   void recover(std::vector<ExecutorCheckpoint> checkpoints);
@@ -219,6 +223,9 @@ class ExecutorManager {
   void applyLimitation(const Container& c, wire::TaskStatus* status) const;
   // False when the executor has no open link (or the send failed).
   bool sendToExecutor(Container& c, const wire::Envelope& e);
+  // Times the caller's scope (nothing without setLoopSections).
+  LoopSections::Timer timed(AgentSection section) const;
+  LoopSections::Timer timed(IsolatorCall call, size_t isolator) const;
 
   asio::io_context& io_;
   Launcher& launcher_;
@@ -227,6 +234,7 @@ class ExecutorManager {
   ExecutorManagerOptions options_;
   Callbacks callbacks_;
   std::string agentId_;
+  AgentSections* sections_ = nullptr;
   std::string updatePrefix_;
   uint64_t updateSequence_ = 0;
   uint64_t nextGeneration_ = 1;

@@ -44,6 +44,7 @@ void ExecutorManager::reap(Container& c) {
   std::weak_ptr<int> alive = alive_;
   Status queued = pool_.submit<Status>(work, [this, alive, name = c.name, gen = c.generation](Status st) {
     if (alive.expired()) return;
+    auto timer = timed(AgentSection::kReaped);
     if (Container* c = byName(name, gen)) onReaped(*c, st);
   });
   // A full queue is a failed attempt like any other: retried after a wait.
@@ -94,9 +95,10 @@ void ExecutorManager::destroy(Container& c) {
   if (c.reapFailures > 0) {
     LOG_INFO("container " << c.name << ": reaped after " << c.reapFailures << " failed attempt(s)");
   }
-  for (auto it = isolators_.rbegin(); it != isolators_.rend(); ++it) {
-    if (auto st = (*it)->cleanup(c.id); !st) {
-      LOG_ERROR("container " << c.name << ": " << (*it)->name() << " cleanup: " << st.error().describe());
+  for (size_t i = isolators_.size(); i-- > 0;) {
+    auto timer = timed(IsolatorCall::kCleanup, i);
+    if (auto st = isolators_[i]->cleanup(c.id); !st) {
+      LOG_ERROR("container " << c.name << ": " << isolators_[i]->name() << " cleanup: " << st.error().describe());
     }
   }
   if (auto st = checkpoints_.removeExecutor(c.name); !st) LOG_ERROR(st.error().describe());

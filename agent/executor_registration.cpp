@@ -48,6 +48,7 @@ ExecutorListener::Callbacks ExecutorManager::listenerCallbacks() {
   cb.onRegister = [this, alive](const std::shared_ptr<Connection>& conn, const wire::RegisterExecutor& m,
                                 const std::string& owner) -> std::optional<ExecutorBinding> {
     if (alive.expired()) return std::nullopt;
+    auto timer = timed(AgentSection::kExecutorMessage);
     return onRegister(conn, m, owner);
   };
   cb.onMessage = [this, alive](const ExecutorBinding& b, const std::shared_ptr<Connection>& conn,
@@ -55,6 +56,7 @@ ExecutorListener::Callbacks ExecutorManager::listenerCallbacks() {
     if (alive.expired()) return;
     Container* c = byName(b.container, b.generation);
     if (!c || c->conn != conn) return conn->close("executor's container is gone");
+    auto timer = timed(AgentSection::kExecutorMessage);
     onExecutorMessage(*c, e);
   };
   cb.onClosed = [this, alive](const ExecutorBinding& b, const std::shared_ptr<Connection>& conn,
@@ -271,7 +273,9 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     Status watched = Error{"executor pid " + std::to_string(ck.pid) + " is gone"};
     if (start && *start == ck.startTime) {
       watched = launcher_.watch(ck.pid, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
-        if (!alive.expired()) onExit(name, gen, e);
+        if (alive.expired()) return;
+        auto timer = timed(AgentSection::kExecutorExit);
+        onExit(name, gen, e);
       });
     }
     if (!watched) {

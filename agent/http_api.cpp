@@ -34,12 +34,14 @@ state::State AgentHttp::snapshot(const Agent& agent, double startTimeS) {
 
 void AgentHttp::addRoutes() {
   server_->route("GET", "/health", [this](const http::Request&) {
+    auto timer = agent_.loopSections().time(AgentSection::kHttp);
     // Ids are [A-Za-z0-9-] (issued by the master), safe in a JSON string.
     return http::Response::json(std::string("{\"status\":\"ok\",\"role\":\"agent\",\"agentId\":\"") +
                                 agent_.agentId() + "\",\"registered\":" +
                                 (agent_.registered() ? "true" : "false") + "}\n");
   });
   server_->route("GET", "/state", [this](const http::Request&) {
+    auto timer = agent_.loopSections().time(AgentSection::kHttp);
     google::protobuf::util::JsonPrintOptions options;
     options.always_print_primitive_fields = true;
     std::string json;
@@ -47,6 +49,7 @@ void AgentHttp::addRoutes() {
     return http::Response::json(std::move(json));
   });
   server_->route("GET", "/metrics", [this](const http::Request&) {
+    auto timer = agent_.loopSections().time(AgentSection::kHttp);
     AgentMetrics& m = agent_.metrics();
     m.executors().Set(static_cast<double>(agent_.executors().executorCount()));
     m.liveTasks().Set(static_cast<double>(agent_.executors().liveTaskCount()));

@@ -47,7 +47,15 @@ AgentMetrics::AgentMetrics() : registry_(std::make_shared<p::Registry>()) {
                                                                0.5, 1});
   loopLatenessMax_ = gauge("allot_agent_loop_lateness_max_seconds",
                            "The longest lateness of the loop's stall meter since the agent started.");
+  lateTicks_ = &p::BuildCounter()
+                    .Name("allot_agent_loop_late_ticks_total")
+                    .Help("Ticks of the loop's stall meter 10 ms late or more, by the section of the "
+                          "loop's work (a handler, an isolator call) that took the most time since the "
+                          "previous tick.")
+                    .Register(*registry_);
 }
+
+void AgentMetrics::lateTick(const std::string& section) { lateTicks_->Add({{"section", section}}).Increment(); }
 
 void AgentMetrics::loopTick(double lateSeconds) {
   loopLateness_->Observe(lateSeconds);

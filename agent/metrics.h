@@ -34,6 +34,9 @@ class AgentMetrics {
   void statusUpdate(const wire::TaskStatus& status);
   // One tick of the loop's stall meter ran `lateSeconds` late.
   void loopTick(double lateSeconds);
+  // A tick 10 ms late or more, attributed to the loop section (agent/
+  // agent_sections.h) that took the most time since the previous tick.
+  void lateTick(const std::string& section);
 
   prometheus::Gauge& executors() { return *executors_; }
   prometheus::Gauge& liveTasks() { return *liveTasks_; }
@@ -54,6 +57,7 @@ class AgentMetrics {
   prometheus::Gauge* registered_;
   prometheus::Histogram* loopLateness_;
   prometheus::Gauge* loopLatenessMax_;
+  prometheus::Family<prometheus::Counter>* lateTicks_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> launching_;
 };
 

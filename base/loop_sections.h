@@ -8,8 +8,12 @@
 //   { auto timed = sections.time(kAllocate); master.allocate(); }
 //   ... at each tick: auto since = sections.take();   // and resets
 //
-// A Timer costs two reads of the steady clock. Sections may nest; each
-// counts its own wall time (the outer one includes the inner one's).
+// A Timer costs two reads of the steady clock. Sections may nest: by
+// default each counts its own wall time (the outer one includes the inner
+// one's); with Nesting::kExclusive an outer section counts only the time no
+// inner one was timed (a handler and the kernel calls it makes, each
+// charged for its own part, so the biggest section names the call that
+// blocked). Timers end in the reverse order of their start (scopes).
 // Thread: the loop's (one thread; no locking).
 #pragma once
 
@@ -25,9 +29,10 @@ namespace allot {
 class LoopSections {
  public:
   using Id = size_t;
+  enum class Nesting { kInclusive, kExclusive };
 
-  explicit LoopSections(std::vector<std::string> names)
-      : names_(std::move(names)), spent_(names_.size()) {}
+  explicit LoopSections(std::vector<std::string> names, Nesting nesting = Nesting::kInclusive)
+      : names_(std::move(names)), spent_(names_.size()), nesting_(nesting) {}
 
   class Timer {
    public:
@@ -35,15 +40,27 @@ class LoopSections {
     Timer(LoopSections* owner, Id id)
         : owner_(owner && id < owner->spent_.size() ? owner : nullptr),
           id_(id),
-          start_(std::chrono::steady_clock::now()) {}
+          start_(std::chrono::steady_clock::now()) {
+      if (owner_) {
+        outer_ = owner_->innermost_;
+        owner_->innermost_ = this;
+      }
+    }
     Timer(const Timer&) = delete;
     Timer& operator=(const Timer&) = delete;
     ~Timer() {
       if (!owner_) return;
+      owner_->innermost_ = outer_;
+      auto wall = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+      uint64_t ns = wall;
+      if (owner_->nesting_ == Nesting::kExclusive) {
+        ns = wall > innerNs_ ? wall - innerNs_ : 0;
+        if (outer_) outer_->innerNs_ += wall;
+      }
       Spent& s = owner_->spent_[id_];
-      auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_);
-      s.ns += static_cast<uint64_t>(ns.count());
-      s.longestNs = std::max<uint64_t>(s.longestNs, static_cast<uint64_t>(ns.count()));
+      s.ns += ns;
+      s.longestNs = std::max(s.longestNs, ns);
       ++s.count;
     }
 
@@ -51,6 +68,8 @@ class LoopSections {
     LoopSections* owner_;
     Id id_;
     std::chrono::steady_clock::time_point start_;
+    Timer* outer_ = nullptr;  // the enclosing timer of the same owner
+    uint64_t innerNs_ = 0;    // wall time of the timers nested in this one
   };
 
   // Times the caller's scope as section `id` (an index into the names).
@@ -79,6 +98,8 @@ class LoopSections {
  private:
   std::vector<std::string> names_;
   std::vector<Spent> spent_;
+  Nesting nesting_;
+  Timer* innermost_ = nullptr;  // the timer running now, if any
 };
 
 }  // namespace allot

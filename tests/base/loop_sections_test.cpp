@@ -42,5 +42,36 @@ TEST(LoopSections, ResetForgetsAndUnknownOrNullOwnersTimeNothing) {
   EXPECT_TRUE(sections.take().sections.empty());
 }
 
+// Exclusive nesting: the handler is charged only for what its nested call
+// did not take, so the call that blocked is the biggest section; inclusive
+// (the default) charges the handler for both.
+TEST(LoopSections, ExclusiveNestingChargesTheInnerSectionOnly) {
+  for (auto nesting : {LoopSections::Nesting::kExclusive, LoopSections::Nesting::kInclusive}) {
+    LoopSections sections({"handler", "kernel call"}, nesting);
+    {
+      auto handler = sections.time(0);
+      {
+        auto call = sections.time(1);
+        std::this_thread::sleep_for(20ms);
+      }
+    }
+    { auto again = sections.time(1); }
+    LoopSections::Taken taken = sections.take();
+    ASSERT_EQ(taken.sections.size(), 2u);
+    const LoopSections::Spent* handler = nullptr;
+    const LoopSections::Spent* call = nullptr;
+    for (const auto& [name, spent] : taken.sections) (name == "handler" ? handler : call) = &spent;
+    ASSERT_TRUE(handler && call);
+    EXPECT_GE(call->ns, 20'000'000u);
+    EXPECT_EQ(call->count, 2u);
+    if (nesting == LoopSections::Nesting::kExclusive) {
+      EXPECT_EQ(taken.sections[0].first, "kernel call") << taken.describe();
+      EXPECT_LT(handler->ns, call->ns) << "the handler's own part only: " << taken.describe();
+    } else {
+      EXPECT_GE(handler->ns, call->longestNs) << "the handler includes its call: " << taken.describe();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace allot
