@@ -152,6 +152,8 @@ def run(args):
     if args.cpus:
         os.sched_setaffinity(0, args.cpus)
     client = Client(args, warm + total)
+    if args.start_at:
+        time.sleep(max(0.0, args.start_at - time.time()))
     setFifo(args.fifo)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.monotonic() + 0.05
@@ -227,6 +229,8 @@ def main():
     parser.add_argument("--samples", help="file for per-request samples")
     parser.add_argument("--fifo", type=int, default=0, help="SCHED_FIFO priority in the timing window (0: none)")
     parser.add_argument("--cpus", type=cpuList, help="CPU list to run on (e.g. 1 or 1-3)")
+    parser.add_argument("--start-at", type=float, help="wall-clock time (s since the epoch) to start at, "
+                        "so that the interpreter's start-up comes before the measurement")
     args = parser.parse_args()
     if args.rate <= 0 or args.duration <= 0 or args.warmup < 0:
         parser.error("--rate and --duration must be positive, --warmup not negative")

@@ -81,7 +81,9 @@ def schedTable(rows, requestsPerPhase):
         sched = r.get("sched", {})
         web, loop = sched.get("web", {}), sched.get("loop", {})
         perRequest = web["ran_ms"] / requestsPerPhase if web.get("ran_ms") and requestsPerPhase else None
-        who = ", ".join(f"{k} {v:.1f}" for k, v in list(loop.get("who_ran_meanwhile_ms", {}).items())[:3]) or "-"
+        ours = {f"python3/{r.get('client_pid')}": "the client", f"python3/{r.get('sampler_pid')}": "loop sampler"}
+        who = ", ".join(f"{ours.get(k, k)} {v:.1f}"
+                        for k, v in list(loop.get("who_ran_meanwhile_ms", {}).items())[:3]) or "-"
         cpus = ",".join(map(str, r.get("client_cpus", []))) or "any"
         clientCol = (f"{num(r.get('client_send_late_max_ms'))}, "
                      f"{r['client_cpu_share'] * 100:.1f}%, {cpus}" if "client_cpu_share" in r else "n/a")

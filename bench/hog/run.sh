@@ -28,7 +28,8 @@
 # other load and the kernel's autogroup also count). The client runs outside
 # allot, pinned by default to the CPUs the web task may not use (auto; the
 # last CPU when it may use all), at SCHED_FIFO 50 only while it sends and
-# receives (start-up and statistics as an ordinary process). Each phase is
+# receives (start-up, before the phase's window, and statistics as an
+# ordinary process). Each phase is
 # traced with `perf sched` (unless --no-sched-trace or no perf): the web
 # server's, the agent loop's and the client's waits for a CPU, and who ran
 # while the loop waited (sched_delays.py). Logs of the last run:
@@ -61,6 +62,7 @@ sampleLoop=0
 samplerPid=""
 clientCpus=auto
 clientFifo=50
+clientLead=2      # s between the client's start and the phase's window
 schedTrace=1
 perfPid=""
 pageRows=50
@@ -72,7 +74,7 @@ forkNprocCap=2048            # safety cap of the fork bomb (RLIMIT_NPROC of its 
 hogUser=allot-hog
 
 origArgs="$*"
-usage() { sed -n '2,41p' "$0"; exit 2; }
+usage() { sed -n '2,42p' "$0"; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -468,8 +470,19 @@ runPhase() {
     name="$name.$k"
   fi
   kill -0 "$webExecPid" 2>/dev/null || die "the web task ended before phase $name: $(tail -3 "$run/web-$mode.log")"
-  stallsFrom=$(wc -l < "$run/agent-$mode.log")
+  # The client starts before the phase's window (its interpreter's start-up
+  # is not the phase's) and waits for its start time: the hog's settling.
+  # (+1 s: the trace's start; then the hog's settling, if any.)
+  local startAt
   killAfter=$(python3 -c "print($settle + $warmup + $duration + 120)")
+  startAt=$(python3 -c "import time; print(f'{time.time() + $clientLead + 1 + ($([ "$phase" = alone ] && echo 0 || echo "$settle")):.3f}')")
+  python3 "$here/loadgen.py" --port "$webPort" --rate "$rate" --duration "$duration" \
+    --warmup "$warmup" --samples "$run/samples-$name.txt" --fifo "$clientFifo" --start-at "$startAt" \
+    ${clientCpuArg:+--cpus "$clientCpuArg"} > "$run/load-$name.json" &
+  loadPid=$!
+  bgPids+=($loadPid)
+  sleep "$clientLead"
+  stallsFrom=$(wc -l < "$run/agent-$mode.log")
   startSchedTrace "$name"
   bareCpus=""
   if [ "$phase" = bare ]; then
@@ -491,11 +504,6 @@ runPhase() {
     sleep "$settle"
   fi
   log "phase $name: $rate requests/s for ${duration}s, the client on cpu ${clientCpuArg:-any}"
-  python3 "$here/loadgen.py" --port "$webPort" --rate "$rate" --duration "$duration" \
-    --warmup "$warmup" --samples "$run/samples-$name.txt" --fifo "$clientFifo" \
-    ${clientCpuArg:+--cpus "$clientCpuArg"} > "$run/load-$name.json" &
-  loadPid=$!
-  bgPids+=($loadPid)
   wait "$loadPid"   # interruptible: ^C cleans up at once
   kill -0 "$webExecPid" 2>/dev/null || die "the web task ended during phase $name: $(tail -3 "$run/web-$mode.log")"
   local hogState="none"
@@ -520,10 +528,12 @@ runPhase() {
   fi
   stopSchedTrace "$name"
   phaseStalls "$mode" "$name" "$stallsFrom"
-  python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" "$run/sched-$name.json" >> "$run/phases.jsonl" <<'EOF'
+  python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" "$run/sched-$name.json" \
+    "$loadPid" "${samplerPid:-0}" >> "$run/phases.jsonl" <<'EOF'
 import json, os, sys
 d = json.load(open(sys.argv[1]))
-d.update(mode=sys.argv[2], phase=sys.argv[3], hog=sys.argv[4])
+d.update(mode=sys.argv[2], phase=sys.argv[3], hog=sys.argv[4],
+         client_pid=int(sys.argv[6]), sampler_pid=int(sys.argv[7]))
 if os.path.getsize(sys.argv[5]) if os.path.exists(sys.argv[5]) else 0:
     d["sched"] = json.load(open(sys.argv[5]))
 print(json.dumps(d))

@@ -89,11 +89,13 @@ def analyse(lines, groups, attributeS):
         prevTid, nextTid = int(m["ppid"]), int(m["npid"])
         prev = running.get(cpu)
         since = prev[2] if prev and prev[0] == prevTid else None
-        if since is not None and prevTid != 0:
-            g = group(m["pcomm"], prevTid)
+        if since is not None:
+            g = group(m["pcomm"], prevTid) if prevTid else None
             if g:
                 g.ranS += t - since
-            who = f"{m['pcomm']}/{prevTid}"
+            # The CPU idle while a thread waited: it was waiting for another
+            # CPU (or for a migration), not behind anyone here.
+            who = f"{m['pcomm']}/{prevTid}" if prevTid else "idle"
             for w in waiting.values():
                 if w.group is g:
                     continue

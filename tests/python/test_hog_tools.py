@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -101,10 +102,14 @@ def test_loadgen_times_every_request_of_its_schedule(tmp_path):
     try:
         cpu = sorted(os.sched_getaffinity(0))[-1]
         samples = tmp_path / "samples.txt"
-        r = _loadgen(server.server_address[1], "--cpus", str(cpu), "--samples", str(samples))
+        began = time.time()
+        r = _loadgen(server.server_address[1], "--cpus", str(cpu), "--samples", str(samples),
+                     "--start-at", f"{began + 1:.3f}")
+        elapsed = time.time() - began
     finally:
         server.shutdown()
     assert r["sent"] == 50 and r["ok"] == 50 and r["errors"] == 0
+    assert elapsed >= 1 + 1.2      # waited for --start-at, then 0.2 s warm-up and 1 s measured
     assert 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"]
     assert r["client_cpus"] == [cpu] and r["client_fifo"] == 0
     assert 0 <= r["client_send_late_max_ms"] < 1000
