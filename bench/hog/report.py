@@ -80,6 +80,7 @@ def schedTable(rows, requestsPerPhase):
     for r in rows:
         sched = r.get("sched", {})
         web, loop = sched.get("web", {}), sched.get("loop", {})
+        lost = f" ({loop['discarded']} not seen to end)" if loop.get("discarded") else ""
         perRequest = web["ran_ms"] / requestsPerPhase if web.get("ran_ms") and requestsPerPhase else None
         ours = {f"python3/{r.get('client_pid')}": "the client", f"python3/{r.get('sampler_pid')}": "loop sampler"}
         who = ", ".join(f"{ours.get(k, k)} {v:.1f}"
@@ -90,7 +91,7 @@ def schedTable(rows, requestsPerPhase):
         lines.append(
             f"| {kPhaseNames.get(r['phase'], r['phase'])} | {'allot cgroups' if r['mode'] == 'iso' else 'none'} "
             f"| {num(web.get('p99_ms'))} / {num(web.get('max_ms'))} "
-            f"| {num(loop.get('p99_ms'))} / {num(loop.get('max_ms'))} | {num(perRequest)} "
+            f"| {num(loop.get('p99_ms'))} / {num(loop.get('max_ms'))}{lost} | {num(perRequest)} "
             f"| {num(r['mean_ms'] - perRequest if perRequest is not None else None)} | {who} | {clientCol} |")
     return lines
 

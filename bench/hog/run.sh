@@ -404,6 +404,10 @@ phaseStalls() {
       if (n) printf "- %s: %d second(s) with a tick 10 ms late or more, longest %s ms (%s ms waiting for a CPU)\n", name, n, max, maxWait
       else printf "- %s: no tick 10 ms late\n", name
     }' >> "$run/loop-stalls-phases.txt"
+  # Where the loop's time went before its two longest logged late ticks (the agent's
+  # sections: agent/agent_sections.h; agents without it log no such line).
+  tail -n +"$((from + 1))" "$run/agent-$mode.log" | grep -o 'loop tick .* ms late; timed since the previous tick: .*' |
+    sort -t' ' -k3,3 -g -r | head -2 | cut -c1-300 | sed 's/^/    /' >> "$run/loop-stalls-phases.txt" || true
 }
 
 # pickClientCpus: where loadgen.py runs (clientCpuArg, empty: anywhere).
@@ -442,7 +446,7 @@ EOF
 startSchedTrace() {
   perfPid=""
   [ "$schedTrace" -eq 1 ] || return 0
-  perf record -q -e sched:sched_switch -e sched:sched_wakeup -e sched:sched_wakeup_new -a -m 1024 \
+  perf record -e sched:sched_switch -e sched:sched_waking -e sched:sched_wakeup_new -a -m 1024 \
     -o "$run/sched-$1.data" > "$run/sched-$1.perf.log" 2>&1 &
   perfPid=$!
   bgPids+=($perfPid)

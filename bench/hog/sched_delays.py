@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Scheduling delays of chosen threads, and who ran while they waited.
 
-    perf record -e sched:sched_switch -e sched:sched_wakeup -e sched:sched_wakeup_new -a -o F
+    perf record -e sched:sched_switch -e sched:sched_waking -e sched:sched_wakeup_new -a -o F
     perf script -i F -F cpu,time,event,trace | sched_delays.py --track web=comm:apache2 \
         --track loop=tid:1234 [--attribute-ms 5] [--json]
 
-A thread is waiting for a CPU from its wakeup (or from the moment it was
+A thread is waiting for a CPU from its wakeup (sched_waking, traced before
+the wakeup can be seen on another CPU: sched_wakeup is traced after it and
+may come after the woken thread's switch-in; or from the moment it was
 preempted: switched out still runnable) until it is switched in. For each
 --track group (comm:NAME, every thread with that name; tid:N, one thread)
 it prints how long it ran, how many waits there were and their p50 / p99 /
@@ -13,9 +15,11 @@ max, and for the waits of --attribute-ms or more which tasks outside the
 group ran on the CPU the thread then ran on during the wait (the CPU it
 waited for), summed over those waits: the answer to "who kept it from a
 CPU" (a web server process waiting behind its siblings is its own queue,
-not counted there). Waits still open at the end of the
-trace are not counted. Input: the text of `perf script` with the fields
-above (the default fields work too).
+not counted there). Waits still open at the end of the trace are not
+counted, nor those of a thread seen switched out before it was seen
+switched in (events lost under load, perf's buffer full: "discarded").
+Input: the text of `perf script` with the fields above (the default fields
+work too).
 """
 import argparse
 import collections
@@ -37,6 +41,7 @@ class Group:
         self.ranS = 0.0                                # time on a CPU
         self.attributed = collections.Counter()        # "comm/pid" -> seconds
         self.attributedWaits = 0
+        self.discarded = 0                             # waits whose end was not seen
         self.longest = []                              # (delay, cpu, top three)
 
     def matches(self, comm, tid):
@@ -72,7 +77,7 @@ def analyse(lines, groups, attributeS):
         if not head:
             continue
         cpu, t, event = int(head["cpu"]), float(head["time"]), head["event"]
-        if event in ("sched_wakeup", "sched_wakeup_new"):
+        if event in ("sched_waking", "sched_wakeup", "sched_wakeup_new"):
             m = kWakeup.search(line, head.end())
             if not m:
                 continue
@@ -103,6 +108,9 @@ def analyse(lines, groups, attributeS):
                 if t > start:
                     w.tally[cpu][who] += t - start
         running[cpu] = (nextTid, m["ncomm"], t)
+        stale = waiting.pop(prevTid, None)
+        if stale:   # it ran without a switch-in seen (events lost): not a wait
+            stale.group.discarded += 1
         if m["pstate"].startswith("R"):
             g = group(m["pcomm"], prevTid)
             if g and prevTid not in waiting:
@@ -132,6 +140,7 @@ def report(groups, attributeMs):
             "max_ms": ms(d[-1]) if d else None,
             "total_ms": ms(sum(d)),
             "ran_ms": ms(g.ranS),
+            "discarded": g.discarded,
             f"waits_over_{attributeMs:g}ms": g.attributedWaits,
             "who_ran_meanwhile_ms": {k: ms(v) for k, v in g.attributed.most_common(6)},
             "longest": [{"ms": ms(x[0]), "cpu": x[1], "who": {k: ms(v) for k, v in x[2]}} for x in longest],

@@ -70,6 +70,17 @@ def test_sched_delays_measures_waits_and_names_who_ran_meanwhile():
     assert web["ran_ms"] == pytest.approx(3.0 + 0.5 + 1.0)
 
 
+def test_sched_delays_discards_a_wait_whose_end_it_did_not_see():
+    lines = [
+        _switch(1, 2.000, "swapper/1", 0, "R", "bash", 90),
+        _wakeup(1, 2.001, "agent", 50, 1),
+        # the loop's switch-in was lost: it is next seen leaving the CPU
+        _switch(1, 2.300, "agent", 50, "S", "bash", 90),
+    ]
+    loop = _delays(lines, "loop=tid:50")["loop"]
+    assert loop["waits"] == 0 and loop["discarded"] == 1
+
+
 def test_sched_delays_refuses_a_bad_track():
     out = subprocess.run([sys.executable, str(HOG / "sched_delays.py"), "--track", "loop=pid:1"],
                          input="", capture_output=True, text=True)
