@@ -4,7 +4,9 @@
 // and the leader epoch (the member znode's czxid).
 //
 // Reports:
-//   - a Leader each time the lowest member changes;
+//   - a Leader each time the lowest member changes; the member next in line
+//     is read ahead, so when the leader leaves, the listing alone names its
+//     successor (no read at the moment of the failover);
 //   - nullopt when the group is empty or missing, or the session expired
 //     (a new session then starts and detection resumes).
 // A lost link to ZooKeeper changes nothing by itself: the client keeps the
@@ -18,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "base/asio.h"
 #include "ha/zk_session.h"
@@ -33,12 +36,17 @@ class ZooKeeperDetector final : public LeaderDetector {
 
   void start(Callback onLeader) override;
   std::string describe() const override { return description_; }
+  bool reportsSuccessors() const override { return true; }
 
  private:
   void newSession();
   void onEvent(const ZkEvent& event);
   void list();
-  void read(const std::string& member, uint64_t listing);
+  void read(const std::string& member, uint64_t listing, const std::string& next);
+  std::optional<Leader> decode(const std::string& member, const std::string& data,
+                               const ZkStat& stat) const;
+  bool accept(const std::string& member, const Leader& leader);
+  void readAhead(const std::string& next);
   void report(const std::optional<Leader>& leader);
   template <typename Fn>
   auto guard(Fn fn);
@@ -53,6 +61,9 @@ class ZooKeeperDetector final : public LeaderDetector {
   uint64_t listing_ = 0;        // the latest listing; older answers are stale
   std::string currentMember_;   // znode name of the reported leader
   std::optional<Leader> current_;
+  // The member next in line, read ahead (name, what it would report).
+  std::optional<std::pair<std::string, Leader>> successor_;
+  std::string readingAhead_;    // a read ahead under way for this member
   bool reported_ = false;
   uint64_t highestEpoch_ = 0;
   bool stopped_ = false;

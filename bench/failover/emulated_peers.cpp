@@ -111,16 +111,20 @@ class Worker {
     });
   }
 
-  static ReconnectingLink::Options linkOptions(wire::Role role, const std::string& name) {
+  ReconnectingLink::Options linkOptions(wire::Role role, const std::string& name) const {
     ReconnectingLink::Options o;  // the defaults agent/master_link.h and sdk/scheduler.h use
     o.localRole = role;
     o.localName = name;
+    if (s_.lostLinkGraceS >= 0) o.lostLinkGrace = secondsToDuration(s_.lostLinkGraceS);
     return o;
   }
 
   void startAgent(AgentPeer& a) {
     ReconnectingLink::Callbacks cb;
-    cb.onConnected = [this, &a](const wire::Hello&) { registerAgent(a); };
+    cb.onConnected = [this, &a](const wire::Hello&) {
+      noteHello(*a.link);
+      registerAgent(a);
+    };
     cb.onMessage = [this, &a](wire::Envelope& e) { agentMessage(a, e); };
     cb.onDisconnected = [this, &a](const std::string&) { setRegistered(a.registered, false, true); };
     a.link = std::make_unique<ReconnectingLink>(
@@ -131,7 +135,10 @@ class Worker {
 
   void startFramework(FrameworkPeer& f) {
     ReconnectingLink::Callbacks cb;
-    cb.onConnected = [this, &f](const wire::Hello&) { registerFramework(f); };
+    cb.onConnected = [this, &f](const wire::Hello&) {
+      noteHello(*f.link);
+      registerFramework(f);
+    };
     cb.onMessage = [this, &f](wire::Envelope& e) { frameworkMessage(f, e); };
     cb.onDisconnected = [this, &f](const std::string&) { setRegistered(f.registered, false, false); };
     f.link = std::make_unique<ReconnectingLink>(
@@ -150,6 +157,14 @@ class Worker {
     count += value ? 1 : -1;
     bool full = count == total;
     if (full != wasFull) event(agent ? 'A' : 'F', full ? "1" : "0");
+  }
+
+  void noteHello(const ReconnectingLink& link) {
+    if (!link.leader()) return;
+    uint16_t port = link.leader()->endpoint.port;
+    if (port == helloPort_) return;
+    helloPort_ = port;
+    event('H', std::to_string(port));
   }
 
   void noteAccepted(const ReconnectingLink& link) {
@@ -419,6 +434,7 @@ class Worker {
   size_t agentsRegistered_ = 0;
   size_t frameworksRegistered_ = 0;
   uint16_t acceptedPort_ = 0;
+  uint16_t helloPort_ = 0;
   uint16_t offerPort_ = 0;
   int64_t reconcileRound_ = 0;
   std::unordered_set<std::string> runningSeen_;

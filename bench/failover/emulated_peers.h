@@ -24,6 +24,8 @@
 // (steady_clock: comparable across processes):
 //   A <t> <0|1>       every agent of this worker registered (1) or not (0)
 //   F <t> <0|1>       the same for its frameworks
+//   D <t> <port>      this worker's detector reports the leader at port
+//   H <t> <port>      the first link handshaken with the master at port
 //   R <t> <port>      the first registration answered by the master at port
 //   O <t> <port>      the probe's first offer from the master at port
 //   U <t> <n>         tasks reported RUNNING so far (set-up)
@@ -50,6 +52,7 @@ struct WorkerSettings {
   int64_t rounds = 0;       // kill rounds: one finishing task per framework each
   double statusRetryS = 10;
   double startSpreadS = 2;  // links start over this many seconds at set-up
+  double lostLinkGraceS = -1;  // the links' lostLinkGrace; < 0: the link's default
 };
 
 // Runs until stdin closes (the driver exited); returns the exit code.

@@ -11,6 +11,13 @@
 //   elected     this process's ZooKeeper detector reports a new leader
 //   detected    the last worker's detector reports it
 //   accepting   the new leader answers its first registration
+// and, to tell the clients' reconnect delay from the new leader's own
+// latency, until: the first worker's detector reports the new leader
+// (first_detected), the first emulated peer is handshaken with it
+// (first_hello), and a probe this process connects to the new leader the
+// moment its own detector reports it is handshaken (probe_hello) and has its
+// registration answered (probe_answered: a throwaway framework that
+// unregisters at once);
 //   agents      every agent has re-registered
 //   frameworks  every framework has re-registered
 //   offers      the probe framework's first offer from the new leader
@@ -51,6 +58,7 @@
 #include "base/log.h"
 #include "bench/failover/emulated_peers.h"
 #include "ha/detector_factory.h"
+#include "proto/connection.h"
 
 namespace {
 
@@ -69,6 +77,7 @@ struct Settings {
   int64_t peersPerWorker = 2500;
   double roundTimeoutS = 60;
   double statusRetryS = 10;
+  double lostLinkGraceS = -1;  // < 0: the link's default
   std::string masterFlags;   // more flags for every allot-master, space-separated
   int64_t workerIndex = -1;  // >= 0: run as that worker
   int64_t workers = 0;
@@ -138,7 +147,8 @@ class Bench {
                   std::to_string(tasks) + " tasks; " + describeWorkers());
     std::printf("agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,"
                 "frameworks_ms,offers_ms,tasks_lost,updates_lost,reconciled,reconcile_wrong,reconcile_ms,"
-                "leader_cpu_ms,clients_cpu_ms,load1,fenced,zk_late\n");
+                "leader_cpu_ms,clients_cpu_ms,load1,fenced,zk_late,first_detected_ms,first_hello_ms,"
+                "probe_hello_ms,probe_answered_ms\n");
     std::fflush(stdout);
     for (int k = 1; k <= s_.kills; ++k) {
       if (int rc = killRound(k); rc != 0) return rc;
@@ -222,7 +232,8 @@ class Bench {
         "/proc/self/exe", "--zk", s_.zk, "--worker-index", std::to_string(index),
         "--workers", std::to_string(workers), "--agents", std::to_string(s_.agents),
         "--frameworks", std::to_string(s_.frameworks), "--kills", std::to_string(s_.kills),
-        "--status-retry", std::to_string(s_.statusRetryS)};
+        "--status-retry", std::to_string(s_.statusRetryS), "--lost-link-grace",
+        std::to_string(s_.lostLinkGraceS)};
     WorkerProc w;
     w.pid = spawn(args, toWorker[0], fromWorker[1], s_.workDir + "/worker" + std::to_string(index) + ".log");
     ::close(toWorker[0]);
@@ -281,6 +292,11 @@ class Bench {
         break;
       case 'D':
         if (fromNewLeader && ms > round_.detected) round_.detected = ms;
+        if (fromNewLeader && (round_.firstDetected < 0 || ms < round_.firstDetected))
+          round_.firstDetected = ms;
+        break;
+      case 'H':
+        if (fromNewLeader && (round_.firstHello < 0 || ms < round_.firstHello)) round_.firstHello = ms;
         break;
       case 'U': w.running = std::stoll(value); break;
       case 'T': ++finished_[std::stoll(value)]; break;
@@ -359,6 +375,11 @@ class Bench {
       return round_.offers >= 0 && round_.agents >= 0 && round_.frameworks >= 0 &&
              round_.accepting >= 0 && finished_[k] >= expected;
     }, s_.roundTimeoutS);
+    // The probe is answered long before everyone is back; give a stalled
+    // one a moment, then drop it.
+    waitFor([&] { return round_.probeAnswered >= 0; }, 1);
+    if (probe_) probe_->close("round over");
+    probe_.reset();
     round_.active = false;
     // CPU spent from the kill to recovery by the new leader and by the
     // emulated clients: what the round cost, apart from waiting.
@@ -384,14 +405,15 @@ class Bench {
     int64_t fenced = countInMasterLogs("no longer the leader") - fencedBefore;
     int64_t late = countInMasterLogs("zookeeper client thread ran late") - lateBefore;
     std::printf("%lld,%lld,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%lld,%lld,%lld,%lld,%.0f,%.0f,%.0f,%.2f,"
-                "%lld,%lld\n",
+                "%lld,%lld,%.0f,%.0f,%.0f,%.0f\n",
                 static_cast<long long>(s_.agents), static_cast<long long>(s_.frameworks),
                 s_.signal.c_str(), k, round_.elected, round_.detected, round_.accepting,
                 round_.agents, round_.frameworks, round_.offers, static_cast<long long>(lost_),
                 static_cast<long long>(std::max<int64_t>(0, expected - finished_[k])),
                 static_cast<long long>(reconciled_), static_cast<long long>(reconcileWrong_),
                 reconcileMs, leaderCpu, clientsCpu, load, static_cast<long long>(fenced),
-                static_cast<long long>(late));
+                static_cast<long long>(late), round_.firstDetected, round_.firstHello,
+                round_.probeHello, round_.probeAnswered);
     std::fflush(stdout);
     if (!done) return fail("round " + std::to_string(k) + " did not recover within --round-timeout: " + describeWorkers());
     if (fenced > 0)
@@ -430,8 +452,49 @@ class Bench {
   void onLeader(const std::optional<Leader>& leader) {
     bool changed = leader && (!leader_ || leader->endpoint != leader_->endpoint);
     leader_ = leader;
-    if (changed && round_.active && round_.elected < 0 && leader->endpoint.port != round_.oldPort)
+    if (changed && round_.active && round_.elected < 0 && leader->endpoint.port != round_.oldPort) {
       round_.elected = (nowNs() - round_.t0Ns) / 1e6;
+      startProbe(leader->endpoint);
+    }
+  }
+
+  double sinceKillMs() const { return (nowNs() - round_.t0Ns) / 1e6; }
+
+  // Connects to the new leader at once (no detector hop, no jitter) and
+  // registers a throwaway framework: how soon the leader itself serves a
+  // newcomer, apart from when the emulated clients arrive.
+  void startProbe(const Endpoint& leader) {
+    int k = round_.k;
+    asyncConnect(io_, leader.host, leader.port, [this, k](Result<asio::ip::tcp::socket> s) {
+      if (!s || !round_.active || round_.k != k) return;
+      boost::system::error_code ignored;
+      s->set_option(asio::ip::tcp::no_delay(true), ignored);
+      Connection::Options o;
+      o.localRole = wire::ROLE_SCHEDULER;
+      o.localName = "failover-bench-probe";
+      o.acceptRoles = {wire::ROLE_MASTER};
+      probe_ = Connection::create(std::move(*s), o);
+      Connection* conn = probe_.get();
+      Connection::Handlers h;
+      h.onHello = [this, k, conn](const wire::Hello&) {
+        if (round_.k != k) return;
+        round_.probeHello = sinceKillMs();
+        wire::Envelope e;
+        auto* r = e.mutable_register_framework();
+        r->mutable_info()->set_name("failover-bench-probe-" + std::to_string(k));
+        r->set_needs_offers(false);
+        (void)conn->send(e);
+      };
+      h.onMessage = [this, k, conn](wire::Envelope& e) {
+        if (round_.k != k || !e.has_framework_registered() || round_.probeAnswered >= 0) return;
+        round_.probeAnswered = sinceKillMs();
+        wire::Envelope bye;
+        bye.mutable_unregister_framework()->set_framework_id(e.framework_registered().framework_id());
+        (void)conn->send(bye);
+      };
+      h.onClose = [](const std::string&) {};
+      probe_->start(std::move(h));
+    });
   }
 
   // ---------------------------------------------------------------- loop
@@ -451,6 +514,7 @@ class Bench {
     uint16_t oldPort = 0;
     int64_t t0Ns = 0;
     double elected = -1, detected = -1, accepting = -1, agents = -1, frameworks = -1, offers = -1;
+    double firstDetected = -1, firstHello = -1, probeHello = -1, probeAnswered = -1;
   };
 
   asio::io_context& io_;
@@ -458,6 +522,7 @@ class Bench {
   std::vector<MasterProc> masters_;
   std::vector<WorkerProc> workers_;
   std::unique_ptr<LeaderDetector> detector_;
+  std::shared_ptr<Connection> probe_;
   std::optional<Leader> leader_;
   int64_t lost_ = 0;
   int64_t reconciled_ = 0;      // running tasks confirmed in this round's reconciliation
@@ -487,6 +552,10 @@ int main(int argc, char** argv) {
   flags.addDouble("round-timeout", &s.roundTimeoutS, "give up on a round after this many seconds");
   flags.addDouble("status-retry", &s.statusRetryS,
                   "emulated agents resend unacknowledged updates this often (the agent's default)");
+  flags.addDouble("lost-link-grace", &s.lostLinkGraceS,
+                  "seconds the emulated links wait for the detector's next leader after losing "
+                  "theirs (ReconnectingLink::Options::lostLinkGrace; < 0: its default, 0: retry "
+                  "the lost master after the backoff alone)");
   flags.addInt("worker-index", &s.workerIndex, "internal: run as this worker");
   flags.addInt("workers", &s.workers, "internal: the number of workers");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
@@ -498,6 +567,7 @@ int main(int argc, char** argv) {
   if (s.workerIndex >= 0) {
     setLogLevel(LogLevel::kError);  // a warning per link per failover drowns the log
     WorkerSettings w{s.zk, s.workerIndex, s.workers, s.agents, s.frameworks, s.kills, s.statusRetryS};
+    w.lostLinkGraceS = s.lostLinkGraceS;
     return runWorker(w);
   }
   if (s.zk.empty() || s.masterBinary.empty() || s.masters < 2 || s.agents < 1 || s.frameworks < 2 ||

@@ -3,7 +3,7 @@
 #
 #   bench/failover/run.sh [--build-dir build] [--sizes "200 1000 4000 10000"]
 #       [--frameworks 200] [--kills 5] [--zk-session-timeout 1]
-#       [--signals "kill term"] [--master-flags "..."] [--out DIR]
+#       [--signals "kill term"] [--master-flags "..."] [--bench-flags "..."] [--out DIR]
 #
 # After each recovered kill every framework reconciles with the new leader:
 # "reconciled" counts its running tasks confirmed RUNNING (with the median
@@ -27,6 +27,7 @@ kills=5
 session=1
 signals="kill term"
 master_flags=""
+bench_flags=""
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,6 +38,7 @@ while [ $# -gt 0 ]; do
     --zk-session-timeout) session=$2; shift 2 ;;
     --signals) signals=$2; shift 2 ;;
     --master-flags) master_flags=$2; shift 2 ;;
+    --bench-flags) bench_flags=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "run.sh: unknown flag $1" >&2; exit 2 ;;
   esac
@@ -82,7 +84,7 @@ for _ in $(seq 1 200); do
 done
 
 csv="$out/failover.csv"
-echo "agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,updates_lost,reconciled,reconcile_wrong,reconcile_ms,leader_cpu_ms,clients_cpu_ms,load1,fenced,zk_late" > "$csv"
+echo "agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,updates_lost,reconciled,reconcile_wrong,reconcile_ms,leader_cpu_ms,clients_cpu_ms,load1,fenced,zk_late,first_detected_ms,first_hello_ms,probe_hello_ms,probe_answered_ms" > "$csv"
 run=0
 failed=0
 for agents in $sizes; do
@@ -93,7 +95,8 @@ for agents in $sizes; do
     if ! "$build/bench/failover/failover_bench" --zk "zk://127.0.0.1:$port/allot-bench-$run" \
       --master-binary "$build/master/allot-master" --work-dir "$out/run-$agents-$sig" \
       --agents "$agents" --frameworks "$fw" --kills "$kills" --signal "$sig" \
-      --zk-session-timeout "$session" --master-flags "$master_flags" > "$out/run-$agents-$sig.csv"; then
+      --zk-session-timeout "$session" --master-flags "$master_flags" $bench_flags \
+      > "$out/run-$agents-$sig.csv"; then
       echo "[failover] FAILED: $agents agents, SIG${sig^^} (logs in $out/run-$agents-$sig)" >&2
       failed=1
     fi
@@ -108,7 +111,8 @@ print(f"allot failover (zk session {sys.argv[2]} s), medians over kills [min-max
       "anchors: paper 4000-8000 ms full recovery, Mesos default 10 s session")
 print(f"{'agents':>7} {'signal':>6} {'elected':>16} {'detected':>16} {'accepting':>16} {'agents':>16} "
       f"{'frameworks':>16} {'offers':>16} {'lost':>5} {'upd':>4} {'reconciled':>16} {'wrong':>5} "
-      f"{'leaderCPU':>16} {'clientCPU':>16} {'load':>5} {'fenced':>6} {'zkLate':>6}")
+      f"{'leaderCPU':>16} {'clientCPU':>16} {'load':>5} {'fenced':>6} {'zkLate':>6} "
+      f"{'firstDetected':>16} {'firstHello':>16} {'probeHello':>16} {'probeAnswered':>16}")
 groups = {}
 for r in rows: groups.setdefault((int(r['agents']), r['signal']), []).append(r)
 for (agents, sig), rs in sorted(groups.items()):
@@ -125,7 +129,9 @@ for (agents, sig), rs in sorted(groups.items()):
     print(f"{agents:>7} {sig:>6} {col('elected_ms'):>16} {col('detected_ms'):>16} {col('accepting_ms'):>16} "
           f"{col('agents_ms'):>16} {col('frameworks_ms'):>16} {col('offers_ms'):>16} {lost:>5} {updates:>4} "
           f"{reconciled:>16} {wrong:>5} "
-          f"{col('leader_cpu_ms'):>16} {col('clients_cpu_ms'):>16} {load:>5.1f} {fenced:>6} {late:>6}")
+          f"{col('leader_cpu_ms'):>16} {col('clients_cpu_ms'):>16} {load:>5.1f} {fenced:>6} {late:>6} "
+          f"{col('first_detected_ms'):>16} {col('first_hello_ms'):>16} {col('probe_hello_ms'):>16} "
+          f"{col('probe_answered_ms'):>16}")
 PY
 cat "$out/summary.txt"
 if command -v gnuplot > /dev/null; then

@@ -1,5 +1,6 @@
 #include "bench/failover/shared_detector.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "base/log.h"
@@ -28,6 +29,7 @@ class SharedDetector::View final : public LeaderDetector {
     });
   }
   std::string describe() const override { return text_; }
+  bool reportsSuccessors() const override { return owner_.inner_->reportsSuccessors(); }
 
  private:
   SharedDetector& owner_;
@@ -54,13 +56,29 @@ std::unique_ptr<LeaderDetector> SharedDetector::view() {
 void SharedDetector::onLeader(const std::optional<Leader>& leader) {
   known_ = true;
   current_ = leader;
-  // A callback may destroy views (links): iterate over a snapshot of ids.
-  std::vector<uint64_t> ids;
-  ids.reserve(subscribers_.size());
-  for (const auto& [id, callback] : subscribers_) ids.push_back(id);
-  for (uint64_t id : ids) {
-    auto it = subscribers_.find(id);
-    if (it != subscribers_.end()) it->second(leader);
+  // Delivered kChunk views per handler, each chunk posted: between chunks
+  // the loop runs timers and I/O, so the first links' connects start
+  // while the rest still hear the news, as on separate hosts (one handler
+  // for all 2,500 views held every link's connect until the last view had
+  // closed its old link). Chunks of successive reports run in order, so
+  // every view hears the reports in order. A callback may destroy views
+  // (links): each chunk looks its ids up.
+  auto ids = std::make_shared<std::vector<uint64_t>>();
+  ids->reserve(subscribers_.size());
+  for (const auto& [id, callback] : subscribers_) ids->push_back(id);
+  // In the order the views started (the worker's own watch, which stamps
+  // its "detected" event, is the first).
+  std::sort(ids->begin(), ids->end());
+  std::weak_ptr<bool> alive = alive_;
+  for (size_t from = 0; from < ids->size(); from += kChunk) {
+    asio::post(io_, [this, alive, ids, from, leader] {
+      if (alive.expired()) return;
+      size_t to = std::min(ids->size(), from + kChunk);
+      for (size_t i = from; i < to; ++i) {
+        auto it = subscribers_.find((*ids)[i]);
+        if (it != subscribers_.end()) it->second(leader);
+      }
+    });
   }
 }
 

@@ -6,7 +6,9 @@
 // one more session per peer, and the ZooKeeper server on the same 2 cores).
 // Each link still gets its own LeaderDetector (view()), fed the same
 // reports in the same order, so the reconnect policy that runs is the
-// production ReconnectingLink's, unchanged.
+// production ReconnectingLink's, unchanged. A report reaches the views a
+// chunk at a time (one posted handler each), so links act on it while the
+// rest are still told, as separate hosts would.
 //
 // Thread: the io_context thread. Views may outlive nothing: destroy every
 // view (its link) before the SharedDetector.
@@ -36,6 +38,7 @@ class SharedDetector {
  private:
   class View;
   void onLeader(const std::optional<Leader>& leader);
+  static constexpr size_t kChunk = 32;  // views told per loop handler
 
   asio::io_context& io_;
   std::unique_ptr<LeaderDetector> inner_;

@@ -295,6 +295,38 @@ TEST_F(DetectorTest, OutOfOrderAnswersNeverReportAnOlderLeaderLast) {
   }
 }
 
+// The standby next in line is read while nothing happens: when the leader
+// leaves, the watch event and one listing name the successor, no read.
+TEST_F(DetectorTest, TheListingAloneNamesTheSuccessorReadAhead) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5001; }, 2000ms));
+  runFor(io_, 50ms);  // the read ahead of b is answered
+  zk_.hold(1);        // the detector's session: one round trip at a time from here
+  a.reset();
+  ASSERT_TRUE(runUntil(io_, [&] { return zk_.heldCount(1) > 0; }, 2000ms));
+  ASSERT_TRUE(zk_.releaseNext(1));  // the children watch fires: the detector lists
+  ASSERT_TRUE(runUntil(io_, [&] { return zk_.heldCount(1) > 0; }, 2000ms));
+  ASSERT_TRUE(zk_.releaseNext(1));  // the listing
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5002; }, 2000ms));
+  EXPECT_EQ(last()->epoch, b->electedEpoch);
+  EXPECT_EQ(last()->id, "m5002");
+}
+
+// A member read ahead that leaves before it would lead is never reported.
+TEST_F(DetectorTest, ASuccessorReadAheadThatLeavesIsNotReported) {
+  auto a = contend(5001);
+  auto b = contend(5002);
+  auto c = contend(5003);
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5001; }, 2000ms));
+  runFor(io_, 50ms);
+  b.reset();  // read ahead as next in line, then gone
+  runFor(io_, 50ms);
+  a.reset();
+  ASSERT_TRUE(runUntil(io_, [&] { return last() && last()->endpoint.port == 5003; }, 2000ms));
+  for (const auto& r : reports_) EXPECT_TRUE(!r || r->endpoint.port != 5002);
+}
+
 TEST_F(DetectorTest, IgnoresForeignChildrenAndUnreadableMembers) {
   auto a = contend(5001);
   ASSERT_TRUE(runUntil(io_, [&] { return last().has_value(); }, 2000ms));
