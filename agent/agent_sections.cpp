@@ -9,7 +9,8 @@ std::vector<std::string> sectionNames(const std::vector<std::unique_ptr<Isolator
   // In the order of AgentSection, then IsolatorCall per isolator.
   constexpr const char* kFixed[] = {"master message", "executor message", "executor exit", "launch",
                                     "launcher start", "reaped", "container timer", "checkpoint",
-                                    "status update", "usage", "http"};
+                                    "status update", "usage", "http", "executor connect",
+                                    "update files"};
   static_assert(std::size(kFixed) == static_cast<size_t>(AgentSection::kCount));
   std::vector<std::string> names(std::begin(kFixed), std::end(kFixed));
   for (const auto& iso : isolators) {

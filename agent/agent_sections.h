@@ -37,6 +37,8 @@ enum class AgentSection : size_t {
   kStatusUpdate,     // an update stored (log append) and forwarded
   kUsage,            // the usage report to the master
   kHttp,             // an operator's request (/state, /metrics, /health)
+  kExecutorConnect,  // an executor's connection accepted: its owner looked up in /proc
+  kUpdateFiles,      // the update store's file thread's results (appends once a log is open)
   kCount
 };
 

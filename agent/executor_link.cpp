@@ -92,6 +92,7 @@ void ExecutorListener::accept() {
       LOG_WARNING("accepting an executor: " << ec.message());
       return accept();
     }
+    LoopSections::Timer timer(sections_, section_);
     ucred peer{};
     socklen_t len = sizeof peer;
     if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) peer.pid = 0;

@@ -31,6 +31,7 @@
 
 #include "base/asio.h"
 #include "base/clock.h"
+#include "base/loop_sections.h"
 #include "base/result.h"
 #include "proto/allot.pb.h"
 #include "proto/connection.h"
@@ -84,6 +85,12 @@ class ExecutorListener {
   // Binds the socket (replacing a stale one) and starts accepting.
   Status listen();
   const std::string& path() const { return options_.path; }
+  // Each accepted connection's owner lookup is timed as `section` of
+  // `sections` (the agent's late-tick attribution).
+  void timeAcceptsAs(LoopSections* sections, LoopSections::Id section) {
+    sections_ = sections;
+    section_ = section;
+  }
 
  private:
   void accept();
@@ -98,6 +105,8 @@ class ExecutorListener {
   asio::io_context& io_;
   Options options_;
   Callbacks callbacks_;
+  LoopSections* sections_ = nullptr;
+  LoopSections::Id section_ = 0;
   std::optional<asio::local::stream_protocol::acceptor> acceptor_;
   std::map<std::shared_ptr<Connection>, std::string> unregistered_;  // -> the peer's container
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);

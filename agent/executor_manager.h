@@ -120,7 +120,10 @@ class ExecutorManager {
   void setAgentId(const std::string& agentId) { agentId_ = agentId; }
   // Where the handlers and isolator calls it runs are timed (the agent's
   // late-tick attribution); none: nothing is timed. Outlives the manager.
-  void setLoopSections(AgentSections* sections) { sections_ = sections; }
+  void setLoopSections(AgentSections* sections) {
+    sections_ = sections;
+    listener_.timeAcceptsAs(&sections->sections(), static_cast<LoopSections::Id>(AgentSection::kExecutorConnect));
+  }
 
   // Re-attaches to the executors of a previous agent run.
   void recover(std::vector<ExecutorCheckpoint> checkpoints);

@@ -82,8 +82,10 @@ void UpdateStore::fileLoop(std::weak_ptr<int> alive) {
     std::map<const UniqueFd*, Status> synced;
     for (auto& job : jobs) {
       auto result = perform(job, synced);
-      asio::post(*io_, [alive, st = result.first, fd = result.second, done = std::move(job.done)] {
-        if (!alive.expired() && done) done(st, fd);
+      asio::post(*io_, [this, alive, st = result.first, fd = result.second, done = std::move(job.done)] {
+        if (alive.expired() || !done) return;
+        LoopSections::Timer timer(sections_, section_);
+        done(st, fd);
       });
     }
     lock.lock();

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "base/asio.h"
+#include "base/loop_sections.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "proto/allot.pb.h"
@@ -58,7 +59,13 @@ class UpdateStore {
 
   explicit UpdateStore(std::string dir, size_t updatesPerFrameworkMax = kUpdatesPerFrameworkMax,
                        asio::io_context* io = nullptr);
-  ~UpdateStore();  // finishes the file thread's jobs; pending `durable` callbacks are dropped
+  ~UpdateStore();
+  // The file thread's results, run on the loop, are timed as `section` of
+  // `sections` (the agent's late-tick attribution). Set before load().
+  void timeResultsAs(LoopSections* sections, LoopSections::Id section) {
+    sections_ = sections;
+    section_ = section;
+  }  // finishes the file thread's jobs; pending `durable` callbacks are dropped
 
   // Creates the directory and reads every framework's log.
   Status load();
@@ -132,6 +139,8 @@ class UpdateStore {
   std::string dir_;
   size_t perFrameworkMax_;
   asio::io_context* io_;
+  LoopSections* sections_ = nullptr;
+  LoopSections::Id section_ = 0;
   std::map<std::string, Queue> queues_;
   uint64_t generations_ = 0;
 

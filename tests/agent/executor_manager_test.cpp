@@ -402,6 +402,30 @@ TEST_F(ExecutorManagerTest, AKillWhileTheSandboxIsMadeEndsTheTaskAndStartsNothin
   EXPECT_EQ(phase(), "registering");
 }
 
+// The loop's time is charged to what took it: an isolator whose prepare()
+// blocks is named as the biggest section, by isolator (the agent's late
+// ticks are attributed this way); the launch handler around it keeps only
+// its own part.
+TEST_F(ExecutorManagerTest, TheLoopSectionsNameTheIsolatorCallThatBlocked) {
+  AgentSections sections(isolators_);
+  manager_->setLoopSections(&sections);
+  isolator_->slowPrepare(30ms);
+  sections.sections().reset();
+  manager_->runTask(framework(), task("t1", 0.5));
+  waitLaunched(1);
+  LoopSections::Taken taken = sections.sections().take();
+  ASSERT_FALSE(taken.sections.empty());
+  EXPECT_EQ(taken.sections[0].first, "prepare fake") << taken.describe(5);
+  EXPECT_GE(taken.sections[0].second.longestNs, 30'000'000u) << taken.describe(5);
+  bool launchTimed = false;
+  for (const auto& [name, spent] : taken.sections) {
+    if (name != "launch") continue;
+    launchTimed = true;
+    EXPECT_LT(spent.ns, taken.sections[0].second.ns) << taken.describe(5);
+  }
+  EXPECT_TRUE(launchTimed) << taken.describe(5);
+}
+
 // Two tasks wait in a container that is preparing; one is killed: the
 // executor still starts, for the other.
 TEST_F(ExecutorManagerTest, AKillOfOneOfTwoTasksWhileTheSandboxIsMadeStartsTheExecutorForTheOther) {

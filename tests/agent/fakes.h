@@ -153,6 +153,8 @@ class FakeIsolator final : public Isolator {
 
   // The next prepare() fails with this error.
   void failPrepare(std::string why) { failPrepare_ = std::move(why); }
+  // Every prepare() blocks for this long (a kernel that makes it wait).
+  void slowPrepare(std::chrono::milliseconds d) { prepareTakes_ = d; }
   // The next `n` reap jobs fail (a process the kill did not end).
   void failReaps(int n) { reapFailuresLeft_->store(n); }
   // Reap jobs run so far, and on which threads.
@@ -168,6 +170,7 @@ class FakeIsolator final : public Isolator {
     return okStatus();
   }
   Status prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup*) override {
+    if (prepareTakes_.count() > 0) std::this_thread::sleep_for(prepareTakes_);
     Record& r = records_[id.name()] = Record{};
     r.limits.push_back(config.limits);
     r.sandbox = config.sandbox;
@@ -228,6 +231,7 @@ class FakeIsolator final : public Isolator {
   std::map<std::string, Record> records_;  // by container name
   std::vector<ContainerId> recovered_;
   std::optional<std::string> failPrepare_;
+  std::chrono::milliseconds prepareTakes_{0};
   size_t cleanups_ = 0;
   struct Threads {
     std::mutex mu;
