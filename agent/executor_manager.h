@@ -4,7 +4,8 @@
 //   (executor_launch.cpp): its run-as user is looked up and its sandbox
 //   <work-dir>/sandboxes/<container>.<ms> (stdout and stderr files there)
 //   made on the sandbox thread, off the loop (NSS and the filesystem may
-//   block); back on the loop, the isolators' prepare() in table order, the
+//   block); back on the loop, a few per turn of the loop (startReady:
+//   kStartSliceBudget), the isolators' prepare() in table order, the
 //   launcher (env of proto/FORMAT.md), isolate() and watch(). A kill or the
 //   framework's removal while the files are made ends the container
 //   before any process starts. Command tasks (no
@@ -40,6 +41,7 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -102,6 +104,10 @@ struct ExecutorManagerOptions {
 
 class ExecutorManager {
  public:
+  // The loop time one pass of starting ready executors may take (it starts
+  // at least one); the rest wait for the loop's next turn.
+  static constexpr auto kStartSliceBudget = std::chrono::milliseconds(2);
+
   struct Callbacks {
     // Persists and forwards one update (update_id set); `persisted` runs (on
     // the loop) when it is durable, with an Error when it was not kept.
@@ -174,6 +180,8 @@ class ExecutorManager {
                      wire::TaskInfo task, bool rootAllowed);
   void launch(Container& c);
   void onPrepared(Container& c, Prepared prepared);
+  void postStarts();
+  void startReady();
   void startProcess(Container& c);
   bool isolate(Container& c);
   std::function<void(const Limitation&)> limitWatcher(const Container& c);
@@ -243,6 +251,10 @@ class ExecutorManager {
   uint64_t nextGeneration_ = 1;
   std::map<std::string, std::unique_ptr<Container>> containers_;  // by name
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  // Containers (name, generation) whose sandbox is ready, in order, for
+  // startReady(); each container at most once, so at most executorsMax.
+  std::deque<std::pair<std::string, uint64_t>> readyToStart_;
+  bool startsPosted_ = false;
   ExecutorListener listener_;
   // One thread, so its jobs run in the order they were submitted: a GC
   // pass never sees a sandbox made after its list of those in use, and a

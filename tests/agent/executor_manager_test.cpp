@@ -426,6 +426,36 @@ TEST_F(ExecutorManagerTest, TheLoopSectionsNameTheIsolatorCallThatBlocked) {
   EXPECT_TRUE(launchTimed) << taken.describe(5);
 }
 
+// A burst of launches does not keep the loop from its timers: executors
+// whose sandboxes are ready start for at most kStartSliceBudget per turn of
+// the loop (before, ten ready executors whose prepare() took 5 ms each all
+// started before an expired timer ran: 50 ms).
+TEST_F(ExecutorManagerTest, ABurstOfLaunchesLetsTheLoopRunBetweenStarts) {
+  isolator_->slowPrepare(5ms);
+  for (int i = 0; i < 10; ++i) {
+    manager_->runTask(framework(), task("t" + std::to_string(i), 0.1, "ex-" + std::to_string(i)));
+  }
+  // Every sandbox is made; their results wait in the loop's queue.
+  std::this_thread::sleep_for(300ms);
+  // A timer re-armed every ms, as the agent's stall meter: how many
+  // executors started between two of its runs.
+  asio::steady_timer tick(io_);
+  size_t seen = 0, mostBetweenTicks = 0;
+  std::function<void()> arm = [&] {
+    tick.expires_after(1ms);
+    tick.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      size_t now = launcher_->launched().size();
+      mostBetweenTicks = std::max(mostBetweenTicks, now - seen);
+      seen = now;
+      if (now < 10) arm();
+    });
+  };
+  arm();
+  ASSERT_TRUE(runUntil([&] { return seen == 10; }));
+  EXPECT_LE(mostBetweenTicks, 2u) << "the executors started in one pass of the loop";
+}
+
 // Two tasks wait in a container that is preparing; one is killed: the
 // executor still starts, for the other.
 TEST_F(ExecutorManagerTest, AKillOfOneOfTwoTasksWhileTheSandboxIsMadeStartsTheExecutorForTheOther) {
