@@ -78,6 +78,7 @@ struct Settings {
   double roundTimeoutS = 60;
   double statusRetryS = 10;
   double lostLinkGraceS = -1;  // < 0: the link's default
+  int64_t fanoutChunk = 32;
   std::string masterFlags;   // more flags for every allot-master, space-separated
   int64_t workerIndex = -1;  // >= 0: run as that worker
   int64_t workers = 0;
@@ -233,7 +234,7 @@ class Bench {
         "--workers", std::to_string(workers), "--agents", std::to_string(s_.agents),
         "--frameworks", std::to_string(s_.frameworks), "--kills", std::to_string(s_.kills),
         "--status-retry", std::to_string(s_.statusRetryS), "--lost-link-grace",
-        std::to_string(s_.lostLinkGraceS)};
+        std::to_string(s_.lostLinkGraceS), "--fanout-chunk", std::to_string(s_.fanoutChunk)};
     WorkerProc w;
     w.pid = spawn(args, toWorker[0], fromWorker[1], s_.workDir + "/worker" + std::to_string(index) + ".log");
     ::close(toWorker[0]);
@@ -556,6 +557,9 @@ int main(int argc, char** argv) {
                   "seconds the emulated links wait for the detector's next leader after losing "
                   "theirs (ReconnectingLink::Options::lostLinkGrace; < 0: its default, 0: retry "
                   "the lost master after the backoff alone)");
+  flags.addInt("fanout-chunk", &s.fanoutChunk,
+               "a worker tells this many of its links of a new leader per loop handler "
+               "(0: all in one handler, as before 2026-11-24)");
   flags.addInt("worker-index", &s.workerIndex, "internal: run as this worker");
   flags.addInt("workers", &s.workers, "internal: the number of workers");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
@@ -568,13 +572,14 @@ int main(int argc, char** argv) {
     setLogLevel(LogLevel::kError);  // a warning per link per failover drowns the log
     WorkerSettings w{s.zk, s.workerIndex, s.workers, s.agents, s.frameworks, s.kills, s.statusRetryS};
     w.lostLinkGraceS = s.lostLinkGraceS;
+    w.fanoutChunk = s.fanoutChunk;
     return runWorker(w);
   }
   if (s.zk.empty() || s.masterBinary.empty() || s.masters < 2 || s.agents < 1 || s.frameworks < 2 ||
       s.kills < 1 || s.frameworks * 0.1 * (s.kills + 1) > s.agents * 2 ||
-      (s.signal != "kill" && s.signal != "term") || s.peersPerWorker < 100) {
+      (s.signal != "kill" && s.signal != "term") || s.peersPerWorker < 100 || s.fanoutChunk < 0) {
     std::cerr << "failover_bench: need --zk, --master-binary, --masters >= 2, --frameworks >= 2, "
-                 "--kills >= 1, --signal kill|term, --peers-per-worker >= 100 and room for every task\n";
+                 "--kills >= 1, --signal kill|term, --peers-per-worker >= 100, --fanout-chunk >= 0 and room for every task\n";
     return 2;
   }
   asio::io_context io(1);

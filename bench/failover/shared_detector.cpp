@@ -37,8 +37,9 @@ class SharedDetector::View final : public LeaderDetector {
   uint64_t id_ = 0;
 };
 
-SharedDetector::SharedDetector(asio::io_context& io, std::unique_ptr<LeaderDetector> inner)
-    : io_(io), inner_(std::move(inner)) {}
+SharedDetector::SharedDetector(asio::io_context& io, std::unique_ptr<LeaderDetector> inner,
+                               size_t chunk)
+    : io_(io), inner_(std::move(inner)), chunk_(chunk) {}
 
 SharedDetector::~SharedDetector() {
   CHECK(subscribers_.empty());
@@ -70,10 +71,11 @@ void SharedDetector::onLeader(const std::optional<Leader>& leader) {
   // its "detected" event, is the first).
   std::sort(ids->begin(), ids->end());
   std::weak_ptr<bool> alive = alive_;
-  for (size_t from = 0; from < ids->size(); from += kChunk) {
-    asio::post(io_, [this, alive, ids, from, leader] {
+  size_t chunk = chunk_ > 0 ? chunk_ : std::max<size_t>(ids->size(), 1);
+  for (size_t from = 0; from < ids->size(); from += chunk) {
+    asio::post(io_, [this, alive, ids, from, chunk, leader] {
       if (alive.expired()) return;
-      size_t to = std::min(ids->size(), from + kChunk);
+      size_t to = std::min(ids->size(), from + chunk);
       for (size_t i = from; i < to; ++i) {
         auto it = subscribers_.find((*ids)[i]);
         if (it != subscribers_.end()) it->second(leader);

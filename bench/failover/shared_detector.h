@@ -26,7 +26,11 @@ namespace allot {
 
 class SharedDetector {
  public:
-  SharedDetector(asio::io_context& io, std::unique_ptr<LeaderDetector> inner);
+  static constexpr size_t kChunk = 32;  // views told per loop handler, by default
+
+  // `chunk`: views told per posted handler (0: all in one handler).
+  SharedDetector(asio::io_context& io, std::unique_ptr<LeaderDetector> inner,
+                 size_t chunk = kChunk);
   ~SharedDetector();
 
   // Starts the inner detector; call once, before or after making views.
@@ -38,10 +42,10 @@ class SharedDetector {
  private:
   class View;
   void onLeader(const std::optional<Leader>& leader);
-  static constexpr size_t kChunk = 32;  // views told per loop handler
 
   asio::io_context& io_;
   std::unique_ptr<LeaderDetector> inner_;
+  size_t chunk_;
   std::unordered_map<uint64_t, LeaderDetector::Callback> subscribers_;
   uint64_t nextId_ = 1;
   bool known_ = false;  // the inner detector has reported at least once
