@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -72,6 +73,7 @@ void LoopStallMeter::tick() {
   double cpuWaitMs = delay >= 0 && lastRunDelayNs_ >= 0 ? static_cast<double>(delay - lastRunDelayNs_) / 1e6 : 0;
   lastRunDelayNs_ = delay;
   stats_.record(lateMs, cpuWaitMs);
+  lastCpuWaitMs_ = std::min(std::max(cpuWaitMs, 0.0), std::max(lateMs, 0.0));
   if (lateMs >= kLogAtMs && now - lastLog_ >= std::chrono::seconds(1)) {
     lastLog_ = now;
     LOG_WARNING("the loop ran " << lateMs << " ms late (" << cpuWaitMs << " ms of it waiting for a CPU)");

@@ -51,6 +51,11 @@ class LoopStallMeter {
   void start();
   void stop();
   const Stats& stats() const { return stats_; }
+  // Of the tick onTick is being told about (stats().ticks is its number,
+  // 1 for the first): the time its thread spent waiting for a CPU since
+  // the tick before, capped at the tick's lateness, in ms. A handler that
+  // runs on (or blocks) the loop shows as lateness without CPU wait.
+  double lastCpuWaitMs() const { return lastCpuWaitMs_; }
   std::chrono::milliseconds period() const { return options_.period; }
 
  private:
@@ -64,6 +69,7 @@ class LoopStallMeter {
   UniqueFd schedstat_;
   std::chrono::steady_clock::time_point due_;
   int64_t lastRunDelayNs_ = -1;
+  double lastCpuWaitMs_ = 0;
   std::chrono::steady_clock::time_point lastLog_;
   bool running_ = false;
   Stats stats_;

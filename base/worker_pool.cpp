@@ -1,13 +1,17 @@
 #include "base/worker_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "base/check.h"
+#include "base/log.h"
 
 namespace allot {
 
@@ -45,8 +49,24 @@ Status WorkerPool::enqueue(std::function<void()> job) {
   return okStatus();
 }
 
+Status lowerToIdlePolicy() {
+  // sched_setscheduler with pid 0 acts on the calling thread on Linux.
+  sched_param param{};
+  param.sched_priority = 0;
+  if (sched_setscheduler(0, SCHED_IDLE, &param) != 0) return Error::fromErrno("sched_setscheduler(SCHED_IDLE)");
+  return okStatus();
+}
+
 void WorkerPool::runWorker() {
-  if (options_.niceness > 0) {
+  if (options_.name && *options_.name) {
+    char name[16] = {};
+    std::strncpy(name, options_.name, sizeof name - 1);
+    (void)pthread_setname_np(pthread_self(), name);
+  }
+  if (options_.idlePolicy) {
+    // A worker left under the normal policy still works: say so only.
+    if (Status st = lowerToIdlePolicy(); !st) LOG_WARNING("worker pool: " << st.error().describe());
+  } else if (options_.niceness > 0) {
     // Per thread on Linux: PRIO_PROCESS with a thread id.
     pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
     errno = 0;

@@ -36,7 +36,21 @@ struct WorkerPoolOptions {
   // master's /state rendering) runs niced; raising one's own needs no
   // privilege.
   int niceness = 0;
+  // The workers run under SCHED_IDLE (lowerToIdlePolicy below): a thread of
+  // the normal policy that wakes on their CPU takes it from them at once,
+  // and they get a CPU only when nothing else wants it (the kernel still
+  // gives them a sliver, weight 3 against a nice-0 thread's 1024, so they
+  // are never starved for good). What the loop's latency needs; what the
+  // workers' own latency pays on a busy machine. niceness is then moot.
+  bool idlePolicy = false;
+  // The workers' thread name (comm; at most 15 characters), as ps, top and
+  // perf show it; empty: the process's.
+  const char* name = "";
 };
+
+// Puts the calling thread (only it, not its process) under SCHED_IDLE.
+// Lowering one's own policy needs no privilege.
+Status lowerToIdlePolicy();
 
 class WorkerPool {
  public:

@@ -464,10 +464,11 @@ int main(int argc, char** argv) {
   SystemdNotifier notifier(io);
   // How late the loop runs due work, on /metrics (what a slow handler
   // costs every offer and reply), and what ran meanwhile.
-  LoopStallMeter loopMeter(io, LoopStallMeterOptions{}, [&server = **server](double lateS) {
-    server.master().metrics().loopTick(lateS);
-    server.loopTicked(lateS);
+  LoopStallMeter* meter = nullptr;
+  LoopStallMeter loopMeter(io, LoopStallMeterOptions{}, [&server = **server, &meter](double lateS) {
+    server.loopTicked(lateS, meter->lastCpuWaitMs() / 1000, meter->stats().ticks);
   });
+  meter = &loopMeter;
   loopMeter.start();
   Operating operating{http->get(), notifier};
   if (settings.zk.empty()) {

@@ -1,5 +1,7 @@
 #include "master/metrics.h"
 
+#include <algorithm>
+
 #include <prometheus/text_serializer.h>
 
 namespace allot {
@@ -56,6 +58,13 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
                        .Register(*registry_)
                        .Add({}, p::Histogram::BucketBoundaries{1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1,
                                                                0.2, 0.5, 1});
+  loopOwnLateness_ = &p::BuildHistogram()
+                          .Name("allot_master_loop_own_lateness_seconds")
+                          .Help("Each tick's lateness less the time the loop's thread waited for a CPU: "
+                                "what the loop's own work or blocking delayed it by.")
+                          .Register(*registry_)
+                          .Add({}, p::Histogram::BucketBoundaries{1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1,
+                                                                  0.2, 0.5, 1});
   loopLatenessMax_ = gauge("allot_master_loop_lateness_max_seconds",
                            "The longest lateness of the loop's stall meter since the master started.");
   lateTicks_ = &p::BuildCounter()
@@ -63,12 +72,26 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
                     .Help("Ticks of the loop's stall meter 10 ms late or more, by the section of the "
                           "loop's work that took the most time since the previous tick.")
                     .Register(*registry_);
+  auto& lateSeconds = p::BuildCounter()
+                          .Name("allot_master_loop_late_seconds_total")
+                          .Help("The lateness of the ticks 10 ms late or more, summed: part=\"cpu_wait\" the "
+                                "loop's thread spent waiting for a CPU, part=\"loop\" the rest (its own "
+                                "work or blocking).")
+                          .Register(*registry_);
+  lateCpuWait_ = &lateSeconds.Add({{"part", "cpu_wait"}});
+  lateLoop_ = &lateSeconds.Add({{"part", "loop"}});
 }
 
-void MasterMetrics::lateTick(const std::string& section) { lateTicks_->Add({{"section", section}}).Increment(); }
+void MasterMetrics::lateTick(const std::string& section, double lateSeconds, double cpuWaitSeconds) {
+  lateTicks_->Add({{"section", section}}).Increment();
+  double wait = std::clamp(cpuWaitSeconds, 0.0, std::max(lateSeconds, 0.0));
+  lateCpuWait_->Increment(wait);
+  lateLoop_->Increment(std::max(lateSeconds - wait, 0.0));
+}
 
-void MasterMetrics::loopTick(double lateSeconds) {
+void MasterMetrics::loopTick(double lateSeconds, double cpuWaitSeconds) {
   loopLateness_->Observe(lateSeconds);
+  loopOwnLateness_->Observe(std::max(lateSeconds - std::clamp(cpuWaitSeconds, 0.0, std::max(lateSeconds, 0.0)), 0.0));
   if (lateSeconds > loopLatenessMax_->Value()) loopLatenessMax_->Set(lateSeconds);
 }
 

@@ -37,11 +37,15 @@ class MasterMetrics {
   // One tick of the loop's stall meter (base/loop_stall_meter.h) ran
   // `lateSeconds` late: whatever delays it (a long handler, a /state
   // request) delays offers and replies by as much.
-  void loopTick(double lateSeconds);
+  // `cpuWaitSeconds` of it the loop's thread spent waiting for a CPU (the
+  // machine's other load); the rest is the loop's own work or blocking,
+  // observed in allot_master_loop_own_lateness_seconds.
+  void loopTick(double lateSeconds, double cpuWaitSeconds);
   // A tick 10 ms late or more, attributed to the loop section that took
   // the most time since the previous tick (master/server.h LoopSection;
-  // "none" when no timed section ran: CPU wait or untimed work).
-  void lateTick(const std::string& section);
+  // "none" when no timed section ran: CPU wait or untimed work), its
+  // lateness summed in allot_master_loop_late_seconds_total by part.
+  void lateTick(const std::string& section, double lateSeconds, double cpuWaitSeconds);
 
   // Gauges, set before each scrape.
   prometheus::Family<prometheus::Gauge>& tasksByState() { return *tasks_; }
@@ -67,6 +71,9 @@ class MasterMetrics {
   prometheus::Gauge* pendingHandshakes_;
   prometheus::Gauge* pendingHandshakesMax_;
   prometheus::Histogram* loopLateness_;
+  prometheus::Histogram* loopOwnLateness_;
+  prometheus::Counter* lateCpuWait_;
+  prometheus::Counter* lateLoop_;
   prometheus::Gauge* loopLatenessMax_;
   prometheus::Family<prometheus::Counter>* lateTicks_;
   prometheus::Family<prometheus::Gauge>* tasks_;

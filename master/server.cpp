@@ -16,18 +16,21 @@ LoopSections makeMasterLoopSections() {
 // A tick this late is attributed (the stall meter's own log threshold).
 constexpr double kLateTickAttributedS = LoopStallMeter::kLogAtMs / 1000;
 
-void MasterServer::loopTicked(double lateS) {
+void MasterServer::loopTicked(double lateS, double cpuWaitS, uint64_t tick) {
+  master_->metrics().loopTick(lateS, cpuWaitS);
   if (lateS < kLateTickAttributedS) {
     sections_.reset();
     return;
   }
   LoopSections::Taken taken = sections_.take();
-  master_->metrics().lateTick(taken.sections.empty() ? "none" : taken.sections[0].first);
+  master_->metrics().lateTick(taken.sections.empty() ? "none" : taken.sections[0].first, lateS, cpuWaitS);
   auto now = std::chrono::steady_clock::now();
-  if (now - lastLateLog_ < std::chrono::seconds(1)) return;
+  if (now - lastLateLog_ < std::chrono::seconds(1) && lateS <= lastLateLoggedS_) return;
   lastLateLog_ = now;
-  LOG_WARNING("loop tick " << lateS * 1000 << " ms late; timed since the previous tick: "
-                           << taken.describe());
+  lastLateLoggedS_ = lateS;
+  LOG_WARNING("loop tick #" << tick << " " << lateS * 1000 << " ms late, " << cpuWaitS * 1000
+                            << " ms of it waiting for a CPU; timed since the previous tick: "
+                            << taken.describe());
 }
 
 Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,

@@ -82,11 +82,15 @@ class MasterServer final : public Outbox {
   // Times the caller's scope as `section` of the loop's time.
   LoopSections::Timer timed(LoopSection section) { return sections_.time(static_cast<size_t>(section)); }
   LoopSections& loopSections() { return sections_; }
-  // One tick of the loop's stall meter, `lateS` late: a tick 10 ms late or
-  // more is attributed to the section that took the most time since the
-  // previous tick (allot_master_loop_late_ticks_total{section}, and a log
-  // line at most once a second naming the top three).
-  void loopTicked(double lateS);
+  // Tick number `tick` (1 for the first) of the loop's stall meter ran
+  // `lateS` late, `cpuWaitS` of it waiting for a CPU: counted on /metrics;
+  // a tick 10 ms late or more is attributed to the section that took the
+  // most time since the previous tick (allot_master_loop_late_ticks_total
+  // {section}) and logged with its number (the bench places it in its
+  // windows by allot_master_loop_lateness_seconds_count) and the top three
+  // sections: at most once a second, except a tick later than the last
+  // one logged.
+  void loopTicked(double lateS, double cpuWaitS, uint64_t tick);
 
   void send(PeerId peer, const wire::Envelope& envelope) override;
   void close(PeerId peer, const std::string& reason) override;
@@ -133,6 +137,7 @@ class MasterServer final : public Outbox {
   bool stopped_ = false;
   LoopSections sections_ = makeMasterLoopSections();
   std::chrono::steady_clock::time_point lastLateLog_;
+  double lastLateLoggedS_ = 0;
 };
 
 }  // namespace allot

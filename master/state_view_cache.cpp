@@ -140,7 +140,10 @@ class StateRendering : public std::enable_shared_from_this<StateRendering> {
 struct StateCache::Core : public std::enable_shared_from_this<StateCache::Core> {
   Core(asio::io_context& io, ViewFactory makeView, StateCacheOptions options)
       : io(io), makeView(std::move(makeView)), options(options),
-        pool(io, WorkerPoolOptions{.threads = 1, .queueMax = kBatchesInFlight + 1, .niceness = kRenderingNiceness}) {}
+        pool(io, WorkerPoolOptions{.threads = 1,
+                                   .queueMax = kBatchesInFlight + 1,
+                                   .idlePolicy = true,
+                                   .name = "allot-state"}) {}
 
   bool servable(const StateDocument& d) const {
     if (d.epoch != epoch || !d.complete) return false;

@@ -55,9 +55,13 @@ class StateCache {
   static constexpr std::chrono::microseconds kSliceBudget{1000};
   static constexpr size_t kDocumentsMax = 2;
   static constexpr size_t kBatchesInFlight = 4;
-  // The rendering worker runs this many nice levels below the master, so
-  // that on a busy machine its JSON never keeps the loop (offers) from a CPU.
-  static constexpr int kRenderingNiceness = 10;
+  // The rendering worker runs under SCHED_IDLE (WorkerPoolOptions::
+  // idlePolicy): the loop (offers) takes the CPU from it the moment it
+  // wakes, and it never takes the CPU from the loop. Ten nice levels down
+  // were not enough: under the kernel's EEVDF scheduler the niced worker
+  // still preempted the loop (68 times in one 12 s state_probe window,
+  // perf sched trace, docs/benchmarks.md). The cost: on a busy machine a
+  // rendering waits until a CPU has nothing else to run.
 
   using ViewFactory = std::function<std::unique_ptr<MasterStateView>()>;
   StateCache(asio::io_context& io, ViewFactory makeView, StateCacheOptions options);

@@ -7,13 +7,26 @@
 # What /state costs the offers: the master's loop stall meter
 # (allot_master_loop_lateness_seconds on /metrics: every tick that runs late
 # is work - an offer, a reply - that waited as long), counted over the
-# probe window and over a quiet window of the same length before it.
-# Prints one RESULT line (and appends it to --out when given).
+# probe window and over a quiet window of the same length right after it.
+# Prints one WINDOW line per window (ticks, ticks > 10 ms late, how much of
+# their lateness was waiting for a CPU and how much the loop's own work,
+# the longest and its split) and one RESULT line (appended to --out when
+# given).
+#
+# The emulator, the load frameworks and the probe's curl stand in for other
+# machines (agents, frameworks, an operator); on this one they share the
+# master's cores. --nice-load N runs them N nice levels down, so that they
+# take the CPU from the master only as far as remote machines would not at
+# all (the RESULT line says load_nice=N; 0 is the default).
+# --sched-trace records the scheduler (perf sched_switch/sched_wakeup) in
+# each window and prints who held the CPUs while the master's loop thread
+# waited for one (bench/scale/state_probe_sched.py).
 #
 #   bench/scale/state_probe.sh --build-dir build --agents 10000 --frameworks 50
 set -euo pipefail
 
 build=build agents=10000 frameworks=50 mean=10 stddev=3 serial=20 concurrent=4 per_client=5 warmup=20 out=""
+load_nice=0 sched_trace=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
@@ -26,6 +39,8 @@ while [ $# -gt 0 ]; do
     --per-client) per_client=$2; shift 2 ;;    # ...of this many GETs each
     --warmup) warmup=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --nice-load) load_nice=$2; shift 2 ;;     # the emulator, load frameworks and curl, niced
+    --sched-trace) sched_trace=1; shift ;;
     *) echo "state_probe.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -50,14 +65,14 @@ http="http://127.0.0.1:$(cat "$dir/http-port")"
 emulators=$(( (agents + 14999) / 15000 ))
 for e in $(seq 0 $(( emulators - 1 ))); do
   n=$(( agents / emulators + (e < agents % emulators ? 1 : 0) ))
-  "$build/bench/scale/agent_emulator" --master "$master" --agents "$n" \
+  nice -n "$load_nice" "$build/bench/scale/agent_emulator" --master "$master" --agents "$n" \
     --resources "cpus:2;mem:2048" --source-addresses "$(( n / 20000 + 1 ))" \
     --first-source "$(( 2 + e * 2 ))" >"$dir/emulator$e.log" 2>&1 &
   pids+=($!)
 done
 wait_for $(( agents / 100 + 120 )) registered || die "agents did not all register"
 
-"$build/bench/scale/load_frameworks" --master "$master" --frameworks "$frameworks" \
+nice -n "$load_nice" "$build/bench/scale/load_frameworks" --master "$master" --frameworks "$frameworks" \
   --task-mean "$mean" --task-stddev "$stddev" >"$dir/load.log" 2>&1 &
 pids+=($!)
 sleep "$warmup"
@@ -82,8 +97,23 @@ snapshot() {  # snapshot NAME: also keeps the whole text in $dir/metrics.NAME
 now() { date +%s.%N; }
 
 get_state() {  # prints "seconds bytes" per GET
-  curl -s -o /dev/null -w '%{time_total} %{size_download} %{http_code}\n' "$http/state"
+  nice -n "$load_nice" curl -s -o /dev/null -w '%{time_total} %{size_download} %{http_code}\n' "$http/state"
 }
+# perf's scheduler events in one window: trace_start NAME ... trace_stop.
+trace_pid=""
+trace_start() {
+  [ "$sched_trace" = 1 ] || return 0
+  perf record -q -e sched:sched_switch -e sched:sched_wakeup -a \
+    -o "$dir/sched.$1.data" >/dev/null 2>"$dir/perf.$1.log" &
+  trace_pid=$!
+  sleep 1  # perf's start-up (mmap of every CPU's buffer) out of the window
+}
+trace_stop() {
+  [ -n "$trace_pid" ] || return 0
+  kill -INT "$trace_pid"; wait "$trace_pid" 2>/dev/null || true
+  trace_pid=""
+}
+trace_start probe
 p0=$(snapshot p0); tp0=$(now)
 for _ in $(seq "$serial"); do get_state; done > "$dir/serial.txt"
 for c in $(seq "$concurrent"); do
@@ -92,12 +122,16 @@ done
 wait_clients() { [ "$(cat "$dir"/concurrent*.txt 2>/dev/null | wc -l)" -ge $((concurrent * per_client)) ]; }
 wait_for 600 wait_clients || die "the concurrent clients did not finish"
 p1=$(snapshot p1); tp1=$(now)
+trace_stop
 probe_s=$(echo "$tp1 - $tp0" | bc -l)
 # A quiet window as long again right after it, without /state.
+trace_start quiet
+q0=$(snapshot q0); tq0=$(now)
 sleep "$(printf '%.1f' "$probe_s")"
 q1=$(snapshot q1); tq1=$(now)
+trace_stop
 read -r pt0 pl0 po0 <<< "$p0"; read -r pt1 pl1 po1 <<< "$p1"
-read -r qt0 ql0 qo0 <<< "$p1"; tq0=$tp1
+read -r qt0 ql0 qo0 <<< "$q0"
 read -r qt1 ql1 qo1 <<< "$q1"
 
 grep -v ' 200$' "$dir"/serial.txt "$dir"/concurrent*.txt && die "a GET /state did not answer 200"
@@ -111,8 +145,8 @@ loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
 rss=$(awk '/VmHWM/ {print $2}' "/proc/$master_pid/status")
 tasks=$(grep -o 'tasks=[0-9]*' "$dir/master.log" | tail -1 | cut -d= -f2)
 quiet_s=$(echo "$tq1 - $tq0" | bc -l)
-result=$(printf "agents=%s frameworks=%s tasks=%s state_bytes=%s serial_ms(%s) concurrent%s_ms(%s) probe_window_s=%.1f loop_ticks_late_over_10ms=%s/%s offers_sent_per_s=%.0f quiet_window_s=%.1f quiet_loop_ticks_late_over_10ms=%s/%s quiet_offers_sent_per_s=%.0f master_peak_rss_mib=%d loadavg=%s" \
-  "$agents" "$frameworks" "$tasks" "$bytes" "$(pct "$dir/serial.txt")" "$concurrent" \
+result=$(printf "load_nice=%s agents=%s frameworks=%s tasks=%s state_bytes=%s serial_ms(%s) concurrent%s_ms(%s) probe_window_s=%.1f loop_ticks_late_over_10ms=%s/%s offers_sent_per_s=%.0f quiet_window_s=%.1f quiet_loop_ticks_late_over_10ms=%s/%s quiet_offers_sent_per_s=%.0f master_peak_rss_mib=%d loadavg=%s" \
+  "$load_nice" "$agents" "$frameworks" "$tasks" "$bytes" "$(pct "$dir/serial.txt")" "$concurrent" \
   "$(pct "$dir"/concurrent*.txt)" "$probe_s" "$((pl1 - pl0))" "$((pt1 - pt0))" \
   "$(echo "($po1 - $po0) / $probe_s" | bc -l)" "$quiet_s" "$((ql1 - ql0))" "$((qt1 - qt0))" \
   "$(echo "($qo1 - $qo0) / $quiet_s" | bc -l)" $(( rss / 1024 )) "${loadavg// /,}")
@@ -125,8 +159,44 @@ late_by() {  # late_by FROM TO
     END { sep = ""; for (s in after) { d = after[s] - before[s]; if (d > 0) { printf "%s%s:%d", sep, s, d; sep = "," } } }' \
     "$dir/metrics.$1" "$dir/metrics.$2" | tr ' ' '_'
 }
-result="$result late_by_section_probe=$(late_by p0 p1) late_by_section_quiet=$(late_by p1 q1)"
+result="$result late_by_section_probe=$(late_by p0 p1) late_by_section_quiet=$(late_by q0 q1)"
+
+# One line per window: its ticks, those > 10 ms late, how much of their
+# lateness the loop's thread spent waiting for a CPU and how much was its
+# own work (allot_master_loop_late_seconds_total{part}), the ticks whose
+# own part alone was > 10 ms (allot_master_loop_own_lateness_seconds), and
+# the longest late tick the master logged in the window (its log names the
+# tick's number; the window's numbers are the lateness count's).
+window() {  # window NAME FROM TO SECONDS
+  local a="$dir/metrics.$2" b="$dir/metrics.$3" t0 t1
+  d() { echo "$(metric "$1" "$(cat "$b")") - $(metric "$1" "$(cat "$a")")" | bc -l; }
+  t0=$(printf '%.0f' "$(metric allot_master_loop_lateness_seconds_count "$(cat "$a")")")
+  t1=$(printf '%.0f' "$(metric allot_master_loop_lateness_seconds_count "$(cat "$b")")")
+  local late own wait loop longest
+  late=$(printf '%.0f' "$(echo "$(d allot_master_loop_lateness_seconds_count) - $(d 'allot_master_loop_lateness_seconds_bucket{le="0.01"}')" | bc -l)")
+  own=$(printf '%.0f' "$(echo "$(d allot_master_loop_own_lateness_seconds_count) - $(d 'allot_master_loop_own_lateness_seconds_bucket{le="0.01"}')" | bc -l)")
+  wait=$(d 'allot_master_loop_late_seconds_total{part="cpu_wait"}')
+  loop=$(d 'allot_master_loop_late_seconds_total{part="loop"}')
+  longest=$(awk -v t0="$t0" -v t1="$t1" '
+      match($0, /loop tick #[0-9]+ [0-9.e+-]+ ms late, [0-9.e+-]+ ms of it/) {
+        split(substr($0, RSTART, RLENGTH), f, /[# ]+/); n = f[3] + 0
+        if (n > t0 && n <= t1) { c++; if (f[4] + 0 > max) { max = f[4] + 0; w = f[7] + 0 } } }
+      END { if (c) printf "longest_ms=%.1f longest_cpu_wait_ms=%.1f logged=%d", max, w, c;
+            else printf "longest_ms=- longest_cpu_wait_ms=- logged=0" }' "$dir/master.log")
+  printf "WINDOW %s s=%.1f ticks=%d late_over_10ms=%d late_cpu_wait_ms=%.1f late_loop_ms=%.1f own_late_over_10ms=%d %s\n" \
+    "$1" "$4" "$((t1 - t0))" "$late" "$(echo "$wait * 1000" | bc -l)" "$(echo "$loop * 1000" | bc -l)" "$own" "$longest"
+}
+window probe p0 p1 "$probe_s"
+window quiet q0 q1 "$quiet_s"
 echo "RESULT $result"
-# The master's own account of its late ticks (at most one line a second).
-grep -E 'ms late' "$dir/master.log" | tail -n 20 | sed 's/^/LATE /' || true
+# The master's own account of its late ticks (at most one line a second,
+# and any later than the last logged).
+grep -E 'loop tick #' "$dir/master.log" | tail -n 20 | sed 's/^/LATE /' || true
+if [ "$sched_trace" = 1 ]; then
+  for w in probe quiet; do
+    echo "SCHED $w: who held the CPUs while the master's loop thread (tid $master_pid) waited"
+    perf script -i "$dir/sched.$w.data" -F comm,tid,cpu,time,event,trace 2>/dev/null |
+      python3 "$(dirname "${BASH_SOURCE[0]}")/state_probe_sched.py" --tid "$master_pid" | sed "s/^/SCHED $w /"
+  done
+fi
 [ -z "$out" ] || echo "$result" >>"$out"

@@ -47,6 +47,7 @@ TEST(LoopStallMeter, ABlockingHandlerShowsAsLateness) {
   int ticks = 0;
   bool blocked = false;
   double lateAfterBlockS = -1;
+  double cpuWaitAfterBlockMs = -1;
   LoopStallMeter* m = nullptr;
   // The first tick after the block ends the test: a tick was due within
   // one period of the block's start, and ran after it.
@@ -54,6 +55,7 @@ TEST(LoopStallMeter, ABlockingHandlerShowsAsLateness) {
     ++ticks;
     if (!blocked) return;
     lateAfterBlockS = lateS;
+    cpuWaitAfterBlockMs = m->lastCpuWaitMs();
     m->stop();
   });
   m = &meter;
@@ -71,6 +73,12 @@ TEST(LoopStallMeter, ABlockingHandlerShowsAsLateness) {
   EXPECT_GE(s.maxLateMs, 35.0);
   EXPECT_GE(s.lateOver10Ms, 1u);
   EXPECT_LE(s.maxLateCpuWaitMs, s.maxLateMs);
+  // The 40 ms asleep were not spent waiting for a CPU, however loaded the
+  // machine: since the tick before (at most one 5 ms period before the
+  // due time), the thread waited for a CPU at most lateness - 35 ms.
+  EXPECT_GE(cpuWaitAfterBlockMs, 0.0);
+  EXPECT_LE(cpuWaitAfterBlockMs, lateAfterBlockS * 1000);
+  EXPECT_GE(lateAfterBlockS * 1000 - cpuWaitAfterBlockMs, 34.0);
 }
 
 TEST(LoopStallMeter, StopsTickingWhenStopped) {

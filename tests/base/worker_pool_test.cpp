@@ -1,6 +1,7 @@
 #include "base/worker_pool.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -54,6 +55,39 @@ TEST(WorkerPool, NicedWorkersRunBelowTheLoopsPriority) {
   io.run();
   EXPECT_EQ(seen, mine + 10);
   EXPECT_EQ(getpriority(PRIO_PROCESS, 0), mine);
+}
+
+// SCHED_IDLE is per thread: the caller's thread moves, its process's other
+// threads keep their policy.
+TEST(WorkerPool, LowerToIdlePolicyMovesOnlyTheCallingThread) {
+  int mine = sched_getscheduler(0);
+  ASSERT_GE(mine, 0);
+  if (mine == SCHED_IDLE) GTEST_SKIP() << "this test already runs under SCHED_IDLE";
+  int inThread = -1;
+  Status st = okStatus();
+  std::thread t([&] {
+    st = lowerToIdlePolicy();
+    inThread = sched_getscheduler(0);
+  });
+  t.join();
+  ASSERT_TRUE(st.ok()) << st.error().describe();
+  EXPECT_EQ(inThread, SCHED_IDLE);
+  EXPECT_EQ(sched_getscheduler(0), mine);
+}
+
+TEST(WorkerPool, IdlePolicyWorkersRunUnderSchedIdle) {
+  int mine = sched_getscheduler(0);
+  ASSERT_GE(mine, 0);
+  if (mine == SCHED_IDLE) GTEST_SKIP() << "this test already runs under SCHED_IDLE";
+  asio::io_context io;
+  WorkerPool pool(io, {.threads = 2, .queueMax = 4, .idlePolicy = true});
+  std::vector<int> seen;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(pool.submit<int>([] { return sched_getscheduler(0); }, [&seen](int p) { seen.push_back(p); }).ok());
+  }
+  io.run();
+  EXPECT_EQ(seen, (std::vector<int>{SCHED_IDLE, SCHED_IDLE}));
+  EXPECT_EQ(sched_getscheduler(0), mine);
 }
 
 TEST(WorkerPool, RefusesJobsPastItsQueueLimit) {

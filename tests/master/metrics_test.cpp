@@ -1,0 +1,43 @@
+// MasterMetrics: the loop's late-tick accounting as /metrics shows it
+// (what bench/scale/state_probe.sh reads per window).
+#include "master/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace allot {
+namespace {
+
+// The value of the line that starts with `series ` in the text format.
+double valueOf(const std::string& text, const std::string& series) {
+  size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + 1 + series.size() + 1));
+}
+
+TEST(MasterMetrics, LateTicksAreSplitIntoCpuWaitAndTheLoopsOwnTime) {
+  MasterMetrics m;
+  m.loopTick(0.002, 0.0);       // on time enough: only the histograms
+  m.loopTick(0.015, 0.012);     // 12 ms waiting for a CPU, 3 ms the loop's
+  m.lateTick("state slice", 0.015, 0.012);
+  m.loopTick(0.030, 0.0);       // the loop's own 30 ms
+  m.lateTick("message", 0.030, 0.0);
+  m.loopTick(0.020, 0.050);     // a wait longer than the lateness counts as all of it
+  m.lateTick("none", 0.020, 0.050);
+  std::string text = m.serialize();
+  EXPECT_NEAR(valueOf(text, "allot_master_loop_late_seconds_total{part=\"cpu_wait\"}"), 0.032, 1e-9);
+  EXPECT_NEAR(valueOf(text, "allot_master_loop_late_seconds_total{part=\"loop\"}"), 0.033, 1e-9);
+  EXPECT_EQ(valueOf(text, "allot_master_loop_late_ticks_total{section=\"state slice\"}"), 1);
+  EXPECT_EQ(valueOf(text, "allot_master_loop_late_ticks_total{section=\"none\"}"), 1);
+  EXPECT_EQ(valueOf(text, "allot_master_loop_lateness_seconds_count"), 4);
+  EXPECT_EQ(valueOf(text, "allot_master_loop_lateness_seconds_bucket{le=\"0.01\"}"), 1);
+  // Own lateness: 2, 3, 30 and 0 ms.
+  EXPECT_EQ(valueOf(text, "allot_master_loop_own_lateness_seconds_count"), 4);
+  EXPECT_EQ(valueOf(text, "allot_master_loop_own_lateness_seconds_bucket{le=\"0.005\"}"), 3);
+  EXPECT_EQ(valueOf(text, "allot_master_loop_own_lateness_seconds_bucket{le=\"0.02\"}"), 3);
+  EXPECT_EQ(valueOf(text, "allot_master_loop_own_lateness_seconds_bucket{le=\"0.05\"}"), 4);
+}
+
+}  // namespace
+}  // namespace allot
