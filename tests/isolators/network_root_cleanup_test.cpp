@@ -20,10 +20,6 @@
 namespace allot::nettest {
 namespace {
 
-using namespace std::chrono_literals;
-using allot::testing::readFile;
-using allot::testing::runUntil;
-
 // `address` as /proc/net/nf_conntrack prints it (IPv4 as is, IPv6 as eight
 // groups of four hex digits).
 std::string conntrackText(const std::string& address) {

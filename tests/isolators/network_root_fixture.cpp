@@ -22,10 +22,6 @@
 
 namespace allot::nettest {
 
-using namespace std::chrono_literals;
-using allot::testing::readFile;
-using allot::testing::runUntil;
-
 namespace {
 
 // ip:port (IPv4 or IPv6) into `a`; its length.

@@ -22,8 +22,14 @@
 #include "base/uring_poller.h"
 #include "isolators/network_isolator.h"
 #include "launcher/launcher.h"
+#include "tests/common/test_util.h"
 
 namespace allot::nettest {
+
+// For the tests of this fixture (their own namespace).
+using namespace std::chrono_literals;
+using allot::testing::readFile;
+using allot::testing::runUntil;
 
 
 // Listens on every port in argv, answers each connection with

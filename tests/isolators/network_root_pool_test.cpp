@@ -17,10 +17,6 @@
 namespace allot::nettest {
 namespace {
 
-using namespace std::chrono_literals;
-using allot::testing::readFile;
-using allot::testing::runUntil;
-
 TEST_F(NetworkRoot, WarmPoolMakesNetworksAheadAndRefillsAfterATake) {
   ASSERT_EQ(options_.warmPool, 4);
   ASSERT_TRUE(runUntil(io_, [&] { return bridgePorts().size() == 4; }, 20s)) << bridgePorts().size() << " made";

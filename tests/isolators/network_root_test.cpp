@@ -16,10 +16,6 @@
 namespace allot::nettest {
 namespace {
 
-using namespace std::chrono_literals;
-using allot::testing::readFile;
-using allot::testing::runUntil;
-
 TEST_F(NetworkRoot, TwoExecutorsGetOwnNamespacesAndReachOnlyOfferedPorts) {
   Executor& a = start("a", "cpus:0.1;ports:[31001-31001]", {31001, 31002});
   Executor& b = start("b", "cpus:0.1;ports:[31011-31011]", {31011});
