@@ -247,23 +247,11 @@ Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringP
 
 Result<std::unique_ptr<AgentHttp>> startHttp(asio::io_context& io, Agent& agent,
                                              const Settings& s) {
-  auto where = parseHostPort(s.httpListen);
-  if (!where) return Error{"--http-listen: " + where.error().describe()};
   // As on the master: the agent's certificate serves HTTPS to clients with a
   // certificate from the same CA; plaintext stays on loopback unless --insecure.
-  auto tls = tlsContextFromFlags(s.tls, TlsSide::kServer);
-  if (!tls) return tls.error();
-  boost::system::error_code ec;
-  auto address = asio::ip::make_address(where->host, ec);
-  if (!*tls && !s.insecure && !(!ec && address.is_loopback())) {
-    return Error{"--http-listen " + where->host +
-                 " is not a loopback address: give --tls-cert, --tls-key and --tls-ca, or "
-                 "--insecure to serve the HTTP endpoints plaintext to the network"};
-  }
-  http::ServerOptions options;
-  options.listen = *where;
-  options.tls = *tls;
-  auto http = AgentHttp::create(io, agent, options);
+  auto options = http::serverOptionsFromFlags(s.httpListen, s.tls, s.insecure);
+  if (!options) return options.error();
+  auto http = AgentHttp::create(io, agent, *options);
   if (!http) return http.error();
   (*http)->start();
   if (!s.httpPortFile.empty()) {

@@ -346,6 +346,22 @@ void StreamSession<Stream>::finishWrite(beast::error_code ec) {
 
 }  // namespace
 
+Result<ServerOptions> serverOptionsFromFlags(const std::string& httpListen, const TlsFiles& tls, bool insecure) {
+  auto where = parseHostPort(httpListen);
+  if (!where) return Error{"--http-listen: " + where.error().describe()};
+  auto context = tlsContextFromFlags(tls, TlsSide::kServer);
+  if (!context) return context.error();
+  if (auto st = checkPlaintextOnLoopback("--http-listen", where->host, *context != nullptr, insecure,
+                                         "the HTTP endpoints plaintext");
+      !st) {
+    return st.error();
+  }
+  ServerOptions options;
+  options.listen = *where;
+  options.tls = *context;
+  return options;
+}
+
 Result<std::unique_ptr<Server>> Server::create(asio::io_context& io, ServerOptions options) {
   std::unique_ptr<Server> server(new Server(io, options));
   boost::system::error_code ec;

@@ -110,6 +110,11 @@ struct ServerOptions {
   std::shared_ptr<ssl::context> tls;
 };
 
+// --http-listen with the --tls-* files as the daemons take them: mutual TLS
+// with the same files as the protocol port; plaintext only on loopback
+// unless `insecure`.
+Result<ServerOptions> serverOptionsFromFlags(const std::string& httpListen, const TlsFiles& tls, bool insecure);
+
 class Server {
  public:
   static Result<std::unique_ptr<Server>> create(asio::io_context& io, ServerOptions options);

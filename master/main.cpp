@@ -135,18 +135,6 @@ void addFlags(Flags& flags, Settings* s) {
                   "per-agent cap on long-lived tasks: a fraction (0.5) or resources (cpus:8;mem:8192)");
 }
 
-// Plaintext is for loopback (the embedded default); anything reachable from
-// the network needs TLS or an explicit --insecure.
-Status checkTransport(const ServerOptions& server, bool insecure) {
-  if (server.tls || insecure) return okStatus();
-  boost::system::error_code ec;
-  auto address = asio::ip::make_address(server.listen.host, ec);
-  if (!ec && address.is_loopback()) return okStatus();
-  return Error{"--listen " + server.listen.host +
-               " is not a loopback address: give --tls-cert, --tls-key and --tls-ca, or "
-               "--insecure to serve plaintext to the network"};
-}
-
 Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
   ServerOptions server;
   MasterOptions master;
@@ -156,7 +144,10 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
   auto tls = tlsContextFromFlags(s.tls, TlsSide::kServer);
   if (!tls) return tls.error();
   server.tls = *tls;
-  if (auto st = checkTransport(server, s.insecure); !st) return st.error();
+  if (auto st = checkPlaintextOnLoopback("--listen", server.listen.host, server.tls != nullptr, s.insecure, "plaintext");
+      !st) {
+    return st.error();
+  }
   if (s.maxFrameBytes < 1024 || s.maxFrameBytes > static_cast<int64_t>(kMaxFrameBytes)) {
     return Error{"--max-frame-bytes must be between 1024 and " + std::to_string(kMaxFrameBytes)};
   }
@@ -291,22 +282,12 @@ struct Operating {
 Result<std::unique_ptr<MasterHttp>> startHttp(asio::io_context& io, const Settings& s,
                                               MasterServer& server) {
   if (s.httpListen.empty()) return std::unique_ptr<MasterHttp>();
-  auto where = parseHostPort(s.httpListen);
-  if (!where) return Error{"--http-listen: " + where.error().describe()};
   // The same rule as the protocol port: plaintext only on loopback unless
   // --insecure; with --tls-* the HTTP port is mutual TLS with the same files.
-  auto tls = tlsContextFromFlags(s.tls, TlsSide::kServer);
-  if (!tls) return tls.error();
-  boost::system::error_code ec;
-  auto address = asio::ip::make_address(where->host, ec);
-  if (!*tls && !s.insecure && !(!ec && address.is_loopback())) {
-    return Error{"--http-listen " + where->host +
-                 " is not a loopback address: give --tls-cert, --tls-key and --tls-ca, or "
-                 "--insecure to serve the HTTP endpoints plaintext to the network"};
-  }
+  auto listen = http::serverOptionsFromFlags(s.httpListen, s.tls, s.insecure);
+  if (!listen) return listen.error();
   MasterHttpOptions options;
-  options.server.listen = *where;
-  options.server.tls = *tls;
+  options.server = *listen;
   options.aclsFromFile = !s.acls.empty();
   auto http = MasterHttp::create(io, server, options);
   if (!http) return http.error();

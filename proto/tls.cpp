@@ -128,4 +128,14 @@ Result<std::shared_ptr<ssl::context>> tlsContextFromFlags(const TlsFiles& files,
   return makeTlsContext(files, side);
 }
 
+Status checkPlaintextOnLoopback(const std::string& flag, const std::string& host, bool tls, bool insecure,
+                                const std::string& serves) {
+  if (tls || insecure) return okStatus();
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (!ec && address.is_loopback()) return okStatus();
+  return Error{flag + " " + host + " is not a loopback address: give --tls-cert, --tls-key and --tls-ca, or " +
+               "--insecure to serve " + serves + " to the network"};
+}
+
 }  // namespace allot

@@ -63,4 +63,11 @@ void addTlsFlags(Flags& flags, TlsFiles* files);
 // all three were, an error naming the missing flag(s) otherwise.
 Result<std::shared_ptr<ssl::context>> tlsContextFromFlags(const TlsFiles& files, TlsSide side);
 
+// Plaintext is for loopback (the embedded default): a server address given
+// by `flag` that is reachable from the network needs TLS or --insecure.
+// `serves` names what would go out plaintext ("plaintext", "the HTTP
+// endpoints plaintext") in the error.
+Status checkPlaintextOnLoopback(const std::string& flag, const std::string& host, bool tls, bool insecure,
+                                const std::string& serves);
+
 }  // namespace allot
