@@ -8,6 +8,27 @@
 
 namespace allot {
 
+namespace {
+
+// A handle into `slots` (a freed one first, else a new slot; at most `max`)
+// whose slot is reset to a default one.
+template <typename Handle, typename Slot>
+Handle takeSlot(std::vector<Handle>* freeHandles, std::vector<Slot>* slots, size_t max) {
+  Handle handle;
+  if (!freeHandles->empty()) {
+    handle = freeHandles->back();
+    freeHandles->pop_back();
+  } else {
+    CHECK(slots->size() < max);
+    handle = static_cast<Handle>(slots->size());
+    slots->emplace_back();
+  }
+  (*slots)[handle] = Slot{};
+  return handle;
+}
+
+}  // namespace
+
 OfferAllocator::OfferAllocator(AllocatorOptions options, OrderingFactory makeOrdering)
     : options_(std::move(options)),
       makeOrdering_(std::move(makeOrdering)),
@@ -42,17 +63,8 @@ std::vector<std::string> OfferAllocator::roleNames() const {
 }
 
 AgentHandle OfferAllocator::addAgent(const Resources& total) {
-  AgentHandle handle;
-  if (!freeAgentHandles_.empty()) {
-    handle = freeAgentHandles_.back();
-    freeAgentHandles_.pop_back();
-  } else {
-    CHECK(agents_.size() < kMaxAgents);
-    handle = static_cast<AgentHandle>(agents_.size());
-    agents_.emplace_back();
-  }
+  AgentHandle handle = takeSlot(&freeAgentHandles_, &agents_, kMaxAgents);
   AgentSlot& slot = agents_[handle];
-  slot = AgentSlot{};
   slot.live = true;
   slot.total = total;
   slot.free = total;
@@ -88,17 +100,8 @@ void OfferAllocator::setAgentActive(AgentHandle handle, bool active) {
 }
 
 FrameworkHandle OfferAllocator::addFramework(const FrameworkParams& params) {
-  FrameworkHandle handle;
-  if (!freeFrameworkHandles_.empty()) {
-    handle = freeFrameworkHandles_.back();
-    freeFrameworkHandles_.pop_back();
-  } else {
-    CHECK(frameworks_.size() < kMaxFrameworks);
-    handle = static_cast<FrameworkHandle>(frameworks_.size());
-    frameworks_.emplace_back();
-  }
+  FrameworkHandle handle = takeSlot(&freeFrameworkHandles_, &frameworks_, kMaxFrameworks);
   FrameworkSlot& slot = frameworks_[handle];
-  slot = FrameworkSlot{};
   slot.live = true;
   slot.params = params;
   slot.guaranteedMillis = sparse(params.guaranteed);
