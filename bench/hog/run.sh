@@ -459,7 +459,7 @@ stopSchedTrace() {
   stopPid "$perfPid" 30
   perfPid=""
   nice -n 19 perf script -i "$run/sched-$name.data" -F cpu,time,event,trace 2>> "$run/sched-$name.perf.log" |
-    nice -n 19 python3 "$here/sched_delays.py" --track "web=comm:apache2" --track "loop=tid:$agentPid" \
+    nice -n 19 python3 "$here/../sched_delays.py" --track "web=comm:apache2" --track "loop=tid:$agentPid" \
       --track "client=tid:$loadPid" --json > "$run/sched-$name.json" ||
     log "warning: no scheduling trace for $name: $(tail -2 "$run/sched-$name.perf.log")"
   rm -f "$run/sched-$name.data"

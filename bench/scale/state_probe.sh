@@ -18,9 +18,10 @@
 # master's cores. --nice-load N runs them N nice levels down, so that they
 # take the CPU from the master only as far as remote machines would not at
 # all (the RESULT line says load_nice=N; 0 is the default).
-# --sched-trace records the scheduler (perf sched_switch/sched_wakeup) in
-# each window and prints who held the CPUs while the master's loop thread
-# waited for one (bench/scale/state_probe_sched.py).
+# --sched-trace records the scheduler (perf sched_switch/sched_waking) in
+# each window and prints the master's loop thread's waits for a CPU and who
+# ran on its CPU while it waited 5 ms or more (bench/sched_delays.py, the
+# hog bench's tool).
 #
 #   bench/scale/state_probe.sh --build-dir build --agents 10000 --frameworks 50
 set -euo pipefail
@@ -103,7 +104,7 @@ get_state() {  # prints "seconds bytes" per GET
 trace_pid=""
 trace_start() {
   [ "$sched_trace" = 1 ] || return 0
-  perf record -q -e sched:sched_switch -e sched:sched_wakeup -a \
+  perf record -q -e sched:sched_switch -e sched:sched_waking -e sched:sched_wakeup_new -a \
     -o "$dir/sched.$1.data" >/dev/null 2>"$dir/perf.$1.log" &
   trace_pid=$!
   sleep 1  # perf's start-up (mmap of every CPU's buffer) out of the window
@@ -195,8 +196,9 @@ grep -E 'loop tick #' "$dir/master.log" | tail -n 20 | sed 's/^/LATE /' || true
 if [ "$sched_trace" = 1 ]; then
   for w in probe quiet; do
     echo "SCHED $w: who held the CPUs while the master's loop thread (tid $master_pid) waited"
-    perf script -i "$dir/sched.$w.data" -F comm,tid,cpu,time,event,trace 2>/dev/null |
-      python3 "$(dirname "${BASH_SOURCE[0]}")/state_probe_sched.py" --tid "$master_pid" | sed "s/^/SCHED $w /"
+    perf script -i "$dir/sched.$w.data" -F cpu,time,event,trace 2>/dev/null |
+      python3 "$(dirname "${BASH_SOURCE[0]}")/../sched_delays.py" --track "loop=tid:$master_pid" --attribute-ms 5 |
+      sed "s/^/SCHED $w /"
   done
 fi
 [ -z "$out" ] || echo "$result" >>"$out"

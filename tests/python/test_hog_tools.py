@@ -1,4 +1,5 @@
-"""The hog benchmark's measuring tools (bench/hog): sched_delays.py on a
+"""The hog benchmark's measuring tools (bench/hog; bench/sched_delays.py, the
+state probe's too): sched_delays.py on a
 trace with known answers, loadgen.py against a real local HTTP server and
 against a port nobody listens on (no daemons of allot)."""
 
@@ -14,7 +15,8 @@ import time
 
 import pytest
 
-HOG = pathlib.Path(__file__).resolve().parents[2] / "bench" / "hog"
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
+HOG = BENCH / "hog"
 
 
 def _switch(cpu, t, prev, prevPid, state, nxt, nextPid, prevPrio=120, nextPrio=120):
@@ -27,7 +29,7 @@ def _wakeup(cpu, t, comm, pid, target):
 
 
 def _delays(lines, *tracks):
-    args = [sys.executable, str(HOG / "sched_delays.py"), "--json"]
+    args = [sys.executable, str(BENCH / "sched_delays.py"), "--json"]
     for t in tracks:
         args += ["--track", t]
     out = subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
@@ -82,7 +84,7 @@ def test_sched_delays_discards_a_wait_whose_end_it_did_not_see():
 
 
 def test_sched_delays_refuses_a_bad_track():
-    out = subprocess.run([sys.executable, str(HOG / "sched_delays.py"), "--track", "loop=pid:1"],
+    out = subprocess.run([sys.executable, str(BENCH / "sched_delays.py"), "--track", "loop=pid:1"],
                          input="", capture_output=True, text=True)
     assert out.returncode != 0 and "--track" in out.stderr
 
