@@ -563,6 +563,10 @@ int main(int argc, char** argv) {
   flags.addInt("worker-index", &s.workerIndex, "internal: run as this worker");
   flags.addInt("workers", &s.workers, "internal: the number of workers");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  if (s.fanoutChunk < 0) {
+    std::cerr << "failover_bench: --fanout-chunk must be >= 0 (0: all links in one handler)\n";
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
   rlimit limit{};
   getrlimit(RLIMIT_NOFILE, &limit);
