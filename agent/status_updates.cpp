@@ -21,17 +21,6 @@ constexpr std::string_view kSuffix = ".updates";
 constexpr size_t kTombstonesBeforeCompaction = 256;
 constexpr int kLogFlags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
 
-Status writeAll(int fd, const std::string& data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::fromErrno("write " + path);
-    done += static_cast<size_t>(n);
-  }
-  return okStatus();
-}
-
 // The log replaced by `data` (temp file, fdatasync, rename), or removed
 // when there is nothing left in it.
 Status replaceLog(const std::string& path, const std::string& data) {

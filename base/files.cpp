@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -38,17 +40,6 @@ std::string sha256Hex(std::string_view data) {
   return hexOf(digest, length);
 }
 
-Status writeAll(int fd, std::string_view data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error::fromErrno("write " + path);
-    done += static_cast<size_t>(n);
-  }
-  return okStatus();
-}
-
 Status syncDirectoryOf(const std::string& path) {
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
@@ -59,6 +50,17 @@ Status syncDirectoryOf(const std::string& path) {
 }
 
 }  // namespace
+
+Status writeAll(int fd, std::string_view data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::fromErrno("write " + path);
+    done += static_cast<size_t>(n);
+  }
+  return okStatus();
+}
 
 std::string escapeId(std::string_view id) {
   if (id.empty()) return "%";
@@ -98,6 +100,18 @@ Status writeFileAtomically(const std::string& path, std::string_view data, bool 
   }
   if (durable) return syncDirectoryOf(path);
   return okStatus();
+}
+
+rlim_t raiseFileLimit(rlim_t wanted) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur >= wanted) return limit.rlim_cur;
+  rlimit raised{wanted, std::max(wanted, limit.rlim_max)};
+  if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return wanted;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  return limit.rlim_cur;
 }
 
 }  // namespace allot

@@ -7,6 +7,7 @@
 // Thread: every function may be called from any thread (no shared state).
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -45,5 +46,14 @@ std::string containerName(std::string_view frameworkId, std::string_view executo
 // file is removed and `path` is untouched.
 Status writeFileAtomically(const std::string& path, std::string_view data, bool durable = true,
                            mode_t mode = 0600);
+
+// Writes all of `data` to `fd` (retrying short writes and EINTR); the error
+// names `path`.
+Status writeAll(int fd, std::string_view data, const std::string& path);
+
+// Raises RLIMIT_NOFILE's soft limit to `wanted` (root lifts the hard limit
+// too, up to fs.nr_open); when that is refused, to the hard limit. Returns
+// the soft limit in force afterwards (0 when it cannot be read).
+rlim_t raiseFileLimit(rlim_t wanted);
 
 }  // namespace allot

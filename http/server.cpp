@@ -8,6 +8,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "base/log.h"
+#include "proto/connection.h"
 
 namespace allot::http {
 
@@ -364,16 +365,9 @@ Result<ServerOptions> serverOptionsFromFlags(const std::string& httpListen, cons
 
 Result<std::unique_ptr<Server>> Server::create(asio::io_context& io, ServerOptions options) {
   std::unique_ptr<Server> server(new Server(io, options));
-  boost::system::error_code ec;
-  auto address = asio::ip::make_address(options.listen.host, ec);
-  if (ec) return Error{"--http-listen: '" + options.listen.host + "' is not an IP address"};
-  asio::ip::tcp::endpoint endpoint(address, options.listen.port);
-  std::string where = options.listen.host + ":" + std::to_string(options.listen.port);
-  server->acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) server->acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) server->acceptor_.bind(endpoint, ec);
-  if (!ec) server->acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Error{"cannot listen (http) on " + where + ": " + ec.message(), ec.value()};
+  if (Status st = listenTcp(server->acceptor_, options.listen, "--http-listen", " (http)"); !st) {
+    return st.error();
+  }
   server->port_ = server->acceptor_.local_endpoint().port();
   return server;
 }

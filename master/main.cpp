@@ -219,19 +219,14 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
 // hard one so tens of thousands of agents fit, and say so when the result
 // is below kWanted: past it accept fails (EMFILE) and peers wait in the
 // backlog, so the operator should know the ceiling.
-void raiseFileLimit() {
-  // Root may lift the hard limit too (up to fs.nr_open); others get the
-  // soft limit raised to their hard one.
+void raiseFileLimitOrWarn() {
   constexpr rlim_t kWanted = 262144;
+  rlim_t got = allot::raiseFileLimit(kWanted);
+  if (got >= kWanted) return;
   rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  rlimit wanted{kWanted, std::max(kWanted, limit.rlim_max)};
-  if (limit.rlim_cur >= kWanted || setrlimit(RLIMIT_NOFILE, &wanted) == 0) return;
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
   getrlimit(RLIMIT_NOFILE, &limit);
-  LOG_WARNING("open file limit (RLIMIT_NOFILE) is " << limit.rlim_cur << ", hard limit "
-              << limit.rlim_max << ": fewer than " << limit.rlim_cur
+  LOG_WARNING("open file limit (RLIMIT_NOFILE) is " << got << ", hard limit " << limit.rlim_max
+              << ": fewer than " << got
               << " agents and frameworks fit (raise LimitNOFILE= or ulimit -Hn)");
 }
 
@@ -418,7 +413,7 @@ int main(int argc, char** argv) {
               << "\n";
     return 2;
   }
-  raiseFileLimit();
+  raiseFileLimitOrWarn();
   signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
   auto server = MasterServer::create(io, options->first, options->second);

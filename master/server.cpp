@@ -42,18 +42,11 @@ Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
   server->master_ = std::move(*master);
   server->roleSettings_ = std::make_unique<RoleSettingsKeeper>(io, *server->master_);
 
-  boost::system::error_code ec;
-  auto address = asio::ip::make_address(options.listen.host, ec);
-  if (ec) return Error{"--listen: '" + options.listen.host + "' is not an IP address"};
-  asio::ip::tcp::endpoint endpoint(address, options.listen.port);
-  std::string where = options.listen.host + ":" + std::to_string(options.listen.port);
-  server->acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) server->acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) server->acceptor_.bind(endpoint, ec);
-  if (!ec) server->acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (Status st = listenTcp(server->acceptor_, options.listen, "--listen"); !st) return st.error();
   // acceptPending() takes what the backlog holds without blocking.
-  if (!ec) server->acceptor_.non_blocking(true, ec);
-  if (ec) return Error{"cannot listen on " + where + ": " + ec.message(), ec.value()};
+  boost::system::error_code ec;
+  server->acceptor_.non_blocking(true, ec);
+  if (ec) return Error{"cannot make the listener non-blocking: " + ec.message(), ec.value()};
   server->port_ = server->acceptor_.local_endpoint().port();
   return server;
 }

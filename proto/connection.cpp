@@ -336,4 +336,22 @@ void asyncConnect(asio::io_context& io, const std::string& host, uint16_t port,
       });
 }
 
+Status listenTcp(asio::ip::tcp::acceptor& acceptor, const HostPort& where, std::string_view flag,
+                 std::string_view what) {
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(where.host, ec);
+  if (ec) return Error{std::string(flag) + ": '" + where.host + "' is not an IP address"};
+  asio::ip::tcp::endpoint endpoint(address, where.port);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Error{"cannot listen" + std::string(what) + " on " + where.host + ":" +
+                     std::to_string(where.port) + ": " + ec.message(),
+                 ec.value()};
+  }
+  return okStatus();
+}
+
 }  // namespace allot

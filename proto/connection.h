@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "base/flags.h"
 #include "base/result.h"
 #include "proto/allot.pb.h"
 #include "proto/frame.h"
@@ -132,6 +133,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 // (TCP_NODELAY set) or an Error naming the address.
 void asyncConnect(asio::io_context& io, const std::string& host, uint16_t port,
                   std::function<void(Result<asio::ip::tcp::socket>)> done);
+
+// Opens `acceptor` on where.host:where.port (a numeric address; SO_REUSEADDR)
+// and listens. The errors name `flag` (the option the address came from) and
+// say "cannot listen<what> on HOST:PORT".
+Status listenTcp(asio::ip::tcp::acceptor& acceptor, const HostPort& where, std::string_view flag,
+                 std::string_view what = "");
 
 // The Hello every Connection sends first.
 wire::Envelope helloEnvelope(wire::Role role, const std::string& name, uint64_t leaderEpoch = 0);

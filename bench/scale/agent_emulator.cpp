@@ -27,6 +27,7 @@
 
 #include "base/asio.h"
 #include "base/clock.h"
+#include "base/files.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/connection.h"
@@ -95,7 +96,7 @@ class Emulator {
 
  private:
   void connectNext() {
-    if (next_ >= s_.agents) return;
+    if (next_ >= static_cast<size_t>(s_.agents)) return;
     size_t index = next_++;
     Agent& agent = agents_[index];
     agent.heartbeat = std::make_unique<asio::steady_timer>(io_);
@@ -354,18 +355,6 @@ class Emulator {
          reregistered_ = 0, launched_ = 0, finished_ = 0, killed_ = 0;
 };
 
-void raiseFileLimit() {
-  // Root may lift the hard limit too (up to fs.nr_open); others get the
-  // soft limit raised to their hard one.
-  constexpr rlim_t kWanted = 262144;
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
-  rlimit wanted{kWanted, std::max(kWanted, limit.rlim_max)};
-  if (limit.rlim_cur >= kWanted || setrlimit(RLIMIT_NOFILE, &wanted) == 0) return;
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -396,7 +385,7 @@ int main(int argc, char** argv) {
     std::cerr << "agent_emulator: bad --master, --resources, --agents, --source-addresses or timing flag\n";
     return 2;
   }
-  raiseFileLimit();
+  raiseFileLimit(262144);
   signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
   Emulator emulator(io, s, *master, *resources, *tls);

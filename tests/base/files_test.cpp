@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -127,6 +128,50 @@ TEST(WriteFileAtomically, FailureLeavesTheOldFileAndNoTemp) {
   EXPECT_FALSE(std::filesystem::exists(blocked + ".tmp"));
   EXPECT_EQ(readAll(path), "old");
   EXPECT_FALSE(writeFileAtomically(dir.path() + "/missing/f", "x"));
+}
+
+TEST(WriteAll, WritesEverythingAndNamesThePathOnError) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  EXPECT_TRUE(writeAll(fds[1], "hello", "pipe"));
+  char got[8] = {};
+  EXPECT_EQ(::read(fds[0], got, sizeof got), 5);
+  EXPECT_EQ(std::string(got), "hello");
+  ::close(fds[0]);
+  ::close(fds[1]);
+  Status st = writeAll(fds[1], "x", "/the/path");
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().describe().find("write /the/path"), std::string::npos);
+}
+
+// Restores the process's RLIMIT_NOFILE when a test ends.
+class FileLimit : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved_), 0); }
+  void TearDown() override { setrlimit(RLIMIT_NOFILE, &saved_); }
+  rlimit saved_{};
+};
+
+TEST_F(FileLimit, ASoftLimitAlreadyHighEnoughIsKept) {
+  EXPECT_EQ(raiseFileLimit(saved_.rlim_cur), saved_.rlim_cur);
+  EXPECT_EQ(raiseFileLimit(1), saved_.rlim_cur);
+}
+
+TEST_F(FileLimit, TheSoftLimitRisesToTheHardOne) {
+  rlimit lowered{saved_.rlim_cur / 2, saved_.rlim_max};
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  EXPECT_EQ(raiseFileLimit(saved_.rlim_max), saved_.rlim_max);
+  rlimit now{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &now), 0);
+  EXPECT_EQ(now.rlim_cur, saved_.rlim_max);
+}
+
+TEST_F(FileLimit, PastAHardLimitThatCannotRiseItStopsAtTheHardOne) {
+  // Even root cannot lift the hard limit past fs.nr_open.
+  rlimit lowered{saved_.rlim_cur / 2, saved_.rlim_max};
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  rlim_t beyond = std::numeric_limits<int>::max();
+  EXPECT_EQ(raiseFileLimit(beyond), saved_.rlim_max);
 }
 
 }  // namespace

@@ -199,7 +199,9 @@ TEST_P(MasterFailover, AStandbyTakesOverWithAHigherEpochInItsHello) {
   EXPECT_EQ(leader_->endpoint.port, ms[1].port);
   EXPECT_GT(leader_->epoch, firstEpoch);
   EXPECT_EQ(helloEpoch(ms[1].port, 3000ms), leader_->epoch) << ms[1].child.log();
-  if (sig == SIGTERM) EXPECT_EQ(ms[0].child.waitExit(5000ms), 0);
+  if (sig == SIGTERM) {
+    EXPECT_EQ(ms[0].child.waitExit(5000ms), 0);
+  }
   for (size_t i = 2; i < ms.size(); ++i) EXPECT_TRUE(ms[i].child.running());
   RecordProperty("failover_ms", static_cast<int>(took.count()));
 }

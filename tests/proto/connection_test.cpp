@@ -138,5 +138,33 @@ TEST_F(ConnectionTest, TruncatedFrameAtCloseIsNamed) {
   EXPECT_NE(reason.find("truncated"), std::string::npos);
 }
 
+TEST(ListenTcp, ListensOnAnEphemeralPort) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io);
+  ASSERT_TRUE(listenTcp(acceptor, HostPort{"127.0.0.1", 0}, "--listen"));
+  EXPECT_NE(acceptor.local_endpoint().port(), 0);
+}
+
+TEST(ListenTcp, ANameIsNotAnAddress) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io);
+  Status st = listenTcp(acceptor, HostPort{"localhost", 0}, "--http-listen");
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().message, "--http-listen: 'localhost' is not an IP address");
+  EXPECT_FALSE(acceptor.is_open());
+}
+
+TEST(ListenTcp, APortInUseIsNamed) {
+  asio::io_context io;
+  tcp::acceptor first(io);
+  ASSERT_TRUE(listenTcp(first, HostPort{"127.0.0.1", 0}, "--listen"));
+  uint16_t port = first.local_endpoint().port();
+  tcp::acceptor second(io);
+  Status st = listenTcp(second, HostPort{"127.0.0.1", port}, "--listen", " (http)");
+  ASSERT_FALSE(st);
+  std::string expected = "cannot listen (http) on 127.0.0.1:" + std::to_string(port) + ": ";
+  EXPECT_EQ(st.error().message.rfind(expected, 0), 0u) << st.error().message;
+}
+
 }  // namespace
 }  // namespace allot
