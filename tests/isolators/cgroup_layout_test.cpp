@@ -15,37 +15,19 @@
 #include "isolators/cgroupfs.h"
 #include "isolators/cgroupfs_twin.h"
 #include "isolators/isolator_table.h"
+#include "tests/isolators/cgroup_twin_fixture.h"
 
 namespace allot {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read(const std::string& path) {
-  auto text = cgroupfs::readFile(path);
-  return text ? *text : "<missing " + path + ">";
-}
-
 bool holdsMe(const std::string& procsFile) {
-  return read(procsFile).find(std::to_string(getpid()) + "\n") != std::string::npos;
+  return CgroupTwinTest::read(procsFile).find(std::to_string(getpid()) + "\n") != std::string::npos;
 }
 
-class CgroupLayout : public ::testing::Test {
+class CgroupLayout : public CgroupTwinTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/allot-cgroup-layout-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    fs_ = std::make_shared<DirCgroupFs>(dir_);
-    auto poller = UringPoller::create(io_);
-    ASSERT_TRUE(poller.ok());
-    poller_ = std::move(*poller);
-    options_.poller = poller_.get();
-  }
-  void TearDown() override {
-    isolators_.clear();
-    fs::remove_all(dir_);
-  }
   // The agent, started by hand in the top cgroup of every hierarchy.
   void byHand(CgroupMode mode) {
     host_ = twinCgroupHost(fs_, mode);
@@ -65,14 +47,18 @@ class CgroupLayout : public ::testing::Test {
     isolators_ = std::move(*made);
     return okStatus();
   }
-
-  asio::io_context io_;
-  std::unique_ptr<UringPoller> poller_;
-  std::string dir_;
-  std::shared_ptr<DirCgroupFs> fs_;
-  CgroupHost host_;
-  IsolatorOptions options_;
-  std::vector<std::unique_ptr<Isolator>> isolators_;
+  // The agent started by systemd in its delegated v2 unit (the unit's own
+  // process in it): returns the unit's directory in the twin.
+  std::string inDelegatedUnit() {
+    host_ = twinCgroupHost(fs_, CgroupMode::kUnified);
+    options_.cgroupsRoot = "system.slice/allot-agent.service";
+    host_.agentV2Cgroup = "/" + options_.cgroupsRoot;
+    std::string unit = dir_ + "/unified/" + options_.cgroupsRoot;
+    EXPECT_TRUE(fs_->makeDir(dir_ + "/unified/system.slice").ok());
+    EXPECT_TRUE(fs_->makeDir(unit).ok());
+    EXPECT_TRUE(fs_->writeFile(unit + "/cgroup.procs", std::to_string(getpid())).ok());
+    return unit;
+  }
 };
 
 TEST_F(CgroupLayout, V1RootOutweighsTheSystemAndTheAgentSitsInALeafBesideItsExecutors) {
@@ -125,14 +111,8 @@ TEST_F(CgroupLayout, V2RootOutweighsTheSystemAndTheAgentLeavesTheInnerNode) {
 // The root's attributes are systemd's (CPUWeight=); the agent moves into a
 // leaf so that executors can be its siblings (no processes in inner nodes).
 TEST_F(CgroupLayout, DelegatedRootKeepsItsServiceManagersWeight) {
-  host_ = twinCgroupHost(fs_, CgroupMode::kUnified);
-  options_.cgroupsRoot = "system.slice/allot-agent.service";
-  host_.agentV2Cgroup = "/" + options_.cgroupsRoot;
-  std::string unit = dir_ + "/unified/" + options_.cgroupsRoot;
-  ASSERT_TRUE(fs_->makeDir(dir_ + "/unified/system.slice").ok());
-  ASSERT_TRUE(fs_->makeDir(unit).ok());
+  std::string unit = inDelegatedUnit();
   ASSERT_TRUE(fs_->writeFile(unit + "/cpu.weight", "100").ok());
-  ASSERT_TRUE(fs_->writeFile(unit + "/cgroup.procs", std::to_string(getpid())).ok());
   ASSERT_TRUE(make("cgroups/cpu").ok());
   EXPECT_EQ(read(unit + "/cpu.weight"), "100");
   EXPECT_TRUE(holdsMe(unit + "/agent/cgroup.procs"));
@@ -219,14 +199,8 @@ TEST_F(CgroupLayout, RootWeightOutOfRangeIsRefused) {
 
 // Inside a delegated subtree the leaf is the agent's to weigh (v2 scale).
 TEST_F(CgroupLayout, V2AgentWeightIsWrittenInItsLeafWhenSet) {
-  host_ = twinCgroupHost(fs_, CgroupMode::kUnified);
-  options_.cgroupsRoot = "system.slice/allot-agent.service";
+  std::string unit = inDelegatedUnit();
   options_.agentCpuWeight = 500;
-  host_.agentV2Cgroup = "/" + options_.cgroupsRoot;
-  std::string unit = dir_ + "/unified/" + options_.cgroupsRoot;
-  ASSERT_TRUE(fs_->makeDir(dir_ + "/unified/system.slice").ok());
-  ASSERT_TRUE(fs_->makeDir(unit).ok());
-  ASSERT_TRUE(fs_->writeFile(unit + "/cgroup.procs", std::to_string(getpid())).ok());
   ASSERT_TRUE(make("cgroups/cpu").ok());
   EXPECT_TRUE(holdsMe(unit + "/agent/cgroup.procs"));
   EXPECT_EQ(read(unit + "/agent/cpu.weight"), "500");
@@ -255,14 +229,8 @@ TEST_F(CgroupLayout, AgentWeightIsConfigurableAndZeroLeavesTheKernelsDefault) {
 // Started in its v2 root with no cpu controller in use (tracking only): the
 // agent leaves the inner node but weighs nothing, even when asked to.
 TEST_F(CgroupLayout, DelegatedRootWithoutTheCpuControllerWeighsNothing) {
-  host_ = twinCgroupHost(fs_, CgroupMode::kUnified);
-  options_.cgroupsRoot = "system.slice/allot-agent.service";
+  std::string unit = inDelegatedUnit();
   options_.agentCpuWeight = 500;
-  host_.agentV2Cgroup = "/" + options_.cgroupsRoot;
-  std::string unit = dir_ + "/unified/" + options_.cgroupsRoot;
-  ASSERT_TRUE(fs_->makeDir(dir_ + "/unified/system.slice").ok());
-  ASSERT_TRUE(fs_->makeDir(unit).ok());
-  ASSERT_TRUE(fs_->writeFile(unit + "/cgroup.procs", std::to_string(getpid())).ok());
   ASSERT_TRUE(make("cgroups/pids").ok());
   EXPECT_TRUE(holdsMe(unit + "/agent/cgroup.procs"));
   EXPECT_FALSE(fs::exists(unit + "/agent/cpu.weight"));

@@ -19,16 +19,12 @@
 #include "isolators/cgroupfs.h"
 #include "isolators/cgroupfs_twin.h"
 #include "isolators/isolator_table.h"
+#include "tests/isolators/cgroup_twin_fixture.h"
 
 namespace allot {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read(const std::string& path) {
-  auto text = cgroupfs::readFile(path);
-  return text ? *text : "<missing " + path + ">";
-}
 
 Resources res(const char* text) {
   auto r = Resources::parse(text);
@@ -36,22 +32,8 @@ Resources res(const char* text) {
   return r ? *r : Resources();
 }
 
-class FakeCgroups : public ::testing::Test {
+class FakeCgroups : public CgroupTwinTest {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/allot-fake-cgroup-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    fs_ = std::make_shared<DirCgroupFs>(dir_);
-    auto poller = UringPoller::create(io_);
-    ASSERT_TRUE(poller.ok());
-    poller_ = std::move(*poller);
-    options_.poller = poller_.get();
-  }
-  void TearDown() override {
-    isolators_.clear();
-    fs::remove_all(dir_);
-  }
   void make(CgroupMode mode, const std::string& names) {
     host_ = twinCgroupHost(fs_, mode);
     auto made = createIsolatorsOn(host_, names, options_);
@@ -96,13 +78,6 @@ class FakeCgroups : public ::testing::Test {
     return okStatus();
   }
 
-  asio::io_context io_;
-  std::unique_ptr<UringPoller> poller_;
-  IsolatorOptions options_;
-  std::string dir_;
-  std::shared_ptr<DirCgroupFs> fs_;
-  CgroupHost host_;
-  std::vector<std::unique_ptr<Isolator>> isolators_;
   ContainerId id_{"fw-1", "exec/1"};
 };
 
