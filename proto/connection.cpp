@@ -311,9 +311,28 @@ void Connection::reject(const std::string& refusal, const std::string& name) {
 
 void asyncConnect(asio::io_context& io, const std::string& host, uint16_t port,
                   std::function<void(Result<asio::ip::tcp::socket>)> done) {
-  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io);
   auto socket = std::make_shared<asio::ip::tcp::socket>(io);
   std::string where = host + ":" + std::to_string(port);
+  boost::system::error_code notNumeric;
+  auto address = asio::ip::make_address(host, notNumeric);
+  if (!notNumeric) {
+    // A numeric address (what ZooKeeper names leaders by) needs no
+    // getaddrinfo: Asio's resolver runs it on one background thread per
+    // io_context, so every attempt would cost a thread hop, and a process
+    // with many links queues each attempt behind every other's lookup.
+    socket->async_connect(asio::ip::tcp::endpoint(address, port),
+                          [socket, where, done = std::move(done)](const boost::system::error_code& ec) {
+                            if (ec) {
+                              done(Error{"cannot connect to " + where + ": " + ec.message()});
+                              return;
+                            }
+                            boost::system::error_code ignored;
+                            socket->set_option(asio::ip::tcp::no_delay(true), ignored);
+                            done(std::move(*socket));
+                          });
+    return;
+  }
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io);
   resolver->async_resolve(
       host, std::to_string(port),
       [resolver, socket, where, done = std::move(done)](

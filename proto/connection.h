@@ -129,7 +129,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string closeReason_;
 };
 
-// Resolves host:port and connects. The callback gets the connected socket
+// Connects to host:port: straight to a numeric IPv4 or IPv6 address, through
+// the resolver for a name. The callback gets the connected socket
 // (TCP_NODELAY set) or an Error naming the address.
 void asyncConnect(asio::io_context& io, const std::string& host, uint16_t port,
                   std::function<void(Result<asio::ip::tcp::socket>)> done);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 
 namespace allot {
 namespace {
@@ -164,6 +166,44 @@ TEST(ListenTcp, APortInUseIsNamed) {
   ASSERT_FALSE(st);
   std::string expected = "cannot listen (http) on 127.0.0.1:" + std::to_string(port) + ": ";
   EXPECT_EQ(st.error().message.rfind(expected, 0), 0u) << st.error().message;
+}
+
+// asyncConnect goes straight to a numeric address and through the resolver
+// for a name; both connect, and a refused attempt names the address.
+TEST_F(ConnectionTest, AsyncConnectTakesNumericAddressesAndNames) {
+  uint16_t port = acceptor_.local_endpoint().port();
+  int accepted = 0;
+  std::function<void()> acceptNext = [&] {
+    acceptor_.async_accept([&](const boost::system::error_code& ec, tcp::socket) {
+      if (!ec) ++accepted;
+      acceptNext();
+    });
+  };
+  acceptNext();
+  for (const std::string host : {"127.0.0.1", "localhost"}) {
+    std::optional<Result<tcp::socket>> got;
+    asyncConnect(io_, host, port, [&](Result<tcp::socket> s) { got.emplace(std::move(s)); });
+    for (int i = 0; i < 200 && !got; ++i) runFor(std::chrono::milliseconds(10));
+    ASSERT_TRUE(got) << host;
+    ASSERT_TRUE(*got) << host << ": " << got->error().describe();
+    boost::system::error_code ec;
+    asio::ip::tcp::no_delay noDelay;
+    (*got)->get_option(noDelay, ec);
+    EXPECT_TRUE(noDelay.value()) << host;
+    EXPECT_EQ((*got)->remote_endpoint().port(), port) << host;
+  }
+  for (int i = 0; i < 100 && accepted < 2; ++i) runFor(std::chrono::milliseconds(10));
+  EXPECT_EQ(accepted, 2);
+
+  // A port nobody listens on: the bound listener's, closed.
+  acceptor_.close();
+  std::optional<Result<tcp::socket>> refused;
+  asyncConnect(io_, "127.0.0.1", port, [&](Result<tcp::socket> s) { refused.emplace(std::move(s)); });
+  for (int i = 0; i < 200 && !refused; ++i) runFor(std::chrono::milliseconds(10));
+  ASSERT_TRUE(refused);
+  ASSERT_FALSE(*refused);
+  EXPECT_NE(refused->error().describe().find("127.0.0.1:" + std::to_string(port)), std::string::npos)
+      << refused->error().describe();
 }
 
 }  // namespace
