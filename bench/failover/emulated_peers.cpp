@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -27,6 +28,17 @@ int64_t nowNs() {
 void event(char kind, const std::string& value) {
   std::printf("%c %lld %s\n", kind, static_cast<long long>(nowNs()), value.c_str());
   std::fflush(stdout);
+}
+
+// The loop thread's time on a CPU and waiting for one (run queue), in ns
+// since it started (/proc/thread-self/schedstat); zeros if unreadable.
+std::pair<int64_t, int64_t> loopSchedNs() {
+  long long onCpu = 0, waiting = 0;
+  if (FILE* f = std::fopen("/proc/thread-self/schedstat", "r")) {
+    if (std::fscanf(f, "%lld %lld", &onCpu, &waiting) != 2) onCpu = waiting = 0;
+    std::fclose(f);
+  }
+  return {onCpu, waiting};
 }
 
 struct AgentPeer {
@@ -83,8 +95,11 @@ class Worker {
     // When this worker's detector learns of each leader (the links hear it
     // in the same callback).
     watch_ = detector_.view();
-    watch_->start([](const std::optional<Leader>& leader) {
-      if (leader) event('D', std::to_string(leader->endpoint.port));
+    watch_->start([this](const std::optional<Leader>& leader) {
+      if (leader) event('D', std::to_string(leader->endpoint.port) + diagnostics());
+    });
+    detector_.onToldAll([this](const std::optional<Leader>& leader) {
+      if (leader) event('G', std::to_string(leader->endpoint.port) + diagnostics());
     });
     detector_.start();
     readCommand();
@@ -126,7 +141,10 @@ class Worker {
       registerAgent(a);
     };
     cb.onMessage = [this, &a](wire::Envelope& e) { agentMessage(a, e); };
-    cb.onDisconnected = [this, &a](const std::string&) { setRegistered(a.registered, false, true); };
+    cb.onDisconnected = [this, &a](const std::string&) {
+      noteLost();
+      setRegistered(a.registered, false, true);
+    };
     a.link = std::make_unique<ReconnectingLink>(
         io_, detector_.view(), linkOptions(wire::ROLE_AGENT, "bench-agent-" + std::to_string(a.index)),
         std::move(cb));
@@ -140,7 +158,10 @@ class Worker {
       registerFramework(f);
     };
     cb.onMessage = [this, &f](wire::Envelope& e) { frameworkMessage(f, e); };
-    cb.onDisconnected = [this, &f](const std::string&) { setRegistered(f.registered, false, false); };
+    cb.onDisconnected = [this, &f](const std::string&) {
+      noteLost();
+      setRegistered(f.registered, false, false);
+    };
     f.link = std::make_unique<ReconnectingLink>(
         io_, detector_.view(),
         linkOptions(wire::ROLE_SCHEDULER, "bench-framework-" + std::to_string(f.index)), std::move(cb));
@@ -164,15 +185,42 @@ class Worker {
     uint16_t port = link.leader()->endpoint.port;
     if (port == helloPort_) return;
     helloPort_ = port;
-    event('H', std::to_string(port));
+    event('H', std::to_string(port) + diagnostics());
   }
 
-  void noteAccepted(const ReconnectingLink& link) {
+  // 'R' for the first agent, 'S' for the first framework, per leader.
+  void noteAccepted(const ReconnectingLink& link, bool agent) {
     if (!link.leader()) return;
     uint16_t port = link.leader()->endpoint.port;
-    if (port == acceptedPort_) return;
-    acceptedPort_ = port;
-    event('R', std::to_string(port));
+    uint16_t& last = agent ? agentAcceptedPort_ : frameworkAcceptedPort_;
+    if (port == last) return;
+    last = port;
+    event(agent ? 'R' : 'S', std::to_string(port) + diagnostics());
+  }
+
+  // ------------------------------------------------------------ diagnosis
+  // Where a failover's time goes in this worker: its links lost since the
+  // driver's "finish" (sent right before the signal), and the loop
+  // thread's CPU time and run-queue wait since then, appended to D, H, R
+  // and S events.
+  void markRound(int64_t k) {
+    lostInRound_ = 0;
+    firstLostSeen_ = false;
+    round_ = k;
+    auto [onCpu, waiting] = loopSchedNs();
+    event('K', std::to_string(k) + " " + std::to_string(onCpu) + " " + std::to_string(waiting));
+  }
+
+  void noteLost() {
+    ++lostInRound_;
+    if (firstLostSeen_ || round_ == 0) return;
+    firstLostSeen_ = true;
+    event('E', std::to_string(round_));
+  }
+
+  std::string diagnostics() const {
+    auto [onCpu, waiting] = loopSchedNs();
+    return " " + std::to_string(lostInRound_) + " " + std::to_string(onCpu) + " " + std::to_string(waiting);
   }
 
   // ------------------------------------------------------------ agents
@@ -199,7 +247,7 @@ class Worker {
 
   void agentMessage(AgentPeer& a, const wire::Envelope& e) {
     if (e.has_agent_registered()) {
-      noteAccepted(*a.link);
+      noteAccepted(*a.link, true);
       a.id = e.agent_registered().agent_id();
       if (!e.agent_registered().agent_secret().empty()) a.secret = e.agent_registered().agent_secret();
       a.link->registered();
@@ -283,7 +331,7 @@ class Worker {
 
   void frameworkMessage(FrameworkPeer& f, const wire::Envelope& e) {
     if (e.has_framework_registered()) {
-      noteAccepted(*f.link);
+      noteAccepted(*f.link, false);
       f.id = e.framework_registered().framework_id();
       if (!e.framework_registered().framework_secret().empty()) f.secret = e.framework_registered().framework_secret();
       f.link->registered();
@@ -413,7 +461,10 @@ class Worker {
       int64_t k = 0;
       in >> verb >> k;
       in.ignore(1 << 20, '\n');
-      if (verb == "finish") finishRound(k);
+      if (verb == "finish") {
+        markRound(k);
+        finishRound(k);
+      }
       if (verb == "reconcile") reconcileAll(k);
       readCommand();
     });
@@ -433,10 +484,14 @@ class Worker {
   std::vector<std::unique_ptr<FrameworkPeer>> frameworks_;
   size_t agentsRegistered_ = 0;
   size_t frameworksRegistered_ = 0;
-  uint16_t acceptedPort_ = 0;
+  uint16_t agentAcceptedPort_ = 0;
+  uint16_t frameworkAcceptedPort_ = 0;
   uint16_t helloPort_ = 0;
   uint16_t offerPort_ = 0;
   int64_t reconcileRound_ = 0;
+  int64_t round_ = 0;            // the latest "finish" round
+  int64_t lostInRound_ = 0;      // links lost since it
+  bool firstLostSeen_ = false;
   std::unordered_set<std::string> runningSeen_;
   std::unordered_set<std::string> finishedSeen_;
 };

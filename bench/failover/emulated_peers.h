@@ -24,9 +24,16 @@
 // (steady_clock: comparable across processes):
 //   A <t> <0|1>       every agent of this worker registered (1) or not (0)
 //   F <t> <0|1>       the same for its frameworks
-//   D <t> <port>      this worker's detector reports the leader at port
-//   H <t> <port>      the first link handshaken with the master at port
-//   R <t> <port>      the first registration answered by the master at port
+//   D <t> <port> <diag>  this worker's detector reports the leader at port
+//   G <t> <port> <diag>  every link has been told of the leader at port
+//   H <t> <port> <diag>  the first link handshaken with the master at port
+//   R <t> <port> <diag>  the first agent registration answered by the master at port
+//   S <t> <port> <diag>  the same for the first framework
+//                     <diag> = "<lost> <cpu_ns> <wait_ns>": links lost since the
+//                     latest K, and the loop thread's time on a CPU and waiting
+//                     for one (/proc/thread-self/schedstat, ns since it started)
+//   K <t> <k> <cpu_ns> <wait_ns>  "finish <k>" received (right before the signal)
+//   E <t> <k>         the first link lost after it
 //   O <t> <port>      the probe's first offer from the master at port
 //   U <t> <n>         tasks reported RUNNING so far (set-up)
 //   T <t> <k>         a framework received round k's TASK_FINISHED (once per task)

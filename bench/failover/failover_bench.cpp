@@ -10,14 +10,19 @@
 // signal until:
 //   elected     this process's ZooKeeper detector reports a new leader
 //   detected    the last worker's detector reports it
-//   accepting   the new leader answers its first registration
+//   accepting   the new leader answers its first registration, whoever sent
+//               it: the earliest of probe_answered and the first emulated
+//               agent's or framework's answer (until 2026-11-24 #5 this
+//               column was the first emulated peer's answer alone; that is
+//               first_agent_back now)
 // and, to tell the clients' reconnect delay from the new leader's own
 // latency, until: the first worker's detector reports the new leader
 // (first_detected), the first emulated peer is handshaken with it
-// (first_hello), and a probe this process connects to the new leader the
+// (first_hello), a probe this process connects to the new leader the
 // moment its own detector reports it is handshaken (probe_hello) and has its
-// registration answered (probe_answered: a throwaway framework that
-// unregisters at once);
+// registration answered (probe_answered: a real registration, a throwaway
+// framework through the production Connection, unregistered at once), and
+// the first emulated agent's re-registration is answered (first_agent_back);
 //   agents      every agent has re-registered
 //   frameworks  every framework has re-registered
 //   offers      the probe framework's first offer from the new leader
@@ -36,7 +41,13 @@
 //
 // Workers: one per --peers-per-worker peers, so no process needs more than
 // a few thousand of its RLIMIT_NOFILE (20,000 here) and both cores serve
-// the emulation. Their events carry CLOCK_MONOTONIC times.
+// the emulation. Their events carry CLOCK_MONOTONIC times. With
+// --worker-csv, one more line per worker per kill says where that worker's
+// time went: when it lost its first link, when its detector named the new
+// leader and how many links it had lost by then, when it had told all its
+// links (the fan-out's end), its first handshake and
+// first answered agent registration, and its loop thread's CPU time and
+// run-queue wait from the kill to each.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -79,6 +90,7 @@ struct Settings {
   double statusRetryS = 10;
   double lostLinkGraceS = -1;  // < 0: the link's default
   int64_t fanoutChunk = 32;
+  std::string workerCsv;     // per-worker diagnosis lines, appended ("" = none)
   std::string masterFlags;   // more flags for every allot-master, space-separated
   int64_t workerIndex = -1;  // >= 0: run as that worker
   int64_t workers = 0;
@@ -87,6 +99,19 @@ struct Settings {
 struct MasterProc {
   pid_t pid = -1;
   uint16_t port = 0;
+};
+
+// Where one worker's time went in one kill round (ms from the signal; loop
+// CPU and run-queue wait from the driver's "finish", 10 ms before it).
+struct WorkerRound {
+  int64_t markCpuNs = -1, markWaitNs = -1;
+  double firstLost = -1;
+  struct Point {
+    double ms = -1;
+    int64_t lost = -1;
+    double cpuMs = -1, waitMs = -1;
+  };
+  Point detected, toldAll, hello, agentBack;
 };
 
 // What one worker process has reported.
@@ -101,6 +126,7 @@ struct WorkerProc {
   int64_t agentsFullNs = 0, frameworksFullNs = 0;
   int64_t running = 0;
   bool exited = false;
+  WorkerRound round;
 };
 
 // User + system CPU time of a process so far, in milliseconds; 0 if gone.
@@ -149,7 +175,7 @@ class Bench {
     std::printf("agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,"
                 "frameworks_ms,offers_ms,tasks_lost,updates_lost,reconciled,reconcile_wrong,reconcile_ms,"
                 "leader_cpu_ms,clients_cpu_ms,load1,fenced,zk_late,first_detected_ms,first_hello_ms,"
-                "probe_hello_ms,probe_answered_ms\n");
+                "probe_hello_ms,probe_answered_ms,first_agent_back_ms\n");
     std::fflush(stdout);
     for (int k = 1; k <= s_.kills; ++k) {
       if (int rc = killRound(k); rc != 0) return rc;
@@ -273,6 +299,17 @@ class Bench {
     in >> kind >> t >> value;
     double ms = round_.active ? (t - round_.t0Ns) / 1e6 : -1;
     bool fromNewLeader = round_.active && value != std::to_string(round_.oldPort) && ms >= 0;
+    // D, H, R, S: "<lost> <cpu_ns> <wait_ns>" after the port.
+    auto point = [&](WorkerRound::Point& p) {
+      int64_t lost = -1, cpu = -1, wait = -1;
+      if (!fromNewLeader || p.ms >= 0 || !(in >> lost >> cpu >> wait)) return;
+      p.ms = ms;
+      p.lost = lost;
+      if (w.round.markCpuNs >= 0) {
+        p.cpuMs = (cpu - w.round.markCpuNs) / 1e6;
+        p.waitMs = (wait - w.round.markWaitNs) / 1e6;
+      }
+    };
     switch (kind) {
       case 'A':
         w.agentsFull = value == "1";
@@ -285,8 +322,25 @@ class Bench {
         else if (round_.active) w.frameworksDropped = true;
         break;
       case 'R':
-        if (fromNewLeader && (round_.accepting < 0 || ms < round_.accepting))
-          round_.accepting = ms;
+        if (fromNewLeader && (round_.firstAgentBack < 0 || ms < round_.firstAgentBack))
+          round_.firstAgentBack = ms;
+        point(w.round.agentBack);
+        break;
+      case 'S':
+        if (fromNewLeader && (round_.firstFrameworkBack < 0 || ms < round_.firstFrameworkBack))
+          round_.firstFrameworkBack = ms;
+        break;
+      case 'K': {
+        int64_t cpu = -1, wait = -1;  // after the round number, in `value`
+        w.round = WorkerRound{};
+        if (in >> cpu >> wait) {
+          w.round.markCpuNs = cpu;
+          w.round.markWaitNs = wait;
+        }
+        break;
+      }
+      case 'E':
+        if (round_.active && w.round.firstLost < 0) w.round.firstLost = ms;
         break;
       case 'O':
         if (fromNewLeader && (round_.offers < 0 || ms < round_.offers)) round_.offers = ms;
@@ -295,9 +349,12 @@ class Bench {
         if (fromNewLeader && ms > round_.detected) round_.detected = ms;
         if (fromNewLeader && (round_.firstDetected < 0 || ms < round_.firstDetected))
           round_.firstDetected = ms;
+        point(w.round.detected);
         break;
+      case 'G': point(w.round.toldAll); break;
       case 'H':
         if (fromNewLeader && (round_.firstHello < 0 || ms < round_.firstHello)) round_.firstHello = ms;
+        point(w.round.hello);
         break;
       case 'U': w.running = std::stoll(value); break;
       case 'T': ++finished_[std::stoll(value)]; break;
@@ -374,7 +431,7 @@ class Bench {
       round_.agents = recoveredMs(true);
       round_.frameworks = recoveredMs(false);
       return round_.offers >= 0 && round_.agents >= 0 && round_.frameworks >= 0 &&
-             round_.accepting >= 0 && finished_[k] >= expected;
+             accepting() >= 0 && finished_[k] >= expected;
     }, s_.roundTimeoutS);
     // The probe is answered long before everyone is back; give a stalled
     // one a moment, then drop it.
@@ -382,6 +439,8 @@ class Bench {
     if (probe_) probe_->close("round over");
     probe_.reset();
     round_.active = false;
+    round_.accepting = accepting();
+    writeWorkerLines();
     // CPU spent from the kill to recovery by the new leader and by the
     // emulated clients: what the round cost, apart from waiting.
     double leaderCpu = -1, clientsCpu = 0;
@@ -406,7 +465,7 @@ class Bench {
     int64_t fenced = countInMasterLogs("no longer the leader") - fencedBefore;
     int64_t late = countInMasterLogs("zookeeper client thread ran late") - lateBefore;
     std::printf("%lld,%lld,%s,%d,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%lld,%lld,%lld,%lld,%.0f,%.0f,%.0f,%.2f,"
-                "%lld,%lld,%.0f,%.0f,%.0f,%.0f\n",
+                "%lld,%lld,%.0f,%.0f,%.0f,%.0f,%.0f\n",
                 static_cast<long long>(s_.agents), static_cast<long long>(s_.frameworks),
                 s_.signal.c_str(), k, round_.elected, round_.detected, round_.accepting,
                 round_.agents, round_.frameworks, round_.offers, static_cast<long long>(lost_),
@@ -414,7 +473,7 @@ class Bench {
                 static_cast<long long>(reconciled_), static_cast<long long>(reconcileWrong_),
                 reconcileMs, leaderCpu, clientsCpu, load, static_cast<long long>(fenced),
                 static_cast<long long>(late), round_.firstDetected, round_.firstHello,
-                round_.probeHello, round_.probeAnswered);
+                round_.probeHello, round_.probeAnswered, round_.firstAgentBack);
     std::fflush(stdout);
     if (!done) return fail("round " + std::to_string(k) + " did not recover within --round-timeout: " + describeWorkers());
     if (fenced > 0)
@@ -460,6 +519,41 @@ class Bench {
   }
 
   double sinceKillMs() const { return (nowNs() - round_.t0Ns) / 1e6; }
+
+  // The new leader's first answered registration, whoever sent it; -1: none yet.
+  double accepting() const {
+    double first = -1;
+    for (double ms : {round_.probeAnswered, round_.firstAgentBack, round_.firstFrameworkBack}) {
+      if (ms >= 0 && (first < 0 || ms < first)) first = ms;
+    }
+    return first;
+  }
+
+  // One line per worker for this round (--worker-csv).
+  void writeWorkerLines() {
+    if (s_.workerCsv.empty()) return;
+    bool fresh = !std::filesystem::exists(s_.workerCsv);
+    std::ofstream out(s_.workerCsv, std::ios::app);
+    if (fresh) {
+      out << "agents,signal,kill,worker,first_lost_ms,detected_ms,lost_by_detected,cpu_to_detected_ms,"
+             "wait_to_detected_ms,told_all_ms,lost_by_told_all,cpu_to_told_all_ms,wait_to_told_all_ms,first_hello_ms,lost_by_hello,cpu_to_hello_ms,wait_to_hello_ms,"
+             "first_agent_back_ms,lost_by_agent_back,cpu_to_agent_back_ms,wait_to_agent_back_ms\n";
+    }
+    char line[512];
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      const WorkerRound& r = workers_[i].round;
+      auto point = [](const WorkerRound::Point& p) {
+        char text[128];
+        std::snprintf(text, sizeof text, "%.1f,%lld,%.1f,%.1f", p.ms, static_cast<long long>(p.lost), p.cpuMs,
+                      p.waitMs);
+        return std::string(text);
+      };
+      std::snprintf(line, sizeof line, "%lld,%s,%d,%zu,%.1f,%s,%s,%s,%s\n", static_cast<long long>(s_.agents),
+                    s_.signal.c_str(), round_.k, i, r.firstLost, point(r.detected).c_str(),
+                    point(r.toldAll).c_str(), point(r.hello).c_str(), point(r.agentBack).c_str());
+      out << line;
+    }
+  }
 
   // Connects to the new leader at once (no detector hop, no jitter) and
   // registers a throwaway framework: how soon the leader itself serves a
@@ -516,6 +610,7 @@ class Bench {
     int64_t t0Ns = 0;
     double elected = -1, detected = -1, accepting = -1, agents = -1, frameworks = -1, offers = -1;
     double firstDetected = -1, firstHello = -1, probeHello = -1, probeAnswered = -1;
+    double firstAgentBack = -1, firstFrameworkBack = -1;
   };
 
   asio::io_context& io_;
@@ -560,6 +655,10 @@ int main(int argc, char** argv) {
   flags.addInt("fanout-chunk", &s.fanoutChunk,
                "a worker tells this many of its links of a new leader per loop handler "
                "(0: all in one handler, as before 2026-11-24)");
+  flags.addString("worker-csv", &s.workerCsv,
+                  "append one line per worker per kill to this CSV file: where each worker's time "
+                  "went (first link lost, detector, first handshake, first agent answered, and its "
+                  "loop thread's CPU time and run-queue wait from the kill to each)");
   flags.addInt("worker-index", &s.workerIndex, "internal: run as this worker");
   flags.addInt("workers", &s.workers, "internal: the number of workers");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;

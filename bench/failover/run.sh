@@ -84,7 +84,8 @@ for _ in $(seq 1 200); do
 done
 
 csv="$out/failover.csv"
-echo "agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,updates_lost,reconciled,reconcile_wrong,reconcile_ms,leader_cpu_ms,clients_cpu_ms,load1,fenced,zk_late,first_detected_ms,first_hello_ms,probe_hello_ms,probe_answered_ms" > "$csv"
+echo "agents,frameworks,signal,kill,elected_ms,detected_ms,accepting_ms,agents_ms,frameworks_ms,offers_ms,tasks_lost,updates_lost,reconciled,reconcile_wrong,reconcile_ms,leader_cpu_ms,clients_cpu_ms,load1,fenced,zk_late,first_detected_ms,first_hello_ms,probe_hello_ms,probe_answered_ms,first_agent_back_ms" > "$csv"
+rm -f "$out/workers.csv"
 run=0
 failed=0
 for agents in $sizes; do
@@ -95,7 +96,8 @@ for agents in $sizes; do
     if ! "$build/bench/failover/failover_bench" --zk "zk://127.0.0.1:$port/allot-bench-$run" \
       --master-binary "$build/master/allot-master" --work-dir "$out/run-$agents-$sig" \
       --agents "$agents" --frameworks "$fw" --kills "$kills" --signal "$sig" \
-      --zk-session-timeout "$session" --master-flags "$master_flags" $bench_flags \
+      --zk-session-timeout "$session" --master-flags "$master_flags" \
+      --worker-csv "$out/workers.csv" $bench_flags \
       > "$out/run-$agents-$sig.csv"; then
       echo "[failover] FAILED: $agents agents, SIG${sig^^} (logs in $out/run-$agents-$sig)" >&2
       failed=1
@@ -104,15 +106,19 @@ for agents in $sizes; do
   done
 done
 
-python3 - "$csv" "$session" > "$out/summary.txt" <<'PY'
-import csv, statistics, sys
+python3 - "$csv" "$session" "$out/workers.csv" > "$out/summary.txt" <<'PY'
+import csv, os, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 print(f"allot failover (zk session {sys.argv[2]} s), medians over kills [min-max]; "
       "anchors: paper 4000-8000 ms full recovery, Mesos default 10 s session")
+print("accepting = the new leader's first answered registration, whoever sent it (the bench's "
+      "direct probe, a real framework registration, or an emulated peer); firstAgentBack = the "
+      "first emulated agent's re-registration answered (the 'accepting' column before 2026-11-24 #5)")
 print(f"{'agents':>7} {'signal':>6} {'elected':>16} {'detected':>16} {'accepting':>16} {'agents':>16} "
       f"{'frameworks':>16} {'offers':>16} {'lost':>5} {'upd':>4} {'reconciled':>16} {'wrong':>5} "
       f"{'leaderCPU':>16} {'clientCPU':>16} {'load':>5} {'fenced':>6} {'zkLate':>6} "
-      f"{'firstDetected':>16} {'firstHello':>16} {'probeHello':>16} {'probeAnswered':>16}")
+      f"{'firstDetected':>16} {'firstHello':>16} {'probeHello':>16} {'probeAnswered':>16} "
+      f"{'firstAgentBack':>16}")
 groups = {}
 for r in rows: groups.setdefault((int(r['agents']), r['signal']), []).append(r)
 for (agents, sig), rs in sorted(groups.items()):
@@ -131,7 +137,37 @@ for (agents, sig), rs in sorted(groups.items()):
           f"{reconciled:>16} {wrong:>5} "
           f"{col('leader_cpu_ms'):>16} {col('clients_cpu_ms'):>16} {load:>5.1f} {fenced:>6} {late:>6} "
           f"{col('first_detected_ms'):>16} {col('first_hello_ms'):>16} {col('probe_hello_ms'):>16} "
-          f"{col('probe_answered_ms'):>16}")
+          f"{col('probe_answered_ms'):>16} {col('first_agent_back_ms'):>16}")
+# Where the first emulated agent's time went: per kill, the worker whose
+# agent was answered first (workers.csv, --worker-csv).
+if os.path.exists(sys.argv[3]):
+    wrows = list(csv.DictReader(open(sys.argv[3])))
+    print()
+    print("first worker back, per kill (ms from the signal; its loop thread's CPU / run-queue wait "
+          "since the kill; links it had lost):")
+    keys = [("first_lost_ms", "firstLost"), ("detected_ms", "detected"), ("lost_by_detected", "lostByDet"),
+            ("cpu_to_detected_ms", "cpuToDet"), ("wait_to_detected_ms", "waitToDet"),
+            ("first_hello_ms", "hello"), ("first_agent_back_ms", "agentBack"),
+            ("cpu_to_agent_back_ms", "cpuToBack"), ("wait_to_agent_back_ms", "waitToBack"),
+            ("lost_by_agent_back", "lostByBack")]
+    print(f"{'agents':>7} {'signal':>6} " + " ".join(f"{label:>16}" for _, label in keys) +
+          f" {'workers':>7} {'lastDetected':>16} {'lastToldAll':>16}")
+    wgroups = {}
+    for r in wrows: wgroups.setdefault((int(r['agents']), r['signal']), []).append(r)
+    for (agents, sig), rs in sorted(wgroups.items()):
+        firsts, lastDet, lastTold = [], [], []
+        for k in sorted({r['kill'] for r in rs}):
+            kr = [r for r in rs if r['kill'] == k and float(r['first_agent_back_ms']) >= 0]
+            if kr: firsts.append(min(kr, key=lambda r: float(r['first_agent_back_ms'])))
+            det = [float(r['detected_ms']) for r in rs if r['kill'] == k and float(r['detected_ms']) >= 0]
+            if det: lastDet.append(max(det))
+            told = [float(r['told_all_ms']) for r in rs if r['kill'] == k]
+            if told and min(told) >= 0: lastTold.append(max(told))
+        def med(vals):
+            v = [x for x in vals if x >= 0]
+            return f"{statistics.median(v):.0f} [{min(v):.0f}-{max(v):.0f}]" if v else "n/a"
+        print(f"{agents:>7} {sig:>6} " + " ".join(f"{med([float(r[key]) for r in firsts]):>16}" for key, _ in keys) +
+              f" {len({r['worker'] for r in rs}):>7} {med(lastDet):>16} {med(lastTold):>16}")
 PY
 cat "$out/summary.txt"
 if command -v gnuplot > /dev/null; then

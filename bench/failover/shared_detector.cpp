@@ -57,31 +57,42 @@ std::unique_ptr<LeaderDetector> SharedDetector::view() {
 void SharedDetector::onLeader(const std::optional<Leader>& leader) {
   known_ = true;
   current_ = leader;
-  // Delivered kChunk views per handler, each chunk posted: between chunks
-  // the loop runs timers and I/O, so the first links' connects start
-  // while the rest still hear the news, as on separate hosts (one handler
-  // for all 2,500 views held every link's connect until the last view had
-  // closed its old link). Chunks of successive reports run in order, so
-  // every view hears the reports in order. A callback may destroy views
-  // (links): each chunk looks its ids up.
-  auto ids = std::make_shared<std::vector<uint64_t>>();
-  ids->reserve(subscribers_.size());
-  for (const auto& [id, callback] : subscribers_) ids->push_back(id);
-  // In the order the views started (the worker's own watch, which stamps
-  // its "detected" event, is the first).
-  std::sort(ids->begin(), ids->end());
+  // Told kChunk views per handler, one chunk per pass of the loop: each
+  // chunk is posted when the one before has run, so the loop polls (timers
+  // and I/O: the first told links' connects and handshakes) between
+  // chunks, as on separate hosts. Posting every chunk at once queued them
+  // all ahead of the loop's next poll, so no link's timer could fire before
+  // the last view had heard. Views are told in the order they started (the
+  // worker's own watch, which stamps its "detected" event, first); the
+  // reports queue, so every view hears them in order. A callback may
+  // destroy views (links): each chunk looks its ids up.
+  Delivery d;
+  d.leader = leader;
+  d.ids.reserve(subscribers_.size());
+  for (const auto& [id, callback] : subscribers_) d.ids.push_back(id);
+  std::sort(d.ids.begin(), d.ids.end());
+  deliveries_.push_back(std::move(d));
+  if (deliveries_.size() == 1) postChunk();
+}
+
+void SharedDetector::postChunk() {
   std::weak_ptr<bool> alive = alive_;
-  size_t chunk = chunk_ > 0 ? chunk_ : std::max<size_t>(ids->size(), 1);
-  for (size_t from = 0; from < ids->size(); from += chunk) {
-    asio::post(io_, [this, alive, ids, from, chunk, leader] {
-      if (alive.expired()) return;
-      size_t to = std::min(ids->size(), from + chunk);
-      for (size_t i = from; i < to; ++i) {
-        auto it = subscribers_.find((*ids)[i]);
-        if (it != subscribers_.end()) it->second(leader);
-      }
-    });
-  }
+  asio::post(io_, [this, alive] {
+    if (alive.expired() || deliveries_.empty()) return;
+    Delivery& d = deliveries_.front();
+    size_t chunk = chunk_ > 0 ? chunk_ : d.ids.size();
+    size_t to = std::min(d.ids.size(), d.next + chunk);
+    for (; d.next < to; ++d.next) {
+      auto it = subscribers_.find(d.ids[d.next]);
+      if (it != subscribers_.end()) it->second(d.leader);
+    }
+    if (d.next >= d.ids.size()) {
+      std::optional<Leader> told = d.leader;
+      deliveries_.pop_front();
+      if (toldAll_) toldAll_(told);
+    }
+    if (!deliveries_.empty()) postChunk();
+  });
 }
 
 }  // namespace allot

@@ -7,17 +7,21 @@
 // Each link still gets its own LeaderDetector (view()), fed the same
 // reports in the same order, so the reconnect policy that runs is the
 // production ReconnectingLink's, unchanged. A report reaches the views a
-// chunk at a time (one posted handler each), so links act on it while the
-// rest are still told, as separate hosts would.
+// chunk at a time, one posted handler per pass of the loop, so links act on
+// it (their timers fire, they connect) while the rest are still told, as
+// separate hosts would.
 //
 // Thread: the io_context thread. Views may outlive nothing: destroy every
 // view (its link) before the SharedDetector.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "base/asio.h"
 #include "proto/leader.h"
@@ -38,10 +42,20 @@ class SharedDetector {
   // A detector for one link: reports the current leader (posted) when
   // started, then every change.
   std::unique_ptr<LeaderDetector> view();
+  // Called when every view (that existed when a report came) has been told
+  // of it: how long the fan-out took.
+  void onToldAll(std::function<void(const std::optional<Leader>&)> hook) { toldAll_ = std::move(hook); }
 
  private:
   class View;
+  // A report on its way to the views that existed when it came.
+  struct Delivery {
+    std::optional<Leader> leader;
+    std::vector<uint64_t> ids;  // in start order
+    size_t next = 0;            // the first not told yet
+  };
   void onLeader(const std::optional<Leader>& leader);
+  void postChunk();  // tells the next chunk of the front delivery
 
   asio::io_context& io_;
   std::unique_ptr<LeaderDetector> inner_;
@@ -50,6 +64,8 @@ class SharedDetector {
   uint64_t nextId_ = 1;
   bool known_ = false;  // the inner detector has reported at least once
   std::optional<Leader> current_;
+  std::deque<Delivery> deliveries_;
+  std::function<void(const std::optional<Leader>&)> toldAll_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
