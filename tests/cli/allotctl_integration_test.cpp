@@ -8,19 +8,13 @@
 #include "http/client.h"
 #include "proto/state.pb.h"
 #include "tests/agent/cluster.h"
+#include "tests/common/test_util.h"
 #include "tests/common/agent_cgroups.h"
 
 namespace allot::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-uint16_t readPort(const std::string& file) {
-  uint16_t port = 0;
-  std::ifstream in(file);
-  in >> port;
-  return port;
-}
 
 class OpsCluster : public ::testing::Test {
  protected:

@@ -8,18 +8,12 @@
 
 #include "http/client.h"
 #include "tests/agent/cluster.h"
+#include "tests/common/test_util.h"
 
 namespace allot::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-uint16_t readPort(const std::string& file) {
-  uint16_t port = 0;
-  std::ifstream in(file);
-  in >> port;
-  return port;
-}
 
 class HttpsCluster : public ::testing::Test {
  protected:

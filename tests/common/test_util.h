@@ -1,11 +1,17 @@
 // Helpers every test suite uses: driving an io_context until a condition
-// holds (with a deadline, never forever) and reading a whole file.
+// holds (with a deadline, never forever), reading a whole file or a port
+// number a daemon wrote, counting this process's children by state.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 #include "base/asio.h"
@@ -32,6 +38,33 @@ inline void runFor(asio::io_context& io, std::chrono::milliseconds span) {
 inline std::string readFile(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The port number a daemon wrote to `file` (0 when there is none).
+inline uint16_t readPort(const std::string& file) {
+  uint16_t port = 0;
+  std::ifstream in(file);
+  in >> port;
+  return port;
+}
+
+// Children of this process in `state` ("Z" for zombies, "" for any), from
+// /proc.
+inline int childrenInState(const std::string& state) {
+  int count = 0;
+  std::string self = std::to_string(getpid());
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = readFile(entry.path().string() + "/stat");
+    auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 > stat.size()) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string processState, ppid;
+    rest >> processState >> ppid;
+    if (ppid == self && (state.empty() || processState == state)) ++count;
+  }
+  return count;
 }
 
 }  // namespace allot::testing

@@ -291,7 +291,9 @@ TEST_F(DetectorTest, OutOfOrderAnswersNeverReportAnOlderLeaderLast) {
   runFor(io_, 100ms);
   EXPECT_EQ(last()->endpoint.port, 5002);
   for (size_t i = 1; i < reports_.size(); ++i) {
-    if (reports_[i] && reports_[i - 1]) EXPECT_GE(reports_[i]->epoch, reports_[i - 1]->epoch);
+    if (reports_[i] && reports_[i - 1]) {
+      EXPECT_GE(reports_[i]->epoch, reports_[i - 1]->epoch);
+    }
   }
 }
 

@@ -27,30 +27,11 @@
 namespace allot {
 namespace {
 
+using testing::childrenInState;
 using testing::readFile;
 using testing::runUntil;
 
 using namespace std::chrono_literals;
-
-
-
-// Zombie children of this process, from /proc.
-int zombieChildren() {
-  int zombies = 0;
-  std::string self = std::to_string(getpid());
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string stat = readFile(entry.path().string() + "/stat");
-    auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close + 2));
-    std::string state, ppid;
-    rest >> state >> ppid;
-    if (ppid == self && state == "Z") ++zombies;
-  }
-  return zombies;
-}
 
 class LauncherTest : public ::testing::TestWithParam<bool> {
  protected:
@@ -119,7 +100,7 @@ TEST_P(LauncherTest, ExecFailureIsAnErrorNamingTheBinary) {
   EXPECT_NE(pid.error().describe().find("exec /no/such/binary"), std::string::npos)
       << pid.error().describe();
   EXPECT_EQ(launcher_->supervisedCount(), 0u);
-  EXPECT_EQ(zombieChildren(), 0);
+  EXPECT_EQ(childrenInState("Z"), 0);
 }
 
 TEST_P(LauncherTest, MissingWorkingDirectoryIsAnError) {
@@ -162,7 +143,7 @@ TEST_P(LauncherTest, ManyChildrenAreEachReportedOnceAndNoneIsLeftAZombie) {
   runUntil(io_, [] { return false; }, 100ms);
   for (const auto& [pid, count] : reports) EXPECT_EQ(count, 1) << "pid " << pid;
   EXPECT_EQ(launcher_->supervisedCount(), 0u);
-  EXPECT_EQ(zombieChildren(), 0);
+  EXPECT_EQ(childrenInState("Z"), 0);
 }
 
 TEST_P(LauncherTest, SignalGoesThroughThePidfd) {
@@ -259,7 +240,7 @@ TEST_P(LauncherTest, AnInvalidSeccompProgramIsAnError) {
   ASSERT_FALSE(pid.ok());
   EXPECT_EQ(pid.error().errnum, EINVAL);
   EXPECT_NE(pid.error().describe().find("seccomp"), std::string::npos) << pid.error().describe();
-  EXPECT_EQ(zombieChildren(), 0);
+  EXPECT_EQ(childrenInState("Z"), 0);
 }
 
 TEST_P(LauncherTest, CancelledWatchWithACompletionAlreadyQueuedNeverFires) {

@@ -22,30 +22,11 @@
 namespace allot {
 namespace {
 
+using testing::childrenInState;
 using testing::readFile;
 using testing::runUntil;
 
 using namespace std::chrono_literals;
-
-
-
-// Children of this process by state ("Z" for zombies, "" for any), from /proc.
-int childrenInState(const std::string& wanted) {
-  int count = 0;
-  std::string self = std::to_string(getpid());
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string stat = readFile(entry.path().string() + "/stat");
-    auto close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close + 2));
-    std::string state, ppid;
-    rest >> state >> ppid;
-    if (ppid == self && (wanted.empty() || state == wanted)) ++count;
-  }
-  return count;
-}
 
 class SubreaperTest : public ::testing::TestWithParam<bool> {
  protected:
