@@ -71,7 +71,8 @@ struct FrameworkPeer {
 class Worker {
  public:
   Worker(asio::io_context& io, const WorkerSettings& s, std::unique_ptr<LeaderDetector> detector)
-      : io_(io), s_(s), detector_(io, std::move(detector), static_cast<size_t>(s.fanoutChunk)), startTimer_(io), retryTimer_(io),
+      : io_(io), s_(s), detector_(io, std::move(detector), static_cast<size_t>(s.fanoutChunk),
+                  static_cast<size_t>(s.fanoutEqualPasses)), startTimer_(io), retryTimer_(io),
         input_(io, ::dup(STDIN_FILENO)) {
     taskResources_ = *Resources::parse("cpus:0.1;mem:16");
     agentResources_ = *Resources::parse("cpus:2;mem:2048");

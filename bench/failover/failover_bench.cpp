@@ -90,6 +90,7 @@ struct Settings {
   double statusRetryS = 10;
   double lostLinkGraceS = -1;  // < 0: the link's default
   int64_t fanoutChunk = 32;
+  int64_t fanoutEqualPasses = 4;
   std::string workerCsv;     // per-worker diagnosis lines, appended ("" = none)
   std::string masterFlags;   // more flags for every allot-master, space-separated
   int64_t workerIndex = -1;  // >= 0: run as that worker
@@ -260,7 +261,8 @@ class Bench {
         "--workers", std::to_string(workers), "--agents", std::to_string(s_.agents),
         "--frameworks", std::to_string(s_.frameworks), "--kills", std::to_string(s_.kills),
         "--status-retry", std::to_string(s_.statusRetryS), "--lost-link-grace",
-        std::to_string(s_.lostLinkGraceS), "--fanout-chunk", std::to_string(s_.fanoutChunk)};
+        std::to_string(s_.lostLinkGraceS), "--fanout-chunk", std::to_string(s_.fanoutChunk),
+        "--fanout-equal-passes", std::to_string(s_.fanoutEqualPasses)};
     WorkerProc w;
     w.pid = spawn(args, toWorker[0], fromWorker[1], s_.workDir + "/worker" + std::to_string(index) + ".log");
     ::close(toWorker[0]);
@@ -653,8 +655,12 @@ int main(int argc, char** argv) {
                   "theirs (ReconnectingLink::Options::lostLinkGrace; < 0: its default, 0: retry "
                   "the lost master after the backoff alone)");
   flags.addInt("fanout-chunk", &s.fanoutChunk,
-               "a worker tells this many of its links of a new leader per loop handler "
-               "(0: all in one handler, as before 2026-11-24)");
+               "a worker tells this many of its links of a new leader in each of the first "
+               "--fanout-equal-passes loop handlers, then twice as many in each next one, one handler "
+               "per pass of the loop (0: all in one handler, as before 2026-11-24)");
+  flags.addInt("fanout-equal-passes", &s.fanoutEqualPasses,
+               "handlers of --fanout-chunk links each before the chunks double (a large value: "
+               "equal chunks throughout, as at 1b71289)");
   flags.addString("worker-csv", &s.workerCsv,
                   "append one line per worker per kill to this CSV file: where each worker's time "
                   "went (first link lost, detector, first handshake, first agent answered, and its "
@@ -662,8 +668,9 @@ int main(int argc, char** argv) {
   flags.addInt("worker-index", &s.workerIndex, "internal: run as this worker");
   flags.addInt("workers", &s.workers, "internal: the number of workers");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
-  if (s.fanoutChunk < 0) {
-    std::cerr << "failover_bench: --fanout-chunk must be >= 0 (0: all links in one handler)\n";
+  if (s.fanoutChunk < 0 || s.fanoutEqualPasses < 1) {
+    std::cerr << "failover_bench: --fanout-chunk must be >= 0 (0: all links in one handler) and "
+                 "--fanout-equal-passes >= 1\n";
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
@@ -676,6 +683,7 @@ int main(int argc, char** argv) {
     WorkerSettings w{s.zk, s.workerIndex, s.workers, s.agents, s.frameworks, s.kills, s.statusRetryS};
     w.lostLinkGraceS = s.lostLinkGraceS;
     w.fanoutChunk = s.fanoutChunk;
+    w.fanoutEqualPasses = s.fanoutEqualPasses;
     return runWorker(w);
   }
   if (s.zk.empty() || s.masterBinary.empty() || s.masters < 2 || s.agents < 1 || s.frameworks < 2 ||

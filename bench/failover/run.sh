@@ -161,7 +161,7 @@ if os.path.exists(sys.argv[3]):
             if kr: firsts.append(min(kr, key=lambda r: float(r['first_agent_back_ms'])))
             det = [float(r['detected_ms']) for r in rs if r['kill'] == k and float(r['detected_ms']) >= 0]
             if det: lastDet.append(max(det))
-            told = [float(r['told_all_ms']) for r in rs if r['kill'] == k]
+            told = [float(r.get('told_all_ms', -1)) for r in rs if r['kill'] == k]
             if told and min(told) >= 0: lastTold.append(max(told))
         def med(vals):
             v = [x for x in vals if x >= 0]

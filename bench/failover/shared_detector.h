@@ -7,9 +7,10 @@
 // Each link still gets its own LeaderDetector (view()), fed the same
 // reports in the same order, so the reconnect policy that runs is the
 // production ReconnectingLink's, unchanged. A report reaches the views a
-// chunk at a time, one posted handler per pass of the loop, so links act on
-// it (their timers fire, they connect) while the rest are still told, as
-// separate hosts would.
+// chunk at a time, one posted handler per pass of the loop, each chunk twice
+// the one before after the first few, so the first links act on it (their timers fire, they
+// connect) while the rest are still told, as separate hosts would, and the
+// last hear within a few passes.
 //
 // Thread: the io_context thread. Views may outlive nothing: destroy every
 // view (its link) before the SharedDetector.
@@ -30,11 +31,13 @@ namespace allot {
 
 class SharedDetector {
  public:
-  static constexpr size_t kChunk = 32;  // views told per loop handler, by default
+  static constexpr size_t kChunk = 32;  // views in a report's first chunks, by default
+  static constexpr size_t kEqualPasses = 4;  // chunks of `chunk` views before they double, by default
 
-  // `chunk`: views told per posted handler (0: all in one handler).
+  // `chunk`: views told in each of a report's first `equalPasses` posted
+  // handlers, then twice as many in each next one (0: all in one handler).
   SharedDetector(asio::io_context& io, std::unique_ptr<LeaderDetector> inner,
-                 size_t chunk = kChunk);
+                 size_t chunk = kChunk, size_t equalPasses = kEqualPasses);
   ~SharedDetector();
 
   // Starts the inner detector; call once, before or after making views.
@@ -53,6 +56,8 @@ class SharedDetector {
     std::optional<Leader> leader;
     std::vector<uint64_t> ids;  // in start order
     size_t next = 0;            // the first not told yet
+    size_t chunk = 0;           // views in its next chunk
+    size_t passes = 0;          // chunks told so far
   };
   void onLeader(const std::optional<Leader>& leader);
   void postChunk();  // tells the next chunk of the front delivery
@@ -60,6 +65,7 @@ class SharedDetector {
   asio::io_context& io_;
   std::unique_ptr<LeaderDetector> inner_;
   size_t chunk_;
+  size_t equalPasses_;
   std::unordered_map<uint64_t, LeaderDetector::Callback> subscribers_;
   uint64_t nextId_ = 1;
   bool known_ = false;  // the inner detector has reported at least once
