@@ -1,5 +1,6 @@
 #include "master/http_api.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "base/log.h"
@@ -68,10 +69,16 @@ void MasterHttp::addRoutes() {
   server_->route("GET", "/state", [this](const http::Request&) { return state(); });
   server_->route("GET", "/metrics", [this](const http::Request&) {
     auto timed = master_.timed(LoopSection::kMetrics);
-    master_.master().refreshGauges();
+    Master& m = master_.master();
+    auto start = std::chrono::steady_clock::now();
+    m.refreshGauges();
+    auto gaugesSet = std::chrono::steady_clock::now();
     http::Response r;
     r.contentType = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = master_.master().metrics().serialize();
+    r.body = m.metrics().serialize();
+    auto written = std::chrono::steady_clock::now();
+    m.metrics().scraped(std::chrono::duration<double>(gaugesSet - start).count(),
+                        std::chrono::duration<double>(written - gaugesSet).count());
     return r;
   });
   for (const UiAsset& asset : uiAssets()) {

@@ -80,6 +80,29 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
                           .Register(*registry_);
   lateCpuWait_ = &lateSeconds.Add({{"part", "cpu_wait"}});
   lateLoop_ = &lateSeconds.Add({{"part", "loop"}});
+  scrapeSeconds_ = &p::BuildHistogram()
+                        .Name("allot_master_metrics_scrape_seconds")
+                        .Help("Loop time of each GET /metrics: setting the gauges and writing this text.")
+                        .Register(*registry_)
+                        .Add({}, p::Histogram::BucketBoundaries{1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3,
+                                                                2e-3, 5e-3, 1e-2});
+  auto& scrapeParts = p::BuildCounter()
+                          .Name("allot_master_metrics_scrape_part_seconds_total")
+                          .Help("allot_master_metrics_scrape_seconds by part: part=\"gauges\" setting the "
+                                "gauges from the master's state, part=\"serialize\" writing the text.")
+                          .Register(*registry_);
+  scrapeGauges_ = &scrapeParts.Add({{"part", "gauges"}});
+  scrapeSerialize_ = &scrapeParts.Add({{"part", "serialize"}});
+  scrapeMax_ = gauge("allot_master_metrics_scrape_max_seconds",
+                     "The longest GET /metrics on the loop since the master started.");
+}
+
+void MasterMetrics::scraped(double gaugesSeconds, double serializeSeconds) {
+  double total = gaugesSeconds + serializeSeconds;
+  scrapeSeconds_->Observe(total);
+  scrapeGauges_->Increment(std::max(gaugesSeconds, 0.0));
+  scrapeSerialize_->Increment(std::max(serializeSeconds, 0.0));
+  if (total > scrapeMax_->Value()) scrapeMax_->Set(total);
 }
 
 void MasterMetrics::lateTick(const std::string& section, double lateSeconds, double cpuWaitSeconds) {

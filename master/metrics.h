@@ -46,6 +46,10 @@ class MasterMetrics {
   // "none" when no timed section ran: CPU wait or untimed work), its
   // lateness summed in allot_master_loop_late_seconds_total by part.
   void lateTick(const std::string& section, double lateSeconds, double cpuWaitSeconds);
+  // One GET /metrics on the loop took `gaugesSeconds` to set the gauges
+  // from the master's state and `serializeSeconds` to write the text
+  // (shown from the next scrape on).
+  void scraped(double gaugesSeconds, double serializeSeconds);
 
   // Gauges, set before each scrape.
   prometheus::Family<prometheus::Gauge>& tasksByState() { return *tasks_; }
@@ -76,6 +80,10 @@ class MasterMetrics {
   prometheus::Counter* lateLoop_;
   prometheus::Gauge* loopLatenessMax_;
   prometheus::Family<prometheus::Counter>* lateTicks_;
+  prometheus::Histogram* scrapeSeconds_;
+  prometheus::Counter* scrapeGauges_;
+  prometheus::Counter* scrapeSerialize_;
+  prometheus::Gauge* scrapeMax_;
   prometheus::Family<prometheus::Gauge>* tasks_;
   prometheus::Gauge* agents_;
   prometheus::Gauge* draining_;

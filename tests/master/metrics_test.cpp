@@ -39,5 +39,18 @@ TEST(MasterMetrics, LateTicksAreSplitIntoCpuWaitAndTheLoopsOwnTime) {
   EXPECT_EQ(valueOf(text, "allot_master_loop_own_lateness_seconds_bucket{le=\"0.05\"}"), 4);
 }
 
+TEST(MasterMetrics, ScrapesCountTheirLoopTimeByPart) {
+  MasterMetrics m;
+  m.scraped(0.0002, 0.0003);    // 0.5 ms
+  m.scraped(0.000001, 0.004);   // 4 ms, nearly all of it writing the text
+  std::string text = m.serialize();
+  EXPECT_EQ(valueOf(text, "allot_master_metrics_scrape_seconds_count"), 2);
+  EXPECT_EQ(valueOf(text, "allot_master_metrics_scrape_seconds_bucket{le=\"0.0005\"}"), 1);
+  EXPECT_EQ(valueOf(text, "allot_master_metrics_scrape_seconds_bucket{le=\"0.005\"}"), 2);
+  EXPECT_NEAR(valueOf(text, "allot_master_metrics_scrape_part_seconds_total{part=\"gauges\"}"), 0.000201, 1e-12);
+  EXPECT_NEAR(valueOf(text, "allot_master_metrics_scrape_part_seconds_total{part=\"serialize\"}"), 0.0043, 1e-12);
+  EXPECT_NEAR(valueOf(text, "allot_master_metrics_scrape_max_seconds"), 0.004001, 1e-12);
+}
+
 }  // namespace
 }  // namespace allot
