@@ -351,6 +351,7 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
   std::vector<std::string> offers(fw.offers.begin(), fw.offers.end());
   for (const auto& o : offers) removeOffer(o, true, true);
   for (const auto& [taskId, task] : fw.tasks) {
+    countTask(task, -1);  // the record goes with the framework's below
     auto agent = agents_.find(task.info.agent_id());
     if (agent == agents_.end()) continue;
     allocator_->recover(fw.handle, agent->second.handle, task.charged, std::nullopt, clock_.now());
@@ -499,15 +500,16 @@ Status Master::adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m)
       reported[fid].insert(t.task_id());
       FrameworkRecord& fw = fwIt->second;
       if (fw.tasks.size() >= limits::kTasksPerFrameworkMax && !fw.tasks.count(t.task_id())) continue;
-      auto [task, fresh] = fw.tasks.try_emplace(t.task_id());
-      if (!fresh && task->second.info.agent_id() != agent.id) {
-        problems += " task " + t.task_id() + " runs on agent " + task->second.info.agent_id() + ";";
+      bool fresh = false;
+      TaskRecord& task = addTask(fw, t.task_id(), &fresh);
+      if (!fresh && task.info.agent_id() != agent.id) {
+        problems += " task " + t.task_id() + " runs on agent " + task.info.agent_id() + ";";
         continue;
       }
-      task->second.info = t;
-      task->second.info.set_agent_id(agent.id);
-      task->second.charged = *charged;
-      if (latest.task_id() == t.task_id()) task->second.latest = latest;
+      task.info = t;
+      task.info.set_agent_id(agent.id);
+      task.charged = *charged;
+      if (latest.task_id() == t.task_id()) setLatest(task, latest);
       agent.tasks[fid].insert(t.task_id());
       allocator_->allocateUsed(fw.handle, agent.handle, *charged);
     }
@@ -524,7 +526,7 @@ Status Master::adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m)
       auto t = fwIt->second.tasks.find(tid);
       if (t == fwIt->second.tasks.end()) continue;
       wire::TaskInfo info = t->second.info;
-      fwIt->second.tasks.erase(t);
+      eraseTask(fwIt->second, t);
       sendMasterUpdate(fwIt->second, info, wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
                        "agent " + agent.id + " re-registered without this task");
     }
@@ -617,7 +619,7 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
       auto t = fwIt->second.tasks.find(tid);
       if (t == fwIt->second.tasks.end()) continue;
       wire::TaskInfo info = t->second.info;
-      fwIt->second.tasks.erase(t);
+      eraseTask(fwIt->second, t);
       sendMasterUpdate(fwIt->second, info, wire::TASK_LOST, wire::REASON_AGENT_LOST,
                        "agent " + agentId + " removed: " + why);
     }
@@ -628,6 +630,7 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
   }
   allocator_->removeAgent(agent.handle);
   agentByHandle_.erase(agent.handle);
+  setDraining(agent, false);
   agents_.erase(it);
   wire::Envelope lost;
   lost.mutable_agent_lost()->set_agent_id(agentId);

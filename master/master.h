@@ -28,6 +28,7 @@
 // Thread: single-threaded (the master's io_context thread).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -184,7 +185,9 @@ class Master {
   };
   std::vector<RoleRow> roles() const;
   MasterMetrics& metrics() { return metrics_; }
-  // Refreshes the gauges of metrics() from the current state.
+  // Sets the gauges of metrics() from counts kept as the state changes
+  // (tasks by state, agents draining) and the registries' sizes: as many
+  // steps as there are gauges, whatever the number of tasks and agents.
   void refreshGauges();
 
  private:
@@ -344,6 +347,17 @@ class Master {
   // whole agent is going away) and forgets it; returns its record.
   std::optional<TaskRecord> forgetTask(FrameworkRecord& fw, const std::string& taskId,
                                        bool recoverResources);
+  // tasks.cpp: the only writers of a framework's task map and of a task's
+  // latest status, so tasksByState_ counts every task in frameworks_ under
+  // its latest state (removeFramework uncounts a whole framework's tasks
+  // with countTask). addTask: the task's record, a new one (counted as
+  // TASK_STAGING, a TaskStatus's default) when `fresh` comes back true.
+  TaskRecord& addTask(FrameworkRecord& fw, const std::string& taskId, bool* fresh = nullptr);
+  void setLatest(TaskRecord& task, const wire::TaskStatus& status);
+  void eraseTask(FrameworkRecord& fw, std::unordered_map<std::string, TaskRecord>::iterator task);
+  void countTask(const TaskRecord& task, int64_t delta);
+  // operate.cpp: the only writer of AgentRecord::draining (agentsDraining_).
+  void setDraining(AgentRecord& agent, bool draining);
 
   MasterOptions options_;
   // The flags' roles (options_.policy.roles as given): the defaults that
@@ -371,6 +385,12 @@ class Master {
   bool allocationPending_ = false;
   bool offersHeld_ = false;
   MasterMetrics metrics_;
+  // What refreshGauges() shows, kept where it changes: tasks in frameworks_
+  // by the value of their latest state (the last slot: a value outside the
+  // enum, which input validation refuses before any handler; never shown),
+  // and agents in agents_ that are draining.
+  std::array<int64_t, wire::TaskState_ARRAYSIZE + 1> tasksByState_{};
+  int64_t agentsDraining_ = 0;
   uint64_t revocations_ = 0;
   std::vector<double> fairScratch_;
   // The latest kEndedTasksShown tasks that ended with a terminal status,

@@ -36,10 +36,15 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
                             .Register(*registry_)
                             .Add({}, p::Histogram::BucketBoundaries{1e-5, 1e-4, 5e-4, 1e-3, 5e-3,
                                                                     1e-2, 5e-2, 0.1, 0.5, 1});
-  tasks_ = &p::BuildGauge()
-                .Name("allot_master_tasks")
-                .Help("Tasks the master knows, by latest state.")
-                .Register(*registry_);
+  auto& tasks = p::BuildGauge()
+                   .Name("allot_master_tasks")
+                   .Help("Tasks the master knows, by latest state.")
+                   .Register(*registry_);
+  for (int s = wire::TaskState_MIN; s <= wire::TaskState_MAX; ++s) {
+    if (!wire::TaskState_IsValid(s)) continue;
+    auto state = static_cast<wire::TaskState>(s);
+    tasksByState_[s] = &tasks.Add({{"state", wire::TaskState_Name(state)}});
+  }
   auto gauge = [this](const char* name, const char* help) {
     return &p::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
   };

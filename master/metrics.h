@@ -1,13 +1,15 @@
 // MasterMetrics: the master's Prometheus metrics (prometheus-cpp core's
 // registry; served as text by GET /metrics). Counters and the allocation
 // histogram are updated where the events happen; gauges (agents,
-// frameworks, tasks by state, offers) are set from the Master's state when
-// scraped. Names follow the Prometheus conventions: allot_ prefix, base
-// units, _total on counters.
+// frameworks, tasks by state, offers) are set when scraped from counts the
+// Master keeps as its state changes (Master::refreshGauges()). Names follow
+// the Prometheus conventions: allot_ prefix, base units, _total on
+// counters.
 //
 // Thread: the master's loop thread (the registry is thread-safe anyway).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 
@@ -15,6 +17,8 @@
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include "proto/allot.pb.h"
 
 namespace allot {
 
@@ -51,8 +55,9 @@ class MasterMetrics {
   // (shown from the next scrape on).
   void scraped(double gaugesSeconds, double serializeSeconds);
 
-  // Gauges, set before each scrape.
-  prometheus::Family<prometheus::Gauge>& tasksByState() { return *tasks_; }
+  // Gauges, set before each scrape. allot_master_tasks{state="TASK_..."}: every state's series exists
+  // from the start (0 until a task is in it).
+  prometheus::Gauge& tasks(wire::TaskState state) { return *tasksByState_[state]; }
   prometheus::Gauge& agents() { return *agents_; }
   prometheus::Gauge& agentsDraining() { return *draining_; }
   prometheus::Gauge& frameworks() { return *frameworks_; }
@@ -84,7 +89,7 @@ class MasterMetrics {
   prometheus::Counter* scrapeGauges_;
   prometheus::Counter* scrapeSerialize_;
   prometheus::Gauge* scrapeMax_;
-  prometheus::Family<prometheus::Gauge>* tasks_;
+  std::array<prometheus::Gauge*, wire::TaskState_ARRAYSIZE> tasksByState_{};
   prometheus::Gauge* agents_;
   prometheus::Gauge* draining_;
   prometheus::Gauge* frameworks_;

@@ -191,13 +191,15 @@ void Master::launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo 
     if (task.executor().executor_id().empty()) task.mutable_executor()->set_executor_id(task.task_id());
     agent.executors[fw.id].insert(task.executor().executor_id());
   }
-  TaskRecord& record = fw.tasks[task.task_id()];
+  TaskRecord& record = addTask(fw, task.task_id());
   record.info = task;
   record.charged = std::move(charged);
-  record.latest.set_task_id(task.task_id());
-  record.latest.set_framework_id(fw.id);
-  record.latest.set_agent_id(agent.id);
-  record.latest.set_state(wire::TASK_STAGING);
+  wire::TaskStatus staging;
+  staging.set_task_id(task.task_id());
+  staging.set_framework_id(fw.id);
+  staging.set_agent_id(agent.id);
+  staging.set_state(wire::TASK_STAGING);
+  setLatest(record, staging);
   record.launchedAt = clock_.now();
   agent.tasks[fw.id].insert(task.task_id());
   wire::Envelope e;

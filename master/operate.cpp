@@ -1,7 +1,6 @@
 // Operator actions on the master (allotctl drain / undrain / kill) and the
-// gauges /metrics reads. The HTTP side is master/http_api.cpp.
-#include <map>
-
+// gauges /metrics reads (from counts kept where the state changes). The
+// HTTP side is master/http_api.cpp.
 #include "base/log.h"
 #include "master/master.h"
 
@@ -12,7 +11,7 @@ Status Master::drainAgent(const std::string& agentId, Duration deadline) {
   if (it == agents_.end()) return Error{"no agent " + agentId};
   AgentRecord& agent = it->second;
   double deadlineS = std::chrono::duration<double>(deadline).count();
-  agent.draining = true;
+  setDraining(agent, true);
   agent.drainDeadlineS = wallClockSeconds() + deadlineS;
   allocator_->setAgentActive(agent.handle, false);
   std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
@@ -43,7 +42,7 @@ Status Master::undrainAgent(const std::string& agentId) {
   if (it == agents_.end()) return Error{"no agent " + agentId};
   AgentRecord& agent = it->second;
   if (!agent.draining) return okStatus();
-  agent.draining = false;
+  setDraining(agent, false);
   agent.drainDeadlineS = 0;
   if (agent.peer) allocator_->setAgentActive(agent.handle, true);
   allocationPending_ = true;
@@ -70,21 +69,19 @@ Status Master::killTask(const std::string& taskId, const std::string& frameworkI
   return okStatus();
 }
 
+void Master::setDraining(AgentRecord& agent, bool draining) {
+  if (agent.draining == draining) return;
+  agent.draining = draining;
+  agentsDraining_ += draining ? 1 : -1;
+}
+
 void Master::refreshGauges() {
-  std::map<wire::TaskState, double> byState;
   for (int s = wire::TaskState_MIN; s <= wire::TaskState_MAX; ++s) {
-    if (wire::TaskState_IsValid(s)) byState[static_cast<wire::TaskState>(s)] = 0;
+    if (!wire::TaskState_IsValid(s)) continue;
+    metrics_.tasks(static_cast<wire::TaskState>(s)).Set(static_cast<double>(tasksByState_[s]));
   }
-  for (const auto& [fid, fw] : frameworks_) {
-    for (const auto& [tid, t] : fw.tasks) byState[t.latest.state()] += 1;
-  }
-  for (const auto& [state, n] : byState) {
-    metrics_.tasksByState().Add({{"state", wire::TaskState_Name(state)}}).Set(n);
-  }
-  double draining = 0;
-  for (const auto& [id, a] : agents_) draining += a.draining ? 1 : 0;
   metrics_.agents().Set(static_cast<double>(agents_.size()));
-  metrics_.agentsDraining().Set(draining);
+  metrics_.agentsDraining().Set(static_cast<double>(agentsDraining_));
   metrics_.frameworks().Set(static_cast<double>(frameworks_.size()));
   metrics_.offersOutstanding().Set(static_cast<double>(offers_.size()));
 }

@@ -20,6 +20,30 @@ void Master::sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task,
   sendToFramework(fw, e);
 }
 
+Master::TaskRecord& Master::addTask(FrameworkRecord& fw, const std::string& taskId, bool* fresh) {
+  auto [it, inserted] = fw.tasks.try_emplace(taskId);
+  if (inserted) countTask(it->second, 1);
+  if (fresh) *fresh = inserted;
+  return it->second;
+}
+
+void Master::setLatest(TaskRecord& task, const wire::TaskStatus& status) {
+  countTask(task, -1);
+  task.latest = status;
+  countTask(task, 1);
+}
+
+void Master::eraseTask(FrameworkRecord& fw, std::unordered_map<std::string, TaskRecord>::iterator task) {
+  countTask(task->second, -1);
+  fw.tasks.erase(task);
+}
+
+void Master::countTask(const TaskRecord& task, int64_t delta) {
+  int state = task.latest.state();
+  size_t slot = wire::TaskState_IsValid(state) ? static_cast<size_t>(state) : tasksByState_.size() - 1;
+  tasksByState_[slot] += delta;
+}
+
 std::optional<Master::TaskRecord> Master::forgetTask(FrameworkRecord& fw, const std::string& taskId,
                                                     bool recoverResources) {
   auto t = fw.tasks.find(taskId);
@@ -46,6 +70,7 @@ std::optional<Master::TaskRecord> Master::forgetTask(FrameworkRecord& fw, const 
       allocationPending_ = true;
     }
   }
+  countTask(t->second, -1);  // before the move empties its status
   TaskRecord record = std::move(t->second);
   fw.tasks.erase(t);
   return record;
@@ -106,7 +131,7 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
     rememberEnded(agent, fw.id, status.task_id());  // its acknowledgement may pass
   }
   if (placedHere) {
-    t->second.latest = status;
+    setLatest(t->second, status);
     if (isTerminal(status.state())) {
       if (auto ended = forgetTask(fw, status.task_id(), true)) {
         endedTasks_.push_back(EndedTask{fw.id, std::move(*ended)});
