@@ -8,43 +8,77 @@ namespace allot {
 
 namespace {
 
+// A field's name as written before its value: ,"name": (a compile-time
+// constant, so a field costs one append).
+template <size_t N>
+struct Key {
+  constexpr Key(const char (&name)[N]) {  // NOLINT: implicit, for field<"name">()
+    text[0] = ',';
+    text[1] = '"';
+    for (size_t i = 0; i + 1 < N; ++i) text[2 + i] = name[i];
+    text[N + 1] = '"';
+    text[N + 2] = ':';
+  }
+  char text[N + 3] = {};
+};
+
+// One JSON object's fields in order: field<"id">() writes {"id": for the
+// first field and ,"id": for the others and returns where the value goes;
+// end() closes the object.
+class Object {
+ public:
+  explicit Object(std::string* out) : out_(out) {}
+  template <Key key>
+  std::string* field() {
+    out_->append(key.text, sizeof key.text);
+    if (first_) {
+      (*out_)[out_->size() - sizeof key.text] = '{';
+      first_ = false;
+    }
+    return out_;
+  }
+  void end() { out_->push_back('}'); }
+
+ private:
+  std::string* out_;
+  bool first_ = true;
+};
+
+// A JSON array of `items`, each written by write(item, out).
+template <typename Items, typename Write>
+void array(const Items& items, Write write, std::string* out) {
+  out->push_back('[');
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out->push_back(',');
+    first = false;
+    write(item, out);
+  }
+  out->push_back(']');
+}
+
 void boolean(bool v, std::string* out) { *out += v ? "true" : "false"; }
 
 void ranges(const Resources::Ranges& list, std::string* out) {
-  out->push_back('[');
-  bool first = true;
-  for (const auto& [begin, end] : list) {
-    if (!first) out->push_back(',');
-    first = false;
-    *out += "{\"begin\":";
-    appendJsonUint64(begin, out);
-    *out += ",\"end\":";
-    appendJsonUint64(end, out);
-    out->push_back('}');
-  }
-  out->push_back(']');
+  array(list, [](const auto& range, std::string* o) {
+    Object r(o);
+    appendJsonUint64(range.first, r.field<"begin">());
+    appendJsonUint64(range.second, r.field<"end">());
+    r.end();
+  }, out);
 }
 
 // A wire::Resource: {"name":..,"scalar":..,"ranges":[..]}.
 void resource(std::string_view name, double scalar, const Resources::Ranges& list, std::string* out) {
-  *out += "{\"name\":";
-  appendJsonString(name, out);
-  *out += ",\"scalar\":";
-  appendJsonDouble(scalar, out);
-  *out += ",\"ranges\":";
-  ranges(list, out);
-  out->push_back('}');
+  Object r(out);
+  appendJsonString(name, r.field<"name">());
+  appendJsonDouble(scalar, r.field<"scalar">());
+  ranges(list, r.field<"ranges">());
+  r.end();
 }
 
 void resourceItems(const ResourceItems& items, std::string* out) {
-  out->push_back('[');
-  bool first = true;
-  for (const ResourceItem& r : items) {
-    if (!first) out->push_back(',');
-    first = false;
-    resource(r.name, r.scalar, r.ranges, out);
-  }
-  out->push_back(']');
+  array(items, [](const ResourceItem& r, std::string* o) { resource(r.name, r.scalar, r.ranges, o); }, out);
 }
 
 // Resources as Resources::toWire lists them: scalars, then range sets.
@@ -83,21 +117,15 @@ Result<Resources> parse(const ResourceItems& items) {
 }
 
 void usage(const wire::ResourceUsage& u, std::string* out) {
-  *out += "{\"cpuTimeS\":";
-  appendJsonDouble(u.cpu_time_s(), out);
-  *out += ",\"memBytes\":";
-  appendJsonUint64(u.mem_bytes(), out);
-  *out += ",\"memPeakBytes\":";
-  appendJsonUint64(u.mem_peak_bytes(), out);
-  *out += ",\"ioReadBytes\":";
-  appendJsonUint64(u.io_read_bytes(), out);
-  *out += ",\"ioWriteBytes\":";
-  appendJsonUint64(u.io_write_bytes(), out);
-  *out += ",\"processes\":";
-  appendJsonUint32(u.processes(), out);
-  *out += ",\"diskBytes\":";
-  appendJsonUint64(u.disk_bytes(), out);
-  out->push_back('}');
+  Object o(out);
+  appendJsonDouble(u.cpu_time_s(), o.field<"cpuTimeS">());
+  appendJsonUint64(u.mem_bytes(), o.field<"memBytes">());
+  appendJsonUint64(u.mem_peak_bytes(), o.field<"memPeakBytes">());
+  appendJsonUint64(u.io_read_bytes(), o.field<"ioReadBytes">());
+  appendJsonUint64(u.io_write_bytes(), o.field<"ioWriteBytes">());
+  appendJsonUint32(u.processes(), o.field<"processes">());
+  appendJsonUint64(u.disk_bytes(), o.field<"diskBytes">());
+  o.end();
 }
 
 // An enum value by name, as appendJson prints it (the number when unnamed).
@@ -142,121 +170,80 @@ ResourceItems copyResources(const ResourceList& list, ItemText* text) {
 }
 
 void appendItemJson(const AgentItem& a, std::string* out) {
-  *out += "{\"id\":";
-  appendJsonString(a.id, out);
-  *out += ",\"hostname\":";
-  appendJsonString(a.hostname, out);
-  *out += ",\"total\":";
-  resourceItems(a.total, out);
-  *out += ",\"used\":";
+  Object o(out);
+  appendJsonString(a.id, o.field<"id">());
+  appendJsonString(a.hostname, o.field<"hostname">());
+  resourceItems(a.total, o.field<"total">());
   if (auto total = parse(a.total)) {
     Resources used = *total;
     used -= a.free;
-    resources(used, out);
+    resources(used, o.field<"used">());
   } else {
-    *out += "[]";
+    *o.field<"used">() += "[]";
   }
-  *out += ",\"free\":";
-  resources(a.free, out);
-  *out += ",\"attributes\":[";
-  for (size_t i = 0; i < a.attributes.size(); ++i) {
-    if (i) out->push_back(',');
-    *out += "{\"name\":";
-    appendJsonString(a.attributes[i].first, out);
-    *out += ",\"value\":";
-    appendJsonString(a.attributes[i].second, out);
-    out->push_back('}');
-  }
-  *out += "],\"connected\":";
-  boolean(a.connected, out);
-  *out += ",\"draining\":";
-  boolean(a.draining, out);
-  *out += ",\"drainDeadlineS\":";
-  appendJsonDouble(a.drainDeadlineS, out);
-  *out += ",\"taskCount\":";
-  appendJsonUint32(a.taskCount, out);
-  *out += ",\"offerCount\":";
-  appendJsonUint32(a.offerCount, out);
-  *out += ",\"usage\":[";
-  for (size_t i = 0; i < a.usage.size(); ++i) {
-    if (i) out->push_back(',');
-    *out += "{\"frameworkId\":";
-    appendJsonString(a.usage[i].frameworkId, out);
-    *out += ",\"executorId\":";
-    appendJsonString(a.usage[i].executorId, out);
-    *out += ",\"usage\":";
-    usage(a.usage[i].usage, out);
-    out->push_back('}');
-  }
-  *out += "]}";
+  resources(a.free, o.field<"free">());
+  array(a.attributes, [](const auto& attribute, std::string* w) {
+    Object at(w);
+    appendJsonString(attribute.first, at.field<"name">());
+    appendJsonString(attribute.second, at.field<"value">());
+    at.end();
+  }, o.field<"attributes">());
+  boolean(a.connected, o.field<"connected">());
+  boolean(a.draining, o.field<"draining">());
+  appendJsonDouble(a.drainDeadlineS, o.field<"drainDeadlineS">());
+  appendJsonUint32(a.taskCount, o.field<"taskCount">());
+  appendJsonUint32(a.offerCount, o.field<"offerCount">());
+  array(a.usage, [](const UsageItem& u, std::string* w) {
+    Object ex(w);
+    appendJsonString(u.frameworkId, ex.field<"frameworkId">());
+    appendJsonString(u.executorId, ex.field<"executorId">());
+    usage(u.usage, ex.field<"usage">());
+    ex.end();
+  }, o.field<"usage">());
+  o.end();
 }
 
 void appendItemJson(const FrameworkItem& f, std::string* out) {
-  *out += "{\"id\":";
-  appendJsonString(f.id, out);
-  *out += ",\"name\":";
-  appendJsonString(f.name, out);
-  *out += ",\"user\":";
-  appendJsonString(f.user, out);
-  *out += ",\"role\":";
-  appendJsonString(f.role, out);
-  *out += ",\"weight\":";
-  appendJsonDouble(f.weight, out);
-  *out += ",\"priority\":";
-  appendJsonInt32(f.priority, out);
-  *out += ",\"dominantShare\":";
-  appendJsonDouble(f.dominantShare, out);
-  *out += ",\"guaranteed\":";
-  resourceItems(f.guaranteed, out);
-  *out += ",\"allocated\":";
-  resources(f.allocated, out);
-  *out += ",\"connected\":";
-  boolean(f.connected, out);
-  *out += ",\"needsOffers\":";
-  boolean(f.needsOffers, out);
-  *out += ",\"taskCount\":";
-  appendJsonUint32(f.taskCount, out);
-  *out += ",\"offerCount\":";
-  appendJsonUint32(f.offerCount, out);
-  out->push_back('}');
+  Object o(out);
+  appendJsonString(f.id, o.field<"id">());
+  appendJsonString(f.name, o.field<"name">());
+  appendJsonString(f.user, o.field<"user">());
+  appendJsonString(f.role, o.field<"role">());
+  appendJsonDouble(f.weight, o.field<"weight">());
+  appendJsonInt32(f.priority, o.field<"priority">());
+  appendJsonDouble(f.dominantShare, o.field<"dominantShare">());
+  resourceItems(f.guaranteed, o.field<"guaranteed">());
+  resources(f.allocated, o.field<"allocated">());
+  boolean(f.connected, o.field<"connected">());
+  boolean(f.needsOffers, o.field<"needsOffers">());
+  appendJsonUint32(f.taskCount, o.field<"taskCount">());
+  appendJsonUint32(f.offerCount, o.field<"offerCount">());
+  o.end();
 }
 
 void appendItemJson(const TaskItem& t, std::string* out) {
-  *out += "{\"taskId\":";
-  appendJsonString(t.taskId, out);
-  *out += ",\"frameworkId\":";
-  appendJsonString(t.frameworkId, out);
-  *out += ",\"agentId\":";
-  appendJsonString(t.agentId, out);
-  *out += ",\"name\":";
-  appendJsonString(t.name, out);
-  *out += ",\"state\":";
-  enumValue(wire::TaskState_descriptor(), t.state, out);
-  *out += ",\"reason\":";
-  enumValue(wire::Reason_descriptor(), t.reason, out);
-  *out += ",\"message\":";
-  appendJsonString(t.message, out);
-  *out += ",\"resources\":";
-  resourceItems(t.resources, out);
-  *out += ",\"executorId\":";
-  appendJsonString(t.executorId, out);
-  *out += ",\"updatedS\":";
-  appendJsonDouble(t.updatedS, out);
-  out->push_back('}');
+  Object o(out);
+  appendJsonString(t.taskId, o.field<"taskId">());
+  appendJsonString(t.frameworkId, o.field<"frameworkId">());
+  appendJsonString(t.agentId, o.field<"agentId">());
+  appendJsonString(t.name, o.field<"name">());
+  enumValue(wire::TaskState_descriptor(), t.state, o.field<"state">());
+  enumValue(wire::Reason_descriptor(), t.reason, o.field<"reason">());
+  appendJsonString(t.message, o.field<"message">());
+  resourceItems(t.resources, o.field<"resources">());
+  appendJsonString(t.executorId, o.field<"executorId">());
+  appendJsonDouble(t.updatedS, o.field<"updatedS">());
+  o.end();
 }
 
-void appendItemJson(const OfferItem& o, std::string* out) {
-  *out += "{\"offerId\":";
-  appendJsonString(o.offerId, out);
-  *out += ",\"frameworkId\":";
-  appendJsonString(o.frameworkId, out);
-  *out += ",\"agentId\":";
-  appendJsonString(o.agentId, out);
-  *out += ",\"resources\":";
-  resources(o.resources, out);
-  *out += ",\"expiresInS\":";
-  appendJsonDouble(o.expiresInS, out);
-  out->push_back('}');
+void appendItemJson(const OfferItem& f, std::string* out) {
+  Object o(out);
+  appendJsonString(f.offerId, o.field<"offerId">());
+  appendJsonString(f.frameworkId, o.field<"frameworkId">());
+  appendJsonString(f.agentId, o.field<"agentId">());
+  resources(f.resources, o.field<"resources">());
+  appendJsonDouble(f.expiresInS, o.field<"expiresInS">());
+  o.end();
 }
 
 }  // namespace allot
