@@ -120,7 +120,7 @@ void Agent::stop() {
   const auto& loop = loopMeter_.stats();
   LOG_INFO("loop: longest lateness " << loop.maxLateMs << " ms (" << loop.maxLateCpuWaitMs
                                      << " ms waiting for a CPU), " << loop.lateOver10Ms << " of " << loop.ticks
-                                     << " ticks 10 ms late or more");
+                                     << " ticks 10 ms late or more; that tick: " << loop.maxLateSplit.describe());
 }
 
 void Agent::buildRegistration(wire::RegisterAgent* r) {

@@ -1,11 +1,13 @@
 #include "base/loop_stall_meter.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 #include "base/log.h"
 
@@ -22,8 +24,9 @@ void LoopStallMeter::start() {
   running_ = true;
   // thread-self: the loop's thread, which start() runs on.
   schedstat_ = UniqueFd(open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
-  lastRunDelayNs_ = runDelayNs();
+  last_ = read();
   due_ = Clock::now();
+  lastTick_ = due_;
   arm();
 }
 
@@ -40,25 +43,65 @@ void LoopStallMeter::arm() {
   });
 }
 
-int64_t LoopStallMeter::runDelayNs() const {
-  if (!schedstat_) return -1;
-  char buf[128];
-  ssize_t n = pread(schedstat_.get(), buf, sizeof buf - 1, 0);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  char* end = nullptr;
-  std::strtoll(buf, &end, 10);  // run time
-  if (end == buf) return -1;
-  return std::strtoll(end, nullptr, 10);
+// Two reads per tick: schedstat's "run time, run delay, timeslices" (pread
+// of a file opened once) and getrusage of this thread (no file).
+LoopStallMeter::Counters LoopStallMeter::read() const {
+  Counters c;
+  if (schedstat_) {
+    char buf[128];
+    ssize_t n = pread(schedstat_.get(), buf, sizeof buf - 1, 0);
+    if (n > 0) {
+      buf[n] = '\0';
+      char* end = nullptr;
+      long long run = std::strtoll(buf, &end, 10);
+      if (end != buf) {
+        char* end2 = nullptr;
+        long long delay = std::strtoll(end, &end2, 10);
+        if (end2 != end) {
+          c.runNs = run;
+          c.runDelayNs = delay;
+        }
+      }
+    }
+  }
+  rusage ru{};
+  if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+    c.sleeps = ru.ru_nvcsw;
+    c.majorFaults = ru.ru_majflt;
+  }
+  return c;
 }
 
-void LoopStallMeter::Stats::record(double lateMs, double cpuWaitMs) {
+TickSplit TickSplit::of(double intervalMs, double cpuWaitMs, double onCpuMs, int64_t sleeps, int64_t majorFaults) {
+  TickSplit t;
+  t.intervalMs = std::max(intervalMs, 0.0);
+  t.cpuWaitMs = std::clamp(cpuWaitMs, 0.0, t.intervalMs);
+  t.onCpuMs = std::clamp(onCpuMs, 0.0, t.intervalMs - t.cpuWaitMs);
+  t.offCpuMs = t.intervalMs - t.cpuWaitMs - t.onCpuMs;
+  t.sleeps = sleeps > 0 ? static_cast<uint64_t>(sleeps) : 0;
+  t.majorFaults = majorFaults > 0 ? static_cast<uint64_t>(majorFaults) : 0;
+  return t;
+}
+
+std::string TickSplit::describe() const {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(2);
+  out << cpuWaitMs << " ms waiting for a CPU, " << onCpuMs << " ms running, " << offCpuMs
+      << " ms off the CPU in " << sleeps << (sleeps == 1 ? " sleep" : " sleeps") << " and " << majorFaults
+      << (majorFaults == 1 ? " major page fault" : " major page faults") << ", since the tick " << intervalMs
+      << " ms before";
+  return out.str();
+}
+
+void LoopStallMeter::Stats::record(double lateMs, double cpuWaitMs, const TickSplit& split) {
   // The CPU wait counted spans the whole period, not only the lateness.
   if (cpuWaitMs > lateMs) cpuWaitMs = lateMs;
   ++ticks;
   if (lateMs > maxLateMs) {
     maxLateMs = lateMs;
     maxLateCpuWaitMs = cpuWaitMs;
+    maxLateSplit = split;
   }
   if (lateMs - cpuWaitMs > maxOwnLateMs) maxOwnLateMs = lateMs - cpuWaitMs;
   lateOver1Ms += lateMs >= 1;
@@ -69,14 +112,21 @@ void LoopStallMeter::Stats::record(double lateMs, double cpuWaitMs) {
 void LoopStallMeter::tick() {
   auto now = Clock::now();
   double lateMs = std::chrono::duration<double, std::milli>(now - due_).count();
-  int64_t delay = runDelayNs();
-  double cpuWaitMs = delay >= 0 && lastRunDelayNs_ >= 0 ? static_cast<double>(delay - lastRunDelayNs_) / 1e6 : 0;
-  lastRunDelayNs_ = delay;
-  stats_.record(lateMs, cpuWaitMs);
+  Counters c = read();
+  auto grew = [](int64_t now, int64_t before) { return now >= 0 && before >= 0 ? now - before : -1; };
+  int64_t delayNs = grew(c.runDelayNs, last_.runDelayNs), runNs = grew(c.runNs, last_.runNs);
+  double cpuWaitMs = delayNs >= 0 ? static_cast<double>(delayNs) / 1e6 : 0;
+  lastSplit_ = TickSplit::of(std::chrono::duration<double, std::milli>(now - lastTick_).count(), cpuWaitMs,
+                             runNs >= 0 ? static_cast<double>(runNs) / 1e6 : 0, grew(c.sleeps, last_.sleeps),
+                             grew(c.majorFaults, last_.majorFaults));
+  last_ = c;
+  lastTick_ = now;
+  stats_.record(lateMs, cpuWaitMs, lastSplit_);
   lastCpuWaitMs_ = std::min(std::max(cpuWaitMs, 0.0), std::max(lateMs, 0.0));
   if (lateMs >= kLogAtMs && now - lastLog_ >= std::chrono::seconds(1)) {
     lastLog_ = now;
-    LOG_WARNING("the loop ran " << lateMs << " ms late (" << cpuWaitMs << " ms of it waiting for a CPU)");
+    LOG_WARNING("the loop ran " << lateMs << " ms late (" << cpuWaitMs << " ms of it waiting for a CPU; "
+                                << lastSplit_.describe() << ")");
   }
   if (onTick_) onTick_(lateMs / 1000);
   // After a long stall, start again from now: no burst of catch-up ticks.

@@ -5,6 +5,13 @@
 // Each lateness is split by the thread's schedstat run_delay (time spent
 // runnable but waiting for a CPU, /proc/thread-self/schedstat): the part the
 // machine's other load cost, against the part allot's own code blocked for.
+// The interval since the previous tick is also split three ways (TickSplit):
+// waiting for a CPU, running (schedstat's run time), and off the CPU, not
+// runnable, with the voluntary sleeps and major page faults that put it
+// there (getrusage(RUSAGE_THREAD)). A late tick whose interval was mostly
+// off the CPU in one sleep was the loop's idle wait woken late (its timer's
+// interrupt came late: a virtual machine's timer, a host's steal), not a
+// call of allot's that blocked (that is a second sleep, or a fault).
 //
 //   LoopStallMeter meter(io, {.period = 5ms}, [&](double lateS) { ... });
 //   meter.start();  ...  meter.stats().maxLateMs
@@ -17,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "base/asio.h"
 #include "base/unique_fd.h"
@@ -25,6 +33,24 @@ namespace allot {
 
 struct LoopStallMeterOptions {
   std::chrono::milliseconds period{5};
+};
+
+// The loop thread's time between two ticks (intervalMs: from the previous
+// tick to this one), as the kernel accounted it.
+struct TickSplit {
+  double intervalMs = 0;
+  double cpuWaitMs = 0;      // runnable, waiting for a CPU (schedstat run_delay)
+  double onCpuMs = 0;        // running (schedstat run time)
+  double offCpuMs = 0;       // neither: asleep or blocked (the rest of the interval)
+  uint64_t sleeps = 0;       // voluntary context switches (ru_nvcsw)
+  uint64_t majorFaults = 0;  // page faults that waited for I/O (ru_majflt)
+
+  // From the counters' growth over the interval; negative growth (unknown
+  // counters) counts as none, and the off-CPU rest is never negative.
+  static TickSplit of(double intervalMs, double cpuWaitMs, double onCpuMs, int64_t sleeps, int64_t majorFaults);
+  // "2.1 ms waiting for a CPU, 0.3 ms running, 14.6 ms off the CPU in 1
+  // sleep and 0 major page faults, since the tick 17.0 ms before"
+  std::string describe() const;
 };
 
 class LoopStallMeter {
@@ -36,12 +62,14 @@ class LoopStallMeter {
     double maxLateMs = 0;        // the longest lateness seen
     double maxLateCpuWaitMs = 0; // of that one, time spent waiting for a CPU
     double maxOwnLateMs = 0;     // the longest lateness minus its CPU wait
+    TickSplit maxLateSplit;      // of the longest lateness: its interval's split
     uint64_t lateOver1Ms = 0, lateOver10Ms = 0, lateOver100Ms = 0;
 
     // Counts one expiry that ran `lateMs` late, of which `cpuWaitMs` (the
     // thread's run_delay growth since the previous expiry, so possibly more
     // than the lateness: capped at it) went to waiting for a CPU.
-    void record(double lateMs, double cpuWaitMs);
+    // `split` is the interval's, kept when this is the longest lateness.
+    void record(double lateMs, double cpuWaitMs, const TickSplit& split = {});
   };
 
   LoopStallMeter(asio::io_context& io, LoopStallMeterOptions options, std::function<void(double)> onTick = {});
@@ -56,20 +84,28 @@ class LoopStallMeter {
   // the tick before, capped at the tick's lateness, in ms. A handler that
   // runs on (or blocks) the loop shows as lateness without CPU wait.
   double lastCpuWaitMs() const { return lastCpuWaitMs_; }
+  // Of the same tick: the interval since the tick before, split.
+  const TickSplit& lastSplit() const { return lastSplit_; }
   std::chrono::milliseconds period() const { return options_.period; }
 
  private:
   void arm();
   void tick();
-  int64_t runDelayNs() const;  // -1 when unknown (no CONFIG_SCHED_INFO)
+  struct Counters {
+    int64_t runNs = -1, runDelayNs = -1;  // -1 when unknown (no CONFIG_SCHED_INFO)
+    int64_t sleeps = -1, majorFaults = -1;
+  };
+  Counters read() const;
 
   asio::steady_timer timer_;
   LoopStallMeterOptions options_;
   std::function<void(double)> onTick_;
   UniqueFd schedstat_;
   std::chrono::steady_clock::time_point due_;
-  int64_t lastRunDelayNs_ = -1;
+  Counters last_;
+  std::chrono::steady_clock::time_point lastTick_;
   double lastCpuWaitMs_ = 0;
+  TickSplit lastSplit_;
   std::chrono::steady_clock::time_point lastLog_;
   bool running_ = false;
   Stats stats_;

@@ -17,8 +17,14 @@
 // task is its own framework's, so every launch makes a container and every
 // task's end reaps one (executors idle 0.1 s exit): the agent's heaviest
 // path, for the loop-stall target.
+// With --pin-bench / --pin-agent / --pin-executor CPU the bench, the agent
+// (all its threads) and the command executor (with the tasks it forks) run
+// on that CPU only (-1: wherever the kernel puts them); the plain launch p50
+// depends on where the three run on a 2-CPU machine (docs/benchmarks.md).
 // Usage: agent_bench --agent PATH [--launches 1000] [--running 100] [--window 10]
 //                    [--tls-dir DIR] [--isolation LIST] [--executor-per-task]
+//                    [--pin-bench CPU] [--pin-agent CPU] [--pin-executor CPU]
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
@@ -247,6 +253,26 @@ std::vector<pid_t> executorPids(const std::string& dir) {
   return out;
 }
 
+// Runs every thread of `pid` (0: this process) on `cpu` only, or on every
+// online CPU when cpu is -1. False when the kernel refuses.
+bool pin(pid_t pid, int64_t cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long c = 0; c < cpus; ++c) {
+    if (cpu < 0 || c == cpu) CPU_SET(static_cast<int>(c), &set);
+  }
+  if (pid == 0) return sched_setaffinity(0, sizeof set, &set) == 0;
+  bool ok = true;
+  std::error_code ec;
+  for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    ok = sched_setaffinity(std::stoi(t.path().filename()), sizeof set, &set) == 0 && ok;
+  }
+  return ok && !ec;
+}
+
+std::string placement(int64_t cpu) { return cpu < 0 ? "any" : "cpu " + std::to_string(cpu); }
+
 // What the agent left of its cgroups root (executors killed by the bench
 // after the agent stopped): deepest directories first, in every hierarchy.
 void removeCgroupRoot(const std::string& root) {
@@ -295,7 +321,24 @@ int main(int argc, char** argv) {
   std::string tlsDir;
   flags.addString("tls-dir", &tlsDir,
                   "mutual TLS with the certificates scripts/allot-certs wrote into DIR");
+  int64_t pinBench = -1, pinAgent = -1, pinExecutor = -1;
+  flags.addInt("pin-bench", &pinBench, "run the bench (the fake master) on this CPU only (-1: any)");
+  flags.addInt("pin-agent", &pinAgent, "run the agent on this CPU only (-1: any)");
+  flags.addInt("pin-executor", &pinExecutor,
+               "run the command executor and its tasks on this CPU only (-1: any)");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  long onlineCpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int64_t cpu : {pinBench, pinAgent, pinExecutor}) {
+    if (cpu < -1 || cpu >= onlineCpus) {
+      std::fprintf(stderr, "agent_bench: --pin-*: %lld is not -1 or an online CPU (0..%ld)\n",
+                   static_cast<long long>(cpu), onlineCpus - 1);
+      return 2;
+    }
+  }
+  if (pinBench >= 0 && !pin(0, pinBench)) {
+    std::perror("agent_bench: --pin-bench");
+    return 1;
+  }
   if (agent.empty()) {
     std::fprintf(stderr, "agent_bench: --agent PATH is required\n");
     return 2;
@@ -333,6 +376,8 @@ int main(int argc, char** argv) {
   pid_t pid = fork();
   if (pid == 0) {
     freopen((dir + "/agent.log").c_str(), "w", stderr);
+    // The bench's own pin is not the agent's: any CPU unless --pin-agent.
+    if (!pin(0, pinAgent)) _exit(126);
     std::string m = "127.0.0.1:" + std::to_string(master.port());
     std::vector<std::string> args = {agent, "--master", m, "--work-dir", dir + "/work",
                                      "--resources", "cpus:64;mem:65536;disk:1024",
@@ -387,6 +432,11 @@ int main(int argc, char** argv) {
         auto ex = executorPids(dir);
         executorPid = ex.empty() ? 0 : ex[0];
         if (executorPid) executorCpuStart = sample(executorPid).cpuSeconds;
+      }
+      // The executor the first launch started inherited the agent's CPUs.
+      if (i == 1 && !executorPerTask && (pinAgent >= 0 || pinExecutor >= 0)) {
+        auto ex = executorPids(dir);
+        if (ex.empty() || !pin(ex[0], pinExecutor)) fail("could not pin the command executor");
       }
       std::string id = "launch-" + std::to_string(i);
       master.run(id, command);
@@ -478,6 +528,8 @@ int main(int argc, char** argv) {
               phaseTicks);
   std::printf("| loop lateness, longest since the agent started | %.2f ms | < 10 ms | |\n", maxLateMs);
   std::printf("| link to the master | %s | | |\n", tls ? "mutual TLS 1.3" : "plaintext");
+  std::printf("| placement: bench / agent / executor | %s / %s / %s | | |\n", placement(pinBench).c_str(),
+              placement(pinAgent).c_str(), placement(pinExecutor).c_str());
   std::printf("| isolation | %s%s | | |\n", isolation.empty() ? "none" : isolation.c_str(),
               executorPerTask ? ", an executor per task" : ", one command executor");
   std::printf("\nload average (1 min) %s before the launches, %s after, on %ld CPUs\n", loadBefore.c_str(),

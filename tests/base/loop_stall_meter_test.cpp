@@ -3,7 +3,9 @@
 // loaded: a handler that blocks the loop for 40 ms makes the next tick at
 // least 35 ms late (5 ms period), and nothing ticks after stop(). How much
 // of a lateness the schedstat split attributes to the loop itself depends
-// on the machine's load, so no test here asserts it.
+// on the machine's load, so no test here asserts it; what the kernel's
+// accounts say of a loop that sleeps against one that computes (TickSplit)
+// holds on any machine.
 #include "base/loop_stall_meter.h"
 
 #include <gtest/gtest.h>
@@ -79,6 +81,73 @@ TEST(LoopStallMeter, ABlockingHandlerShowsAsLateness) {
   EXPECT_GE(cpuWaitAfterBlockMs, 0.0);
   EXPECT_LE(cpuWaitAfterBlockMs, lateAfterBlockS * 1000);
   EXPECT_GE(lateAfterBlockS * 1000 - cpuWaitAfterBlockMs, 34.0);
+}
+
+TEST(TickSplit, TheRestOfTheIntervalIsOffTheCpu) {
+  TickSplit t = TickSplit::of(20, 2, 3, 1, 0);
+  EXPECT_DOUBLE_EQ(t.offCpuMs, 15);
+  EXPECT_EQ(t.sleeps, 1u);
+  // Counters that overshoot the interval (read at slightly different times)
+  // are capped; unknown ones (-1) count as none.
+  t = TickSplit::of(10, 8, 5, -1, -1);
+  EXPECT_DOUBLE_EQ(t.cpuWaitMs, 8);
+  EXPECT_DOUBLE_EQ(t.onCpuMs, 2);
+  EXPECT_DOUBLE_EQ(t.offCpuMs, 0);
+  EXPECT_EQ(t.sleeps, 0u);
+  EXPECT_EQ(t.majorFaults, 0u);
+  EXPECT_EQ(TickSplit::of(17, 0.04, 0.2, 1, 0).describe(),
+            "0.04 ms waiting for a CPU, 0.20 ms running, 16.76 ms off the CPU in 1 sleep and 0 major page "
+            "faults, since the tick 17.00 ms before");
+}
+
+// Runs `handler` on the loop once, 20 ms after the meter starts, and
+// returns the split of the first tick after it.
+template <typename Handler>
+TickSplit splitAfter(Handler handler, double* lateMs) {
+  asio::io_context io;
+  bool done = false;
+  TickSplit split;
+  LoopStallMeter* m = nullptr;
+  LoopStallMeter meter(io, {.period = 5ms}, [&](double lateS) {
+    if (!done) return;
+    split = m->lastSplit();
+    *lateMs = lateS * 1000;
+    m->stop();
+  });
+  m = &meter;
+  meter.start();
+  asio::steady_timer at(io);
+  at.expires_after(20ms);
+  at.async_wait([&](const boost::system::error_code&) {
+    handler();
+    done = true;
+  });
+  io.run();
+  return split;
+}
+
+// A handler that sleeps blocks the loop off the CPU; one that computes
+// keeps it on the CPU (or waiting for one, on a loaded machine). Whatever
+// the load, the kernel's accounts tell the two apart.
+TEST(LoopStallMeter, SplitsABlockedLoopFromABusyOne) {
+  double lateMs = 0;
+  TickSplit asleep = splitAfter([] { std::this_thread::sleep_for(40ms); }, &lateMs);
+  EXPECT_GE(lateMs, 35.0);
+  EXPECT_GE(asleep.intervalMs, 40.0);
+  EXPECT_GE(asleep.offCpuMs, 39.0) << asleep.describe();
+  EXPECT_GE(asleep.sleeps, 1u) << asleep.describe();
+
+  TickSplit busy = splitAfter([] {
+    auto end = std::chrono::steady_clock::now() + 40ms;
+    volatile uint64_t spin = 0;
+    while (std::chrono::steady_clock::now() < end) spin = spin + 1;
+  }, &lateMs);
+  EXPECT_GE(lateMs, 35.0);
+  // Up to one scheduler tick (4 ms at HZ 250) of the current run is not yet
+  // in schedstat's run time when the loop reads it, and the loop may have
+  // slept up to a period (5 ms) before the handler ran.
+  EXPECT_GE(busy.onCpuMs + busy.cpuWaitMs, 40.0 - 4 - 1) << busy.describe();
+  EXPECT_LE(busy.offCpuMs, busy.intervalMs - 35) << busy.describe();
 }
 
 TEST(LoopStallMeter, StopsTickingWhenStopped) {
