@@ -70,11 +70,13 @@ void Agent::loopTicked(double lateS) {
     return;
   }
   LoopSections::Taken taken = sections_.sections().take();
-  metrics_.lateTick(taken.sections.empty() ? "none" : taken.sections[0].first);
+  const char* untimed = loopMeter_.lastSplit().untimedCause(lateS * 1000);
+  metrics_.lateTick(taken.sections.empty() ? untimed : taken.sections[0].first);
   auto now = std::chrono::steady_clock::now();
   if (now - lastLateLog_ < std::chrono::seconds(1)) return;
   lastLateLog_ = now;
-  LOG_WARNING("loop tick " << lateS * 1000 << " ms late; timed since the previous tick: " << taken.describe());
+  LOG_WARNING("loop tick " << lateS * 1000 << " ms late; timed since the previous tick: " << taken.describe()
+                           << (taken.sections.empty() ? std::string(" (") + untimed + ")" : ""));
 }
 
 Status Agent::start() {

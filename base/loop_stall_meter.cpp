@@ -94,6 +94,14 @@ std::string TickSplit::describe() const {
   return out.str();
 }
 
+const char* TickSplit::untimedCause(double lateMs) const {
+  if (lateMs <= 0) return "none";
+  if (cpuWaitMs >= lateMs / 2) return "cpu wait";
+  if (majorFaults > 0) return "page fault";
+  if (offCpuMs >= lateMs / 2 && sleeps <= 1 && onCpuMs < 1) return "late wakeup";
+  return "none";
+}
+
 void LoopStallMeter::Stats::record(double lateMs, double cpuWaitMs, const TickSplit& split) {
   // The CPU wait counted spans the whole period, not only the lateness.
   if (cpuWaitMs > lateMs) cpuWaitMs = lateMs;

@@ -51,6 +51,13 @@ struct TickSplit {
   // "2.1 ms waiting for a CPU, 0.3 ms running, 14.6 ms off the CPU in 1
   // sleep and 0 major page faults, since the tick 17.0 ms before"
   std::string describe() const;
+  // What made a tick `lateMs` late when none of the loop's timed sections
+  // ran since the tick before (LoopSections): "cpu wait" (at least half of
+  // the lateness waiting for a CPU), "page fault" (a major fault), "late
+  // wakeup" (at least half of it off the CPU in at most one sleep with
+  // under 1 ms running: the loop's idle wait, woken late: its timer's
+  // interrupt came late), or "none" (untimed work or a call that blocked).
+  const char* untimedCause(double lateMs) const;
 };
 
 class LoopStallMeter {

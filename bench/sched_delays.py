@@ -20,6 +20,21 @@ counted, nor those of a thread seen switched out before it was seen
 switched in (events lost under load, perf's buffer full: "discarded").
 Input: the text of `perf script` with the fields above (the default fields
 work too).
+
+    perf record -a -g -e sched:sched_switch --filter 'prev_pid == 1234 || next_pid == 1234' \
+        -e sched:sched_waking --filter 'pid == 1234' \
+        -e timer:hrtimer_start --filter 'function.function == timerfd_tmrproc' \
+        -e timer:hrtimer_expire_entry --filter 'function.function == timerfd_tmrproc' -o F
+    perf script -i F -F comm,tid,cpu,time,event,trace,ip,sym | sched_delays.py --sleeps-of 1234 [--sleep-ms 6]
+
+--sleeps-of: one thread's sleeps instead (off the CPU, not runnable: from
+its switch-out until its wakeup), for a loop that should never sleep longer
+than its own timer's period: every sleep of --sleep-ms or more with the
+kernel stack it slept in (the idle epoll_wait, or a call that blocked: a
+page fault, a lock, a write) and what woke it; when the wakeup came from a
+timerfd's expiry, how late that expiry was against the time it was armed
+for (the timer interrupt's own lateness: on a virtual machine, the host's).
+Also the lateness of every timerfd expiry in the trace (p50 / p99 / max).
 """
 import argparse
 import collections
@@ -166,6 +181,93 @@ def text(result, attributeMs):
     return "\n".join(lines)
 
 
+kHrtimer = re.compile(r"hrtimer=(?P<timer>\S+) function=\S+ (?:expires=(?P<expires>\d+)|now=(?P<now>\d+))")
+kAnyHead = re.compile(r"\[(?P<cpu>\d+)\]\s+(?P<time>\d+\.\d+):\s+(?:sched|timer):(?P<event>\w+):")
+kIdleFrames = ("do_epoll_wait", "io_cqring_wait")
+kSkipFrames = ("__schedule", "schedule", "__traceiter_sched_switch", "__sched_text_start")
+
+
+def sleeps(lines, tid, sleepS):
+    """The sleeps of thread `tid` of sleepS or more (see --sleeps-of)."""
+    events = []                     # [cpu, time, event, text, frames]
+    for line in lines:
+        head = kAnyHead.search(line)
+        if head:
+            events.append([int(head["cpu"]), float(head["time"]), head["event"], line[head.end():], []])
+        elif events and line.strip():
+            parts = line.strip().split(None, 1)   # "ffffffff81234567 schedule+0x5e ([kernel.kallsyms])"
+            if len(parts) == 2:
+                events[-1][4].append(parts[1].split("+", 1)[0].split(" (", 1)[0])
+    armed = {}                      # hrtimer -> expires (ns, the timer's clock)
+    lastExpiry = {}                 # cpu -> (trace time, lateness s)
+    timerLate = []
+    out, waking = None, None
+    found, count, idleCount = [], 0, 0
+    for cpu, t, event, text, frames in events:
+        if event in ("hrtimer_start", "hrtimer_expire_entry"):
+            m = kHrtimer.search(text)
+            if not m:
+                continue
+            if m["expires"] is not None:
+                armed[m["timer"]] = int(m["expires"])
+            elif m["timer"] in armed:
+                expires = armed.pop(m["timer"])
+                if expires > 10**12:      # not an "expire now" ({0, 1} absolute)
+                    late = (int(m["now"]) - expires) / 1e9
+                    timerLate.append(late)
+                    lastExpiry[cpu] = (t, late)
+            continue
+        if event == "sched_waking":
+            m = kWakeup.search(text)
+            if m and int(m["pid"]) == tid and out and waking is None:
+                expiry = lastExpiry.get(cpu)
+                waking = (t, cpu, expiry[1] if expiry and 0 <= t - expiry[0] < 0.0005 else None)
+            continue
+        if event != "sched_switch":
+            continue
+        m = kSwitch.search(text)
+        if not m:
+            continue
+        if int(m["ppid"]) == tid:
+            out = ((t, m["pstate"], [f for f in frames if f not in kSkipFrames], cpu)
+                   if not m["pstate"].startswith("R") else None)
+            waking = None
+        elif int(m["npid"]) == tid and out:
+            end = waking[0] if waking else t
+            slept = end - out[0]
+            if slept >= sleepS:
+                count += 1
+                idle = any(f in kIdleFrames for f in out[2])
+                idleCount += idle
+                found.append({"ms": round(slept * 1e3, 3), "state": out[1], "idle_wait": idle, "cpu": out[3],
+                              "woken_on_cpu": waking[1] if waking else None,
+                              "stack": out[2][:8],
+                              "woken_by_timerfd_late_ms": round(waking[2] * 1e3, 3) if waking and waking[2] is not None else None,
+                              "waking_seen": waking is not None})
+            out, waking = None, None
+    late = sorted(timerLate)
+    ms = lambda s: round(s * 1e3, 3)
+    return {"sleeps_over_ms": round(sleepS * 1e3, 3), "count": count, "in_idle_wait": idleCount,
+            "longest": sorted(found, key=lambda x: -x["ms"])[:5],
+            "timerfd_expiries": len(late),
+            "timerfd_late_p50_ms": ms(percentile(late, 0.5)) if late else None,
+            "timerfd_late_p99_ms": ms(percentile(late, 0.99)) if late else None,
+            "timerfd_late_max_ms": ms(late[-1]) if late else None}
+
+
+def sleepsText(r):
+    lines = [f"sleeps of {r['sleeps_over_ms']:g} ms or more: {r['count']} ({r['in_idle_wait']} in the idle wait); "
+             f"timerfd expiries {r['timerfd_expiries']}, late p50 {r['timerfd_late_p50_ms']} / "
+             f"p99 {r['timerfd_late_p99_ms']} / max {r['timerfd_late_max_ms']} ms"]
+    for x in r["longest"]:
+        woke = (f"woken by a timerfd expiry {x['woken_by_timerfd_late_ms']:.2f} ms late"
+                if x["woken_by_timerfd_late_ms"] is not None else
+                "woken by something else" if x["waking_seen"] else "its wakeup not seen")
+        lines.append(f"  {x['ms']:.2f} ms ({x['state']}, cpu {x['cpu']}), {woke}: "
+                     f"{' < '.join(x['stack'][:5]) or 'no stack'}")
+    return "\n".join(lines)
+
+
 def parseTrack(spec):
     name, _, what = spec.partition("=")
     kind, _, value = what.partition(":")
@@ -176,11 +278,20 @@ def parseTrack(spec):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--track", type=parseTrack, action="append", required=True)
+    parser.add_argument("--track", type=parseTrack, action="append", default=[])
+    parser.add_argument("--sleeps-of", type=int, help="a thread id: its sleeps instead (see above)")
+    parser.add_argument("--sleep-ms", type=float, default=6.0)
     parser.add_argument("--attribute-ms", type=float, default=5.0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("input", nargs="?", help="perf script text (default: stdin)")
     args = parser.parse_args()
+    if args.sleeps_of is not None:
+        with (open(args.input) if args.input else sys.stdin) as f:
+            result = sleeps(f, args.sleeps_of, args.sleep_ms / 1e3)
+        print(json.dumps(result) if args.json else sleepsText(result))
+        return 0
+    if not args.track:
+        parser.error("--track (or --sleeps-of) is required")
     with (open(args.input) if args.input else sys.stdin) as f:
         analyse(f, args.track, args.attribute_ms / 1e3)
     result = report(args.track, args.attribute_ms)

@@ -93,6 +93,22 @@ def schedTable(rows, requestsPerPhase):
             f"| {num(web.get('p99_ms'))} / {num(web.get('max_ms'))} "
             f"| {num(loop.get('p99_ms'))} / {num(loop.get('max_ms'))}{lost} | {num(perRequest)} "
             f"| {num(r['mean_ms'] - perRequest if perRequest is not None else None)} | {who} | {clientCol} |")
+    sleeps = [r for r in rows if r.get("sleeps")]
+    if sleeps:
+        lines += ["", "the agent loop's sleeps longer than its tick (+1 ms) per phase, where it slept and what woke "
+                  "it (a timerfd's expiry: how late that expiry was; every timerfd's lateness, all processes):"]
+        for r in sleeps:
+            s = r["sleeps"]
+            lines.append(f"- {kPhaseNames.get(r['phase'], r['phase'])} ({r['mode']}): {s['count']} sleeps of "
+                         f"{s['sleeps_over_ms']:g} ms or more, {s['in_idle_wait']} of them in the idle wait; "
+                         f"timerfd expiries late p99 {num(s.get('timerfd_late_p99_ms'))} / max "
+                         f"{num(s.get('timerfd_late_max_ms'))} ms")
+            for x in s["longest"][:2]:
+                woke = (f"woken by a timerfd expiry {x['woken_by_timerfd_late_ms']:.2f} ms late"
+                        if x.get("woken_by_timerfd_late_ms") is not None else
+                        "woken by something else" if x.get("waking_seen") else "its wakeup not seen")
+                lines.append(f"    {x['ms']:.2f} ms on cpu {x.get('cpu', '?')}, {woke}, in "
+                             f"{' < '.join(x['stack'][:3]) or '?'}")
     return lines
 
 

@@ -65,6 +65,7 @@ clientFifo=50
 clientLead=2      # s between the client's start and the phase's window
 schedTrace=1
 perfPid=""
+sleepsPid=""
 pageRows=50
 webResources="cpus:1;mem:1024"
 hogResources="cpus:1;mem:1024"
@@ -398,10 +399,12 @@ phaseStalls() {
   tail -n +"$((from + 1))" "$run/agent-$mode.log" | awk -v name="$name" '
     /the loop ran .* ms late/ {
       for (i = 1; i <= NF; i++) if ($i == "ran") { late = $(i + 1); wait = $(i + 4); sub(/^\(/, "", wait) }
-      n++; if (late + 0 > max + 0) { max = late; maxWait = wait }
+      # The interval split (agents since TickSplit): "; W ms waiting for a CPU, R ms running, ...".
+      tail_ = ""; if (index($0, "waiting for a CPU; ")) { tail_ = $0; sub(/.*waiting for a CPU; /, "; ", tail_); sub(/\)$/, "", tail_) }
+      n++; if (late + 0 > max + 0) { max = late; maxWait = wait; maxSplit = tail_ }
     }
     END {
-      if (n) printf "- %s: %d second(s) with a tick 10 ms late or more, longest %s ms (%s ms waiting for a CPU)\n", name, n, max, maxWait
+      if (n) printf "- %s: %d second(s) with a tick 10 ms late or more, longest %s ms (%s ms waiting for a CPU%s)\n", name, n, max, maxWait, maxSplit
       else printf "- %s: no tick 10 ms late\n", name
     }' >> "$run/loop-stalls-phases.txt"
   # Where the loop's time went before its two longest logged late ticks (the agent's
@@ -443,13 +446,28 @@ EOF
 # the phase (hog launch to hog kill), then, outside the timing window and
 # niced, the web server's, the agent loop's and the client's waits for a
 # CPU and who ran meanwhile (sched_delays.py) into sched-NAME.json.
+#
+# Beside it, a small trace of the agent loop's own sleeps (its switch-outs
+# with kernel stacks, its wakeups, and every timerfd's arming and expiry):
+# sched_delays.py --sleeps-of says, for each sleep of the loop longer than
+# its 5 ms tick (+1 ms), where it slept (the idle epoll_wait, or a call that
+# blocked) and, when a timerfd's expiry woke it, how late that expiry was:
+# into sleeps-NAME.json.
 startSchedTrace() {
   perfPid=""
+  sleepsPid=""
   [ "$schedTrace" -eq 1 ] || return 0
   perf record -e sched:sched_switch -e sched:sched_waking -e sched:sched_wakeup_new -a -m 1024 \
     -o "$run/sched-$1.data" > "$run/sched-$1.perf.log" 2>&1 &
   perfPid=$!
   bgPids+=($perfPid)
+  perf record -a -g -m 256 -e sched:sched_switch --filter "prev_pid == $agentPid || next_pid == $agentPid" \
+    -e sched:sched_waking --filter "pid == $agentPid" \
+    -e timer:hrtimer_start --filter 'function.function == timerfd_tmrproc' \
+    -e timer:hrtimer_expire_entry --filter 'function.function == timerfd_tmrproc' \
+    -o "$run/sleeps-$1.data" > "$run/sleeps-$1.perf.log" 2>&1 &
+  sleepsPid=$!
+  bgPids+=($sleepsPid)
   sleep 0.5
 }
 
@@ -463,6 +481,15 @@ stopSchedTrace() {
       --track "client=tid:$loadPid" --json > "$run/sched-$name.json" ||
     log "warning: no scheduling trace for $name: $(tail -2 "$run/sched-$name.perf.log")"
   rm -f "$run/sched-$name.data"
+  [ -n "$sleepsPid" ] || return 0
+  stopPid "$sleepsPid" 30
+  sleepsPid=""
+  nice -n 19 perf script -i "$run/sleeps-$name.data" -F comm,tid,cpu,time,event,trace,ip,sym \
+      2>> "$run/sleeps-$name.perf.log" |
+    nice -n 19 python3 "$here/../sched_delays.py" --sleeps-of "$agentPid" --sleep-ms 6 --json \
+      > "$run/sleeps-$name.json" ||
+    log "warning: no trace of the loop's sleeps for $name: $(tail -2 "$run/sleeps-$name.perf.log")"
+  rm -f "$run/sleeps-$name.data"
 }
 
 # runPhase MODE PHASE: one measurement, with the hog running beside the victim.
@@ -533,13 +560,14 @@ runPhase() {
   stopSchedTrace "$name"
   phaseStalls "$mode" "$name" "$stallsFrom"
   python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" "$run/sched-$name.json" \
-    "$loadPid" "${samplerPid:-0}" >> "$run/phases.jsonl" <<'EOF'
+    "$loadPid" "${samplerPid:-0}" "$run/sleeps-$name.json" >> "$run/phases.jsonl" <<'EOF'
 import json, os, sys
 d = json.load(open(sys.argv[1]))
 d.update(mode=sys.argv[2], phase=sys.argv[3], hog=sys.argv[4],
          client_pid=int(sys.argv[6]), sampler_pid=int(sys.argv[7]))
-if os.path.getsize(sys.argv[5]) if os.path.exists(sys.argv[5]) else 0:
-    d["sched"] = json.load(open(sys.argv[5]))
+for key, path in (("sched", sys.argv[5]), ("sleeps", sys.argv[8])):
+    if os.path.getsize(path) if os.path.exists(path) else 0:
+        d[key] = json.load(open(path))
 print(json.dumps(d))
 EOF
   log "phase $name: $(cat "$run/load-$name.json")"

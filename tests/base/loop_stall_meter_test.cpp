@@ -100,6 +100,17 @@ TEST(TickSplit, TheRestOfTheIntervalIsOffTheCpu) {
             "faults, since the tick 17.00 ms before");
 }
 
+TEST(TickSplit, NamesTheCauseOfAnUntimedLateTick) {
+  // 12.8 ms late, 0.04 waiting, in one sleep: the idle wait woken late.
+  EXPECT_STREQ(TickSplit::of(17.8, 0.04, 0.2, 1, 0).untimedCause(12.8), "late wakeup");
+  EXPECT_STREQ(TickSplit::of(15, 9.4, 0.5, 1, 0).untimedCause(10.1), "cpu wait");
+  EXPECT_STREQ(TickSplit::of(17, 0.1, 0.3, 2, 1).untimedCause(12), "page fault");
+  // Two sleeps: the loop also slept in a call of its own.
+  EXPECT_STREQ(TickSplit::of(17, 0.1, 0.3, 2, 0).untimedCause(12), "none");
+  // Mostly running: untimed work.
+  EXPECT_STREQ(TickSplit::of(17, 0.1, 14, 1, 0).untimedCause(12), "none");
+}
+
 // Runs `handler` on the loop once, 20 ms after the meter starts, and
 // returns the split of the first tick after it.
 template <typename Handler>

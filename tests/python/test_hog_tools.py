@@ -89,6 +89,75 @@ def test_sched_delays_refuses_a_bad_track():
     assert out.returncode != 0 and "--track" in out.stderr
 
 
+def _event(cpu, t, comm, tid, event, text, stack=()):
+    """One event of `perf script -F comm,tid,cpu,time,event,trace,ip,sym`
+    with its kernel callchain, innermost frame first."""
+    lines = [f"{comm:>16} {tid:>6} [{cpu:03d}] {t:.6f}: {event}: {text}"]
+    lines += [f"\tffffffff81000000 {frame}+0x10 ([kernel.kallsyms])" for frame in stack]
+    return "\n".join(lines + [""])
+
+
+def _sleeps(lines, tid, sleepMs=6):
+    args = [sys.executable, str(BENCH / "sched_delays.py"), "--json", "--sleeps-of", str(tid),
+            "--sleep-ms", str(sleepMs)]
+    out = subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+IDLE = ("__schedule", "schedule", "schedule_hrtimeout_range_clock", "do_epoll_wait", "__x64_sys_epoll_wait")
+FAULT = ("__schedule", "schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault", "handle_mm_fault",
+         "do_user_addr_fault", "exc_page_fault")
+
+
+def test_sched_delays_sleeps_names_where_the_loop_slept_and_how_late_its_timer_was():
+    switchOut = lambda t, cpu, stack, state="S": _event(
+        cpu, t, "allot-agent", 50, "sched:sched_switch",
+        f"prev_comm=allot-agent prev_pid=50 prev_prio=120 prev_state={state} ==> next_comm=cc1plus "
+        f"next_pid=70 next_prio=120", stack)
+    switchIn = lambda t, cpu: _event(
+        cpu, t, "cc1plus", 70, "sched:sched_switch",
+        "prev_comm=cc1plus prev_pid=70 prev_prio=120 prev_state=R ==> next_comm=allot-agent next_pid=50 "
+        "next_prio=120")
+    waking = lambda t, cpu: _event(cpu, t, "cc1plus", 70, "sched:sched_waking",
+                                   f"comm=allot-agent pid=50 prio=120 target_cpu={cpu:03d}")
+    armed = lambda t, cpu, expiresNs: _event(
+        cpu, t, "allot-agent", 50, "timer:hrtimer_start",
+        f"hrtimer=0xffff8881 function=timerfd_tmrproc expires={expiresNs} softexpires={expiresNs} mode=0x1 "
+        f"was_armed=0")
+    expired = lambda t, cpu, nowNs: _event(cpu, t, "cc1plus", 70, "timer:hrtimer_expire_entry",
+                                           f"hrtimer=0xffff8881 function=timerfd_tmrproc now={nowNs}")
+    base = 5_000_000_000_000   # the timers' clock, ns
+    lines = [
+        # a 5 ms tick whose timerfd expired 12 ms late: 17 ms asleep in the idle wait
+        armed(10.000, 0, base + 5_000_000),
+        switchOut(10.000, 0, IDLE),
+        expired(10.017, 0, base + 17_000_000),
+        waking(10.0171, 0),
+        switchIn(10.0175, 0),
+        # 3 ms asleep: under --sleep-ms, not listed
+        switchOut(10.020, 0, IDLE),
+        waking(10.023, 0),
+        switchIn(10.023, 0),
+        # 8 ms in a page fault waiting for the disk, woken by the I/O's end
+        switchOut(10.030, 1, FAULT, state="D"),
+        waking(10.038, 1),
+        switchIn(10.039, 1),
+        # preempted (runnable): a wait for a CPU, not a sleep
+        switchOut(10.040, 1, (), state="R"),
+        switchIn(10.060, 1),
+    ]
+    r = _sleeps(lines, 50)
+    assert r["count"] == 2 and r["in_idle_wait"] == 1
+    first, second = r["longest"]
+    assert first["ms"] == pytest.approx(17.1) and first["idle_wait"]
+    assert first["woken_by_timerfd_late_ms"] == pytest.approx(12.0)
+    assert first["stack"][:2] == ["schedule_hrtimeout_range_clock", "do_epoll_wait"]
+    assert second["ms"] == pytest.approx(8.0) and not second["idle_wait"] and second["state"] == "D"
+    assert second["woken_by_timerfd_late_ms"] is None and second["waking_seen"]
+    assert second["stack"][:2] == ["io_schedule", "folio_wait_bit_common"]
+    assert r["timerfd_expiries"] == 1 and r["timerfd_late_max_ms"] == pytest.approx(12.0)
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = b"hello"
