@@ -216,7 +216,7 @@ result="$result state_adds_late_over_10ms=$(( (pl1 - pl0) - (ql1 - ql0) ))"
 # tick's number; the window's numbers are the lateness count's).
 window() {  # window NAME FROM TO SECONDS
   local a="$dir/metrics.$2" b="$dir/metrics.$3" t0 t1
-  d() { echo "$(metric "$1" "$(cat "$b")") - $(metric "$1" "$(cat "$a")")" | bc -l; }
+  d() { awk -v x="$(metric "$1" "$(cat "$b")")" -v y="$(metric "$1" "$(cat "$a")")" 'BEGIN { printf "%.9f", x - y }'; }
   t0=$(printf '%.0f' "$(metric allot_master_loop_lateness_seconds_count "$(cat "$a")")")
   t1=$(printf '%.0f' "$(metric allot_master_loop_lateness_seconds_count "$(cat "$b")")")
   local late own wait loop longest
@@ -240,14 +240,15 @@ if [ "$metrics_probe" -gt 0 ]; then
   # The scrapes' loop time from the master's histogram over the window (the
   # window's two snapshots excluded: each scrape is counted from the next
   # one on, so m0's counts in the window and m1's does not).
-  md() { echo "$(metric "$1" "$(cat "$dir/metrics.m1")") - $(metric "$1" "$(cat "$dir/metrics.m0")")" | bc -l; }
+  # (awk, not bc: prometheus-cpp writes small values as 7.5e-05)
+  md() { awk -v x="$(metric "$1" "$(cat "$dir/metrics.m1")")" -v y="$(metric "$1" "$(cat "$dir/metrics.m0")")" 'BEGIN { printf "%.9f", x - y }'; }
   mn=$(printf '%.0f' "$(md allot_master_metrics_scrape_seconds_count)")
-  metrics_line=$(printf "METRICS config=%s scrapes=%d bytes=%s curl_ms(%s) loop_mean_ms=%.3f gauges_mean_ms=%.3f serialize_mean_ms=%.3f loop_max_ms_since_start=%.3f loop_over_1ms=%d" \
+  metrics_line=$(printf "METRICS config=%s scrapes=%d bytes=%s curl_ms(%s) loop_mean_ms=%.3f gauges_mean_ms=%.4f serialize_mean_ms=%.3f loop_max_ms_since_start=%.3f loop_over_1ms=%d" \
     "$config" "$mn" "$(head -n1 "$dir/metrics_gets.txt" | awk '{print $2}')" "$(pct "$dir/metrics_gets.txt")" \
     "$(echo "$(md allot_master_metrics_scrape_seconds_sum) * 1000 / $mn" | bc -l)" \
     "$(echo "$(md 'allot_master_metrics_scrape_part_seconds_total{part="gauges"}') * 1000 / $mn" | bc -l)" \
     "$(echo "$(md 'allot_master_metrics_scrape_part_seconds_total{part="serialize"}') * 1000 / $mn" | bc -l)" \
-    "$(echo "$(metric allot_master_metrics_scrape_max_seconds "$(cat "$dir/metrics.m1")") * 1000" | bc -l)" \
+    "$(awk -v x="$(metric allot_master_metrics_scrape_max_seconds "$(cat "$dir/metrics.m1")")" 'BEGIN { print x * 1000 }')" \
     "$(printf '%.0f' "$(echo "$mn - $(md 'allot_master_metrics_scrape_seconds_bucket{le="0.001"}')" | bc -l)")")
   echo "$metrics_line"
   read -r mt0 ml0 _ <<< "$m0"; read -r mt1 ml1 _ <<< "$m1"
