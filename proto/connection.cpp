@@ -312,7 +312,18 @@ void Connection::reject(const std::string& refusal, const std::string& name) {
 void asyncConnect(asio::io_context& io, const std::string& host, uint16_t port,
                   std::function<void(Result<asio::ip::tcp::socket>)> done) {
   auto socket = std::make_shared<asio::ip::tcp::socket>(io);
+  auto finish = std::make_shared<std::function<void(Result<asio::ip::tcp::socket>)>>(std::move(done));
   std::string where = host + ":" + std::to_string(port);
+  // The connect's completion, on either path below.
+  auto connected = [socket, where, finish](const boost::system::error_code& ec) {
+    if (ec) {
+      (*finish)(Error{"cannot connect to " + where + ": " + ec.message()});
+      return;
+    }
+    boost::system::error_code ignored;
+    socket->set_option(asio::ip::tcp::no_delay(true), ignored);
+    (*finish)(std::move(*socket));
+  };
   boost::system::error_code notNumeric;
   auto address = asio::ip::make_address(host, notNumeric);
   if (!notNumeric) {
@@ -320,38 +331,21 @@ void asyncConnect(asio::io_context& io, const std::string& host, uint16_t port,
     // getaddrinfo: Asio's resolver runs it on one background thread per
     // io_context, so every attempt would cost a thread hop, and a process
     // with many links queues each attempt behind every other's lookup.
-    socket->async_connect(asio::ip::tcp::endpoint(address, port),
-                          [socket, where, done = std::move(done)](const boost::system::error_code& ec) {
-                            if (ec) {
-                              done(Error{"cannot connect to " + where + ": " + ec.message()});
-                              return;
-                            }
-                            boost::system::error_code ignored;
-                            socket->set_option(asio::ip::tcp::no_delay(true), ignored);
-                            done(std::move(*socket));
-                          });
+    socket->async_connect(asio::ip::tcp::endpoint(address, port), std::move(connected));
     return;
   }
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(io);
   resolver->async_resolve(
       host, std::to_string(port),
-      [resolver, socket, where, done = std::move(done)](
+      [resolver, socket, where, finish, connected = std::move(connected)](
           const boost::system::error_code& ec, asio::ip::tcp::resolver::results_type results) {
         if (ec) {
-          done(Error{"cannot resolve " + where + ": " + ec.message()});
+          (*finish)(Error{"cannot resolve " + where + ": " + ec.message()});
           return;
         }
         asio::async_connect(*socket, results,
-                            [socket, where, done](const boost::system::error_code& ec2,
-                                                  const asio::ip::tcp::endpoint&) {
-                              if (ec2) {
-                                done(Error{"cannot connect to " + where + ": " + ec2.message()});
-                                return;
-                              }
-                              boost::system::error_code ignored;
-                              socket->set_option(asio::ip::tcp::no_delay(true), ignored);
-                              done(std::move(*socket));
-                            });
+                            [connected](const boost::system::error_code& ec2,
+                                        const asio::ip::tcp::endpoint&) { connected(ec2); });
       });
 }
 
