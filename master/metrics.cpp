@@ -110,16 +110,27 @@ void MasterMetrics::scraped(double gaugesSeconds, double serializeSeconds) {
   if (total > scrapeMax_->Value()) scrapeMax_->Set(total);
 }
 
+namespace {
+
+// The part of a tick's lateness its thread spent waiting for a CPU (the
+// stall meter's wait spans the whole period, so it may exceed the
+// lateness): within [0, lateness].
+double cpuWaitWithin(double lateSeconds, double cpuWaitSeconds) {
+  return std::clamp(cpuWaitSeconds, 0.0, std::max(lateSeconds, 0.0));
+}
+
+}  // namespace
+
 void MasterMetrics::lateTick(const std::string& section, double lateSeconds, double cpuWaitSeconds) {
   lateTicks_->Add({{"section", section}}).Increment();
-  double wait = std::clamp(cpuWaitSeconds, 0.0, std::max(lateSeconds, 0.0));
+  double wait = cpuWaitWithin(lateSeconds, cpuWaitSeconds);
   lateCpuWait_->Increment(wait);
   lateLoop_->Increment(std::max(lateSeconds - wait, 0.0));
 }
 
 void MasterMetrics::loopTick(double lateSeconds, double cpuWaitSeconds) {
   loopLateness_->Observe(lateSeconds);
-  loopOwnLateness_->Observe(std::max(lateSeconds - std::clamp(cpuWaitSeconds, 0.0, std::max(lateSeconds, 0.0)), 0.0));
+  loopOwnLateness_->Observe(std::max(lateSeconds - cpuWaitWithin(lateSeconds, cpuWaitSeconds), 0.0));
   if (lateSeconds > loopLatenessMax_->Value()) loopLatenessMax_->Set(lateSeconds);
 }
 

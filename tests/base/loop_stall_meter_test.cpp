@@ -44,45 +44,6 @@ TEST(LoopStallMeterStats, BoundariesCountAsLate) {
   EXPECT_DOUBLE_EQ(s.maxOwnLateMs, 100);
 }
 
-TEST(LoopStallMeter, ABlockingHandlerShowsAsLateness) {
-  asio::io_context io;
-  int ticks = 0;
-  bool blocked = false;
-  double lateAfterBlockS = -1;
-  double cpuWaitAfterBlockMs = -1;
-  LoopStallMeter* m = nullptr;
-  // The first tick after the block ends the test: a tick was due within
-  // one period of the block's start, and ran after it.
-  LoopStallMeter meter(io, {.period = 5ms}, [&](double lateS) {
-    ++ticks;
-    if (!blocked) return;
-    lateAfterBlockS = lateS;
-    cpuWaitAfterBlockMs = m->lastCpuWaitMs();
-    m->stop();
-  });
-  m = &meter;
-  meter.start();
-  asio::steady_timer block(io);
-  block.expires_after(20ms);
-  block.async_wait([&](const boost::system::error_code&) {
-    std::this_thread::sleep_for(40ms);
-    blocked = true;
-  });
-  io.run();  // returns once stopped: nothing else is pending
-  const auto& s = meter.stats();
-  EXPECT_EQ(s.ticks, static_cast<uint64_t>(ticks));
-  EXPECT_GE(lateAfterBlockS, 0.035) << "a 40 ms block, 5 ms period";
-  EXPECT_GE(s.maxLateMs, 35.0);
-  EXPECT_GE(s.lateOver10Ms, 1u);
-  EXPECT_LE(s.maxLateCpuWaitMs, s.maxLateMs);
-  // The 40 ms asleep were not spent waiting for a CPU, however loaded the
-  // machine: since the tick before (at most one 5 ms period before the
-  // due time), the thread waited for a CPU at most lateness - 35 ms.
-  EXPECT_GE(cpuWaitAfterBlockMs, 0.0);
-  EXPECT_LE(cpuWaitAfterBlockMs, lateAfterBlockS * 1000);
-  EXPECT_GE(lateAfterBlockS * 1000 - cpuWaitAfterBlockMs, 34.0);
-}
-
 TEST(TickSplit, TheRestOfTheIntervalIsOffTheCpu) {
   TickSplit t = TickSplit::of(20, 2, 3, 1, 0);
   EXPECT_DOUBLE_EQ(t.offCpuMs, 15);
@@ -111,18 +72,31 @@ TEST(TickSplit, NamesTheCauseOfAnUntimedLateTick) {
   EXPECT_STREQ(TickSplit::of(17, 0.1, 14, 1, 0).untimedCause(12), "none");
 }
 
-// Runs `handler` on the loop once, 20 ms after the meter starts, and
-// returns the split of the first tick after it.
+// What the meter saw of one handler run on the loop 20 ms after it started:
+// the first tick after the handler (its lateness, CPU wait and split), and
+// the meter's statistics over the whole run.
+struct AfterHandler {
+  double lateMs = -1;
+  double cpuWaitMs = -1;
+  TickSplit split;
+  LoopStallMeter::Stats stats;
+  int ticks = 0;
+};
+
 template <typename Handler>
-TickSplit splitAfter(Handler handler, double* lateMs) {
+AfterHandler runAfter(Handler handler) {
   asio::io_context io;
   bool done = false;
-  TickSplit split;
+  AfterHandler out;
   LoopStallMeter* m = nullptr;
+  // The first tick after the handler ends the run: a tick was due within
+  // one period of the handler's start, and ran after it.
   LoopStallMeter meter(io, {.period = 5ms}, [&](double lateS) {
+    ++out.ticks;
     if (!done) return;
-    split = m->lastSplit();
-    *lateMs = lateS * 1000;
+    out.split = m->lastSplit();
+    out.cpuWaitMs = m->lastCpuWaitMs();
+    out.lateMs = lateS * 1000;
     m->stop();
   });
   m = &meter;
@@ -133,27 +107,45 @@ TickSplit splitAfter(Handler handler, double* lateMs) {
     handler();
     done = true;
   });
-  io.run();
-  return split;
+  io.run();  // returns once stopped: nothing else is pending
+  out.stats = meter.stats();
+  return out;
+}
+
+TEST(LoopStallMeter, ABlockingHandlerShowsAsLateness) {
+  AfterHandler run = runAfter([] { std::this_thread::sleep_for(40ms); });
+  const auto& s = run.stats;
+  EXPECT_EQ(s.ticks, static_cast<uint64_t>(run.ticks));
+  EXPECT_GE(run.lateMs, 35.0) << "a 40 ms block, 5 ms period";
+  EXPECT_GE(s.maxLateMs, 35.0);
+  EXPECT_GE(s.lateOver10Ms, 1u);
+  EXPECT_LE(s.maxLateCpuWaitMs, s.maxLateMs);
+  // The 40 ms asleep were not spent waiting for a CPU, however loaded the
+  // machine: since the tick before (at most one 5 ms period before the
+  // due time), the thread waited for a CPU at most lateness - 35 ms.
+  EXPECT_GE(run.cpuWaitMs, 0.0);
+  EXPECT_LE(run.cpuWaitMs, run.lateMs);
+  EXPECT_GE(run.lateMs - run.cpuWaitMs, 34.0);
 }
 
 // A handler that sleeps blocks the loop off the CPU; one that computes
 // keeps it on the CPU (or waiting for one, on a loaded machine). Whatever
 // the load, the kernel's accounts tell the two apart.
 TEST(LoopStallMeter, SplitsABlockedLoopFromABusyOne) {
-  double lateMs = 0;
-  TickSplit asleep = splitAfter([] { std::this_thread::sleep_for(40ms); }, &lateMs);
-  EXPECT_GE(lateMs, 35.0);
+  AfterHandler slept = runAfter([] { std::this_thread::sleep_for(40ms); });
+  const TickSplit& asleep = slept.split;
+  EXPECT_GE(slept.lateMs, 35.0);
   EXPECT_GE(asleep.intervalMs, 40.0);
   EXPECT_GE(asleep.offCpuMs, 39.0) << asleep.describe();
   EXPECT_GE(asleep.sleeps, 1u) << asleep.describe();
 
-  TickSplit busy = splitAfter([] {
+  AfterHandler spun = runAfter([] {
     auto end = std::chrono::steady_clock::now() + 40ms;
     volatile uint64_t spin = 0;
     while (std::chrono::steady_clock::now() < end) spin = spin + 1;
-  }, &lateMs);
-  EXPECT_GE(lateMs, 35.0);
+  });
+  const TickSplit& busy = spun.split;
+  EXPECT_GE(spun.lateMs, 35.0);
   // Up to one scheduler tick (4 ms at HZ 250) of the current run is not yet
   // in schedstat's run time when the loop reads it, and the loop may have
   // slept up to a period (5 ms) before the handler ran.
