@@ -63,6 +63,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+for pair in "agents:$agents" "frameworks:$frameworks" "serial:$serial" "concurrent:$concurrent" \
+            "per-client:$per_client" "warmup:$warmup" "metrics-probe:$metrics_probe"; do
+  [[ "${pair#*:}" =~ ^[0-9]+$ ]] || { echo "state_probe.sh: --${pair%%:*} must be a whole number, not '${pair#*:}'" >&2; exit 2; }
+done
+[[ "$load_nice" =~ ^-?[0-9]+$ ]] || { echo "state_probe.sh: --nice-load must be a nice value, not '$load_nice'" >&2; exit 2; }
+[[ "$metrics_interval" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "state_probe.sh: --metrics-interval must be seconds, not '$metrics_interval'" >&2; exit 2; }
+
 if { [ -n "$master_cpus" ] && [ -z "$load_cpus" ]; } || { [ -z "$master_cpus" ] && [ -n "$load_cpus" ]; }; then
   echo "state_probe.sh: --master-cpus and --load-cpus go together" >&2; exit 2
 fi
