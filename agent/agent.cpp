@@ -57,6 +57,7 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
   lc.onRefused = [this](const wire::Envelope& e, const Error& why) { onRefused(e, why); };
   link_ = std::make_unique<MasterLink>(io, lo, lc);
   manager_->setLoopSections(&sections_);
+  metrics_.exportSections(&sections_.sections());
   updates_.timeResultsAs(&sections_.sections(), static_cast<LoopSections::Id>(AgentSection::kUpdateFiles));
 }
 

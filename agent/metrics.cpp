@@ -2,6 +2,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <limits>
+
 #include "proto/task_state.h"
 
 namespace allot {
@@ -85,8 +87,52 @@ void AgentMetrics::statusUpdate(const wire::TaskStatus& status) {
   launching_.erase(it);
 }
 
+namespace {
+
+// The sections' run histograms and longest runs, as two families.
+std::vector<p::MetricFamily> sectionFamilies(const LoopSections& sections) {
+  p::MetricFamily runs{"allot_agent_loop_section_seconds",
+                       "How long each single run of a section of the agent's loop took (its own part: "
+                       "nested sections not counted), since the agent started.",
+                       p::MetricType::Histogram,
+                       {}};
+  p::MetricFamily longest{"allot_agent_loop_section_longest_seconds",
+                          "The longest single run of a section of the agent's loop since the agent started.",
+                          p::MetricType::Gauge,
+                          {}};
+  for (size_t i = 0; i < sections.names().size(); ++i) {
+    const LoopSections::Runs& r = sections.runs()[i];
+    if (r.count == 0) continue;
+    p::ClientMetric m;
+    m.label = {{"section", sections.names()[i]}};
+    m.histogram.sample_count = r.count;
+    m.histogram.sample_sum = static_cast<double>(r.ns) / 1e9;
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b < LoopSections::kRunBuckets; ++b) {
+      cumulative += r.buckets[b];
+      double bound = b < std::size(LoopSections::kRunBucketsMs) ? LoopSections::kRunBucketsMs[b] / 1000
+                                                                : std::numeric_limits<double>::infinity();
+      m.histogram.bucket.push_back({cumulative, bound});
+    }
+    runs.metric.push_back(std::move(m));
+    p::ClientMetric g;
+    g.label = {{"section", sections.names()[i]}};
+    g.gauge.value = static_cast<double>(r.longestNs) / 1e9;
+    longest.metric.push_back(std::move(g));
+  }
+  return {std::move(runs), std::move(longest)};
+}
+
+}  // namespace
+
 std::string AgentMetrics::serialize() const {
-  return p::TextSerializer().Serialize(registry_->Collect());
+  auto families = registry_->Collect();
+  if (sections_) {
+    for (auto& f : sectionFamilies(*sections_)) {
+      if (!f.metric.empty()) families.push_back(std::move(f));
+    }
+  }
+  return p::TextSerializer().Serialize(families);
 }
 
 }  // namespace allot

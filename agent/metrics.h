@@ -4,7 +4,11 @@
 // come launch latency (RunTask -> TASK_RUNNING), updates by state and limit
 // events (OOM, pids, disk) by reason. The loop's stall meter reports each
 // tick's lateness (loopTick). Gauges are set from the Agent when
-// scraped (agent/http_api.cpp).
+// scraped (agent/http_api.cpp). The loop's sections (agent/agent_sections.h)
+// are exported from their own counts at each scrape (exportSections): per
+// section, a histogram of single runs (allot_agent_loop_section_seconds)
+// and the longest run (allot_agent_loop_section_longest_seconds), sections
+// that never ran left out.
 //
 // Limits: kLaunchesTrackedMax launches timed at once (more are not timed).
 // Thread: the agent's loop thread.
@@ -20,6 +24,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "base/loop_sections.h"
 #include "proto/allot.pb.h"
 
 namespace allot {
@@ -43,6 +48,10 @@ class AgentMetrics {
   prometheus::Gauge& pendingUpdates() { return *pendingUpdates_; }
   prometheus::Gauge& registered() { return *registered_; }
 
+  // The loop's sections, read at each serialize() (null: none). They must
+  // outlive this.
+  void exportSections(const LoopSections* sections) { sections_ = sections; }
+
   std::string serialize() const;
 
  private:
@@ -59,6 +68,7 @@ class AgentMetrics {
   prometheus::Gauge* loopLatenessMax_;
   prometheus::Family<prometheus::Counter>* lateTicks_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> launching_;
+  const LoopSections* sections_ = nullptr;
 };
 
 }  // namespace allot

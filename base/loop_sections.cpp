@@ -36,6 +36,15 @@ LoopSections::Taken LoopSections::take() {
   return out;
 }
 
+void LoopSections::Runs::add(uint64_t runNs) {
+  ++count;
+  ns += runNs;
+  longestNs = std::max(longestNs, runNs);
+  size_t b = 0;
+  while (b < std::size(kRunBucketsMs) && static_cast<double>(runNs) > kRunBucketsMs[b] * 1e6) ++b;
+  ++buckets[b];
+}
+
 void LoopSections::reset() { std::fill(spent_.begin(), spent_.end(), Spent{}); }
 
 }  // namespace allot

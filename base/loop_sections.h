@@ -14,11 +14,19 @@
 // inner one was timed (a handler and the kernel calls it makes, each
 // charged for its own part, so the biggest section names the call that
 // blocked). Timers end in the reverse order of their start (scopes).
+//
+// Besides the sums since the last look, each section keeps, since its
+// start, how many of its runs fell in each of kRunBucketsMs (a histogram of
+// single runs, exported e.g. as allot_agent_loop_section_seconds): the
+// distribution of one call's time (a launcher's start, a prepare()) over a
+// benchmark's phase, by the difference of two looks. One increment per run.
 // Thread: the loop's (one thread; no locking).
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <iterator>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -32,7 +40,7 @@ class LoopSections {
   enum class Nesting { kInclusive, kExclusive };
 
   explicit LoopSections(std::vector<std::string> names, Nesting nesting = Nesting::kInclusive)
-      : names_(std::move(names)), spent_(names_.size()), nesting_(nesting) {}
+      : names_(std::move(names)), spent_(names_.size()), runs_(names_.size()), nesting_(nesting) {}
 
   class Timer {
    public:
@@ -62,6 +70,7 @@ class LoopSections {
       s.ns += ns;
       s.longestNs = std::max(s.longestNs, ns);
       ++s.count;
+      owner_->runs_[id_].add(ns);
     }
 
    private:
@@ -93,11 +102,26 @@ class LoopSections {
   // Zero, without looking (cheaper than take()).
   void reset();
 
+  // Upper bounds (ms, inclusive) of the run histogram's buckets; a last
+  // bucket takes the runs past the last bound.
+  static constexpr double kRunBucketsMs[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 20, 50, 100, 250};
+  static constexpr size_t kRunBuckets = std::size(kRunBucketsMs) + 1;
+  // One section's runs since the start (never reset by take() or reset()).
+  struct Runs {
+    uint64_t count = 0;
+    uint64_t ns = 0;
+    uint64_t longestNs = 0;
+    std::array<uint64_t, kRunBuckets> buckets{};  // per bucket, not cumulative
+    void add(uint64_t runNs);
+  };
+  const std::vector<Runs>& runs() const { return runs_; }
+
   const std::vector<std::string>& names() const { return names_; }
 
  private:
   std::vector<std::string> names_;
   std::vector<Spent> spent_;
+  std::vector<Runs> runs_;
   Nesting nesting_;
   Timer* innermost_ = nullptr;  // the timer running now, if any
 };

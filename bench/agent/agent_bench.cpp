@@ -311,6 +311,32 @@ void removeCgroupRoot(const std::string& root) {
 
 using bench::percentile;
 
+// The launch path's loop sections since the agent started (launches, the
+// sleepers and their kills): runs, runs past 5 ms and the longest, from the
+// agent's allot_agent_loop_section_* metrics (agent/metrics.h).
+void printLaunchSections(const std::string& metrics) {
+  const std::string countPrefix = "\nallot_agent_loop_section_seconds_count{section=\"";
+  bool header = false;
+  for (size_t at = metrics.find(countPrefix); at != std::string::npos; at = metrics.find(countPrefix, at + 1)) {
+    size_t nameAt = at + countPrefix.size();
+    std::string section = metrics.substr(nameAt, metrics.find('"', nameAt) - nameAt);
+    bool launchPath = false;
+    for (const char* prefix : {"launcher start", "launch", "prepare ", "isolate ", "reaped", "cleanup ", "executor exit"}) {
+      launchPath = launchPath || section.rfind(prefix, 0) == 0;
+    }
+    if (!launchPath) continue;
+    std::string label = "{section=\"" + section + "\"";
+    double runs = metric(metrics, "allot_agent_loop_section_seconds_count" + label + "}");
+    double upTo5 = metric(metrics, "allot_agent_loop_section_seconds_bucket" + label + ",le=\"0.005\"}");
+    double longest = metric(metrics, "allot_agent_loop_section_longest_seconds" + label + "}");
+    if (!header) {
+      std::printf("\n| loop section (since the agent started) | runs | > 5 ms | longest |\n|---|---|---|---|\n");
+      header = true;
+    }
+    std::printf("| %s | %.0f | %.0f | %.2f ms |\n", section.c_str(), runs, runs - upTo5, 1000 * longest);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -563,6 +589,7 @@ int main(int argc, char** argv) {
                   percentile(ms, 0.99));
     }
   }
+  printLaunchSections(metricsAfter);
   std::printf("\nload average (1 min) %s before the launches, %s after, on %ld CPUs\n", loadBefore.c_str(),
               loadAfter.c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   bool met = idle.rssMib < 20 && idleCpu < 1 && busy.rssMib < 20 && busyCpu < 1 && p50 < 2 && phaseTicks > 0 &&

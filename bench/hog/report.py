@@ -176,6 +176,26 @@ def checks(rows, find):
     return out
 
 
+def probeSection(rows):
+    """The launch probe's section (run.sh --launch-probe): per phase, the
+    executors started during it and how long the loop's launch sections ran
+    (bench/hog/launch_probe.py)."""
+    probed = [r for r in rows if r.get("probe")]
+    if not probed:
+        return []
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from launch_probe import summarize, OVER_MS
+    text = ["", f"launch probe (a short task in a new executor at a fixed interval during each phase; the "
+                f"agent's loop sections from its /metrics: p50/p99 as the upper bound of their bucket, "
+                f"'> {OVER_MS:g} ms' exact, max exact when it was the agent's longest so far):"]
+    for r in probed:
+        label = r["probe"].get("name") or f"{r['phase']}-{r['mode']}"
+        text.append(f"- {label}:")
+        text += summarize(r["probe"])
+    return text
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--phases", required=True)
@@ -217,6 +237,7 @@ def main():
     for r in rows:
         if r["phase"] != "alone":
             text.append(f"- {r['phase']}-{r['mode']}: {r['hog']}")
+    text += probeSection(rows)
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "hog-results.txt"), "w") as f:

@@ -7,7 +7,7 @@
 #                    [--modes "iso noiso"] [--isolation LIST] [--no-install]
 #                    [--no-build] [--agent-flags "FLAGS for the iso agent"] [--no-node]
 #                    [--sample-loop] [--client-cpus auto|none|LIST] [--client-fifo N]
-#                    [--no-sched-trace]
+#                    [--no-sched-trace] [--launch-probe MS]
 #
 # It installs what is missing (Debian packages), builds allot-master,
 # allot-agent, allot-execute and allot-executor into --build (default
@@ -38,6 +38,12 @@
 # hog-results.dat, hog-latency.png. --sample-loop also samples the agent's
 # loop thread every ms (bench/agent/loop_sampler.py) and appends what it was
 # doing when it ran late (attribution; it costs a few % of a core).
+# --launch-probe MS: during every phase, launch_probe.py starts a short task
+# in a new executor every MS ms (the agent gets --http-listen and 0.5 cpus,
+# 256 MiB more to offer for them) and the report gets a "launch probe"
+# section: per phase, the starts and the loop's launch sections
+# (launcher start, launch, prepare/isolate, reaped/cleanup) from the agent's
+# /metrics, and the launch latency the probe saw.
 # Everything it starts is stopped, and its cgroups removed, on exit or ^C.
 set -euo pipefail
 
@@ -73,6 +79,8 @@ agentResources="cpus:2;mem:4096;disk:8192"
 memCapUnisolatedMib=4096     # safety cap of the memory bomb when nothing else stops it
 forkNprocCap=2048            # safety cap of the fork bomb (RLIMIT_NPROC of its user)
 hogUser=allot-hog
+probeMs=0          # --launch-probe: ms between the probe's launches (0: no probe)
+probePid=""
 
 origArgs="$*"
 usage() { sed -n '2,42p' "$0"; exit 2; }
@@ -94,6 +102,7 @@ while [ $# -gt 0 ]; do
     --client-cpus) clientCpus=$2; shift 2 ;;
     --client-fifo) clientFifo=$2; shift 2 ;;
     --no-sched-trace) schedTrace=0; shift ;;
+    --launch-probe) probeMs=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -103,6 +112,10 @@ log() { printf '[hog %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "run as root (cgroups, apache, packages)"
+[[ "$probeMs" =~ ^[0-9]+$ ]] || die "--launch-probe takes a whole number of ms (0: none)"
+# The probe's tasks (cpus:0.1;mem:32, at most 4 at a time) fit beside the
+# web task and the hog without taking from either.
+[ "$probeMs" -gt 0 ] && agentResources="cpus:2.5;mem:4352;disk:8192"
 
 # ---------------------------------------------------------------- set-up
 
@@ -262,7 +275,7 @@ cleanup() {
   local logs="${TMPDIR:-/tmp}/allot-hog-logs"
   rm -rf "$logs" && mkdir -p "$logs"
   cp "$run"/*.log "$run"/*.json "$run"/*.args "$run"/samples-*.txt "$run"/loop-sample-*.txt "$run"/phases.jsonl \
-    "$run"/sched-*.json "$run"/sched-*.perf.log \
+    "$run"/sched-*.json "$run"/sched-*.perf.log "$run"/probe-*.json "$run"/probe-*.log \
     "$logs"/ 2>/dev/null
   rm -rf "$run"
   log "logs of this run kept in $logs"
@@ -314,6 +327,7 @@ startAgent() {
   local mode=$1 args=() i
   args=(--master "$masterAddr" --work-dir "$run/agent-$mode" --resources "$agentResources"
     --executor-idle-timeout 0.5 --executor-path "$run/bin/hogm-executor")
+  [ "$probeMs" -gt 0 ] && args+=(--http-listen 127.0.0.1:0 --http-port-file "$run/agent-$mode.http")
   if [ "$mode" = iso ]; then
     args+=(--isolation "$isolation")
     # Not `--help | grep -q`: grep leaves at the first match, the agent gets
@@ -492,6 +506,28 @@ stopSchedTrace() {
   rm -f "$run/sleeps-$name.data"
 }
 
+# startLaunchProbe MODE NAME / stopLaunchProbe NAME: launch_probe.py over
+# the phase's window (--launch-probe), into probe-NAME.json.
+startLaunchProbe() {
+  probePid=""
+  [ "$probeMs" -gt 0 ] || return 0
+  local port
+  port=$(cat "$run/agent-$1.http" 2>/dev/null || true)
+  [ -n "$port" ] || { log "warning: no agent HTTP port: phase $2 runs without the launch probe"; return 0; }
+  python3 "$here/launch_probe.py" --execute "$execute" --master "$masterAddr" --metrics-port "$port" \
+    --interval-ms "$probeMs" --duration "$duration" --name "probe-$2" \
+    > "$run/probe-$2.json" 2> "$run/probe-$2.log" &
+  probePid=$!
+  bgPids+=($probePid)
+}
+
+stopLaunchProbe() {
+  [ -n "$probePid" ] || return 0
+  wait "$probePid" || log "warning: the launch probe of $1 failed: $(tail -2 "$run/probe-$1.log")"
+  probePid=""
+  python3 "$here/launch_probe.py" --summarize "$run/probe-$1.json" 2>/dev/null | sed "s/^/[probe $1] /" >&2 || true
+}
+
 # runPhase MODE PHASE: one measurement, with the hog running beside the victim.
 runPhase() {
   local mode=$1 phase=$2 name="$2-$1" hogPid="" killAfter loadPid stallsFrom
@@ -535,7 +571,9 @@ runPhase() {
     sleep "$settle"
   fi
   log "phase $name: $rate requests/s for ${duration}s, the client on cpu ${clientCpuArg:-any}"
+  startLaunchProbe "$mode" "$name"
   wait "$loadPid"   # interruptible: ^C cleans up at once
+  stopLaunchProbe "$name"
   kill -0 "$webExecPid" 2>/dev/null || die "the web task ended during phase $name: $(tail -3 "$run/web-$mode.log")"
   local hogState="none"
   if [ -n "$hogPid" ]; then
@@ -560,12 +598,12 @@ runPhase() {
   stopSchedTrace "$name"
   phaseStalls "$mode" "$name" "$stallsFrom"
   python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" "$run/sched-$name.json" \
-    "$loadPid" "${samplerPid:-0}" "$run/sleeps-$name.json" >> "$run/phases.jsonl" <<'EOF'
+    "$loadPid" "${samplerPid:-0}" "$run/sleeps-$name.json" "$run/probe-$name.json" >> "$run/phases.jsonl" <<'EOF'
 import json, os, sys
 d = json.load(open(sys.argv[1]))
 d.update(mode=sys.argv[2], phase=sys.argv[3], hog=sys.argv[4],
          client_pid=int(sys.argv[6]), sampler_pid=int(sys.argv[7]))
-for key, path in (("sched", sys.argv[5]), ("sleeps", sys.argv[8])):
+for key, path in (("sched", sys.argv[5]), ("sleeps", sys.argv[8]), ("probe", sys.argv[9])):
     if os.path.getsize(path) if os.path.exists(path) else 0:
         d[key] = json.load(open(path))
 print(json.dumps(d))

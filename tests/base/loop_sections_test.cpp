@@ -73,5 +73,44 @@ TEST(LoopSections, ExclusiveNestingChargesTheInnerSectionOnly) {
   }
 }
 
+// The run histogram: each run in the bucket of its own (exclusive) time,
+// kept across take() and reset(), bounds inclusive.
+TEST(LoopSections, RunsFallInTheirBucketsAndOutliveTake) {
+  LoopSections::Runs runs;
+  runs.add(0);                  // <= 0.05 ms
+  runs.add(5'000'000);          // exactly 5 ms: the 5 ms bucket
+  runs.add(5'000'001);          // just past it: the 7.5 ms bucket
+  runs.add(1'000'000'000);      // 1 s: past the last bound
+  auto bucketOf = [](double ms) {
+    size_t b = 0;
+    while (LoopSections::kRunBucketsMs[b] != ms) ++b;
+    return b;
+  };
+  EXPECT_EQ(runs.buckets[0], 1u);
+  EXPECT_EQ(runs.buckets[bucketOf(5)], 1u);
+  EXPECT_EQ(runs.buckets[bucketOf(7.5)], 1u);
+  EXPECT_EQ(runs.buckets[LoopSections::kRunBuckets - 1], 1u);
+  EXPECT_EQ(runs.count, 4u);
+  EXPECT_EQ(runs.longestNs, 1'000'000'000u);
+  EXPECT_EQ(runs.ns, 1'010'000'001u);
+
+  LoopSections sections({"handler", "kernel call"}, LoopSections::Nesting::kExclusive);
+  {
+    auto handler = sections.time(0);
+    auto call = sections.time(1);
+    std::this_thread::sleep_for(6ms);
+  }
+  (void)sections.take();
+  sections.reset();
+  const auto& call = sections.runs()[1];
+  EXPECT_EQ(call.count, 1u) << "take() and reset() leave the histogram";
+  EXPECT_GE(call.longestNs, 6'000'000u);
+  uint64_t over5 = 0;
+  for (size_t b = bucketOf(5) + 1; b < LoopSections::kRunBuckets; ++b) over5 += call.buckets[b];
+  EXPECT_EQ(over5, 1u);
+  EXPECT_EQ(sections.runs()[0].count, 1u);
+  EXPECT_LT(sections.runs()[0].longestNs, call.longestNs) << "the handler's own part only";
+}
+
 }  // namespace
 }  // namespace allot
