@@ -65,13 +65,15 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
 constexpr double kLateTickAttributedS = LoopStallMeter::kLogAtMs / 1000;
 
 void Agent::loopTicked(double lateS) {
-  metrics_.loopTick(lateS);
+  const TickSplit& split = loopMeter_.lastSplit();
+  metrics_.loopTick(lateS, split.hostStealMs / 1000);
+  metrics_.stealReadErrors(loopMeter_.stats().stealReadErrors);
   if (lateS < kLateTickAttributedS) {
     sections_.sections().reset();
     return;
   }
   LoopSections::Taken taken = sections_.sections().take();
-  const char* untimed = loopMeter_.lastSplit().untimedCause(lateS * 1000);
+  const char* untimed = split.untimedCause(lateS * 1000);
   metrics_.lateTick(taken.sections.empty() ? untimed : taken.sections[0].first);
   auto now = std::chrono::steady_clock::now();
   if (now - lastLateLog_ < std::chrono::seconds(1)) return;
@@ -123,7 +125,9 @@ void Agent::stop() {
   const auto& loop = loopMeter_.stats();
   LOG_INFO("loop: longest lateness " << loop.maxLateMs << " ms (" << loop.maxLateCpuWaitMs
                                      << " ms waiting for a CPU), " << loop.lateOver10Ms << " of " << loop.ticks
-                                     << " ticks 10 ms late or more; that tick: " << loop.maxLateSplit.describe());
+                                     << " ticks 10 ms late or more; longest less the host's steal "
+                                     << loop.maxLessStealMs << " ms, host steal in late ticks " << loop.lateStealMs
+                                     << " ms; that tick: " << loop.maxLateSplit.describe());
 }
 
 void Agent::buildRegistration(wire::RegisterAgent* r) {

@@ -1,5 +1,7 @@
 #include "agent/metrics.h"
 
+#include <algorithm>
+
 #include <prometheus/text_serializer.h>
 
 #include <limits>
@@ -49,6 +51,22 @@ AgentMetrics::AgentMetrics() : registry_(std::make_shared<p::Registry>()) {
                                                                0.5, 1});
   loopLatenessMax_ = gauge("allot_agent_loop_lateness_max_seconds",
                            "The longest lateness of the loop's stall meter since the agent started.");
+  loopLessStealMax_ = gauge("allot_agent_loop_lateness_less_steal_max_seconds",
+                            "The longest lateness of the loop's stall meter since the agent started, less "
+                            "the host's steal time on the loop's CPU during it (a virtual machine's vCPU "
+                            "not run by its host; /proc/stat, 10 ms granularity).");
+  loopLateSteal_ = &p::BuildCounter()
+                        .Name("allot_agent_loop_late_steal_seconds_total")
+                        .Help("The host's steal time on the loop's CPU within ticks 10 ms late or more "
+                              "(each capped at its tick's lateness): the part of the loop's lateness a "
+                              "virtual machine's host caused.")
+                        .Register(*registry_)
+                        .Add({});
+  stealReadErrors_ = &p::BuildCounter()
+                          .Name("allot_agent_loop_steal_read_errors_total")
+                          .Help("Reads of /proc/stat by the loop's stall meter that failed or were malformed.")
+                          .Register(*registry_)
+                          .Add({});
   lateTicks_ = &p::BuildCounter()
                     .Name("allot_agent_loop_late_ticks_total")
                     .Help("Ticks of the loop's stall meter 10 ms late or more, by the section of the "
@@ -59,9 +77,17 @@ AgentMetrics::AgentMetrics() : registry_(std::make_shared<p::Registry>()) {
 
 void AgentMetrics::lateTick(const std::string& section) { lateTicks_->Add({{"section", section}}).Increment(); }
 
-void AgentMetrics::loopTick(double lateSeconds) {
+void AgentMetrics::loopTick(double lateSeconds, double stealSeconds) {
   loopLateness_->Observe(lateSeconds);
   if (lateSeconds > loopLatenessMax_->Value()) loopLatenessMax_->Set(lateSeconds);
+  double steal = std::clamp(stealSeconds, 0.0, std::max(lateSeconds, 0.0));
+  if (lateSeconds - steal > loopLessStealMax_->Value()) loopLessStealMax_->Set(lateSeconds - steal);
+  if (steal > 0) loopLateSteal_->Increment(steal);
+}
+
+void AgentMetrics::stealReadErrors(uint64_t total) {
+  double now = static_cast<double>(total);
+  if (now > stealReadErrors_->Value()) stealReadErrors_->Increment(now - stealReadErrors_->Value());
 }
 
 void AgentMetrics::taskRequested(const std::string& frameworkId, const std::string& taskId) {

@@ -37,8 +37,12 @@ class AgentMetrics {
 
   void taskRequested(const std::string& frameworkId, const std::string& taskId);
   void statusUpdate(const wire::TaskStatus& status);
-  // One tick of the loop's stall meter ran `lateSeconds` late.
-  void loopTick(double lateSeconds);
+  // One tick of the loop's stall meter ran `lateSeconds` late, of which
+  // the host's steal on the loop's CPU may explain `stealSeconds` (read for
+  // ticks 10 ms late or more only: TickSplit::hostStealMs).
+  void loopTick(double lateSeconds, double stealSeconds = 0);
+  // The stall meter's /proc/stat read errors so far (a total, not a delta).
+  void stealReadErrors(uint64_t total);
   // A tick 10 ms late or more, attributed to the loop section (agent/
   // agent_sections.h) that took the most time since the previous tick.
   void lateTick(const std::string& section);
@@ -66,6 +70,9 @@ class AgentMetrics {
   prometheus::Gauge* registered_;
   prometheus::Histogram* loopLateness_;
   prometheus::Gauge* loopLatenessMax_;
+  prometheus::Gauge* loopLessStealMax_;
+  prometheus::Counter* loopLateSteal_;
+  prometheus::Counter* stealReadErrors_;
   prometheus::Family<prometheus::Counter>* lateTicks_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> launching_;
   const LoopSections* sections_ = nullptr;

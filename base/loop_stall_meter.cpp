@@ -1,6 +1,7 @@
 #include "base/loop_stall_meter.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -17,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 LoopStallMeter::LoopStallMeter(asio::io_context& io, LoopStallMeterOptions options,
                                std::function<void(double)> onTick)
-    : timer_(io), options_(options), onTick_(std::move(onTick)) {}
+    : timer_(io), options_(options), onTick_(std::move(onTick)), steal_(options_.procStat) {}
 
 void LoopStallMeter::start() {
   if (running_) return;
@@ -25,6 +26,9 @@ void LoopStallMeter::start() {
   // thread-self: the loop's thread, which start() runs on.
   schedstat_ = UniqueFd(open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
   last_ = read();
+  lastCpu_ = sched_getcpu();
+  stealThenKnown_ = false;
+  stealThenAt_ = {};  // the first tick takes the first snapshot
   due_ = Clock::now();
   lastTick_ = due_;
   arm();
@@ -72,7 +76,8 @@ LoopStallMeter::Counters LoopStallMeter::read() const {
   return c;
 }
 
-TickSplit TickSplit::of(double intervalMs, double cpuWaitMs, double onCpuMs, int64_t sleeps, int64_t majorFaults) {
+TickSplit TickSplit::of(double intervalMs, double cpuWaitMs, double onCpuMs, int64_t sleeps, int64_t majorFaults,
+                        double hostStealMs, int stealCpu) {
   TickSplit t;
   t.intervalMs = std::max(intervalMs, 0.0);
   t.cpuWaitMs = std::clamp(cpuWaitMs, 0.0, t.intervalMs);
@@ -80,6 +85,8 @@ TickSplit TickSplit::of(double intervalMs, double cpuWaitMs, double onCpuMs, int
   t.offCpuMs = t.intervalMs - t.cpuWaitMs - t.onCpuMs;
   t.sleeps = sleeps > 0 ? static_cast<uint64_t>(sleeps) : 0;
   t.majorFaults = majorFaults > 0 ? static_cast<uint64_t>(majorFaults) : 0;
+  t.hostStealMs = std::clamp(hostStealMs, 0.0, t.intervalMs);
+  t.stealCpu = stealCpu;
   return t;
 }
 
@@ -91,16 +98,20 @@ std::string TickSplit::describe() const {
       << " ms off the CPU in " << sleeps << (sleeps == 1 ? " sleep" : " sleeps") << " and " << majorFaults
       << (majorFaults == 1 ? " major page fault" : " major page faults") << ", since the tick " << intervalMs
       << " ms before";
+  if (stealCpu >= 0) out << "; host steal " << hostStealMs << " ms on cpu " << stealCpu;
   return out.str();
 }
 
 const char* TickSplit::untimedCause(double lateMs) const {
   if (lateMs <= 0) return "none";
+  if (hostStealMs >= lateMs / 2) return "host steal";
   if (cpuWaitMs >= lateMs / 2) return "cpu wait";
   if (majorFaults > 0) return "page fault";
   if (offCpuMs >= lateMs / 2 && sleeps <= 1 && onCpuMs < 1) return "late wakeup";
   return "none";
 }
+
+double TickSplit::lessStealMs(double lateMs) const { return std::max(lateMs - hostStealMs, 0.0); }
 
 void LoopStallMeter::Stats::record(double lateMs, double cpuWaitMs, const TickSplit& split) {
   // The CPU wait counted spans the whole period, not only the lateness.
@@ -112,21 +123,54 @@ void LoopStallMeter::Stats::record(double lateMs, double cpuWaitMs, const TickSp
     maxLateSplit = split;
   }
   if (lateMs - cpuWaitMs > maxOwnLateMs) maxOwnLateMs = lateMs - cpuWaitMs;
+  maxLessStealMs = std::max(maxLessStealMs, split.lessStealMs(lateMs));
+  if (lateMs > 0) lateStealMs += std::min(split.hostStealMs, lateMs);
   lateOver1Ms += lateMs >= 1;
   lateOver10Ms += lateMs >= 10;
   lateOver100Ms += lateMs >= 100;
 }
 
+// One /proc/stat read for a late tick, and one every kStealSnapshotEvery
+// for the snapshot it is compared with; none on the other ticks.
+double LoopStallMeter::readSteal(Clock::time_point now, double lateMs, int cpu, int& stealCpu) {
+  bool late = lateMs >= kLogAtMs;
+  if (!late && now - stealThenAt_ < kStealSnapshotEvery) return 0;
+  stealThenAt_ = now;
+  if (auto st = steal_.read(stealNow_); !st) {
+    // Counted; tried again at the next snapshot (or late tick), never a CHECK.
+    if (stats_.stealReadErrors++ == 0) LOG_WARNING("the loop's steal meter: " << st.error().describe());
+    stealThenKnown_ = false;
+    return 0;
+  }
+  double stealMs = 0;
+  if (late && stealThenKnown_) {
+    for (int c : {lastCpu_, cpu}) {
+      double ms = stealNow_.stealMsSince(stealThen_, c);
+      if (c >= 0 && (stealCpu < 0 || ms > stealMs)) {
+        stealMs = ms;
+        stealCpu = c;
+      }
+    }
+  }
+  std::swap(stealThen_, stealNow_);
+  stealThenKnown_ = true;
+  return stealMs;
+}
+
 void LoopStallMeter::tick() {
   auto now = Clock::now();
   double lateMs = std::chrono::duration<double, std::milli>(now - due_).count();
+  int cpu = sched_getcpu();
+  int stealCpu = -1;
+  double stealMs = readSteal(now, lateMs, cpu, stealCpu);
+  lastCpu_ = cpu;
   Counters c = read();
   auto grew = [](int64_t now, int64_t before) { return now >= 0 && before >= 0 ? now - before : -1; };
   int64_t delayNs = grew(c.runDelayNs, last_.runDelayNs), runNs = grew(c.runNs, last_.runNs);
   double cpuWaitMs = delayNs >= 0 ? static_cast<double>(delayNs) / 1e6 : 0;
   lastSplit_ = TickSplit::of(std::chrono::duration<double, std::milli>(now - lastTick_).count(), cpuWaitMs,
                              runNs >= 0 ? static_cast<double>(runNs) / 1e6 : 0, grew(c.sleeps, last_.sleeps),
-                             grew(c.majorFaults, last_.majorFaults));
+                             grew(c.majorFaults, last_.majorFaults), stealMs, stealCpu);
   last_ = c;
   lastTick_ = now;
   stats_.record(lateMs, cpuWaitMs, lastSplit_);

@@ -12,6 +12,12 @@
 // off the CPU in one sleep was the loop's idle wait woken late (its timer's
 // interrupt came late: a virtual machine's timer, a host's steal), not a
 // call of allot's that blocked (that is a second sleep, or a fault).
+// On a virtual machine the host may not run a vCPU when the guest wants it:
+// a late tick also gets the host's steal time on the CPU the loop ran on at
+// the tick before and at this one (base/cpu_steal.h: /proc/stat, USER_HZ
+// ticks), read only for a tick kLogAtMs late or more against a snapshot
+// taken at most kStealSnapshotEvery before (so up to that much steal from
+// before the interval can be counted; capped at the lateness).
 //
 //   LoopStallMeter meter(io, {.period = 5ms}, [&](double lateS) { ... });
 //   meter.start();  ...  meter.stats().maxLateMs
@@ -27,12 +33,14 @@
 #include <string>
 
 #include "base/asio.h"
+#include "base/cpu_steal.h"
 #include "base/unique_fd.h"
 
 namespace allot {
 
 struct LoopStallMeterOptions {
   std::chrono::milliseconds period{5};
+  std::string procStat = "/proc/stat";  // where the host's steal is read (CpuSteal)
 };
 
 // The loop thread's time between two ticks (intervalMs: from the previous
@@ -44,25 +52,39 @@ struct TickSplit {
   double offCpuMs = 0;       // neither: asleep or blocked (the rest of the interval)
   uint64_t sleeps = 0;       // voluntary context switches (ru_nvcsw)
   uint64_t majorFaults = 0;  // page faults that waited for I/O (ru_majflt)
+  // The host's steal on the loop's CPUs (the larger of the CPU at the tick
+  // before and at this one) since the last steal snapshot, capped at the
+  // interval; 0 when not read (a tick under kLogAtMs late) or unknown.
+  double hostStealMs = 0;
+  int stealCpu = -1;         // the CPU that steal was on (-1: not read)
 
   // From the counters' growth over the interval; negative growth (unknown
   // counters) counts as none, and the off-CPU rest is never negative.
-  static TickSplit of(double intervalMs, double cpuWaitMs, double onCpuMs, int64_t sleeps, int64_t majorFaults);
+  static TickSplit of(double intervalMs, double cpuWaitMs, double onCpuMs, int64_t sleeps, int64_t majorFaults,
+                      double hostStealMs = 0, int stealCpu = -1);
   // "2.1 ms waiting for a CPU, 0.3 ms running, 14.6 ms off the CPU in 1
-  // sleep and 0 major page faults, since the tick 17.0 ms before"
+  // sleep and 0 major page faults, since the tick 17.0 ms before" and, when
+  // steal was read, "; host steal 10.00 ms on cpu 0"
   std::string describe() const;
   // What made a tick `lateMs` late when none of the loop's timed sections
-  // ran since the tick before (LoopSections): "cpu wait" (at least half of
-  // the lateness waiting for a CPU), "page fault" (a major fault), "late
+  // ran since the tick before (LoopSections): "host steal" (the host's
+  // steal on the loop's CPU at least half of the lateness: the vCPU did not
+  // run, whether the loop waited for it or slept through its late timer),
+  // "cpu wait" (at least half of the lateness waiting for a CPU), "page fault" (a major fault), "late
   // wakeup" (at least half of it off the CPU in at most one sleep with
   // under 1 ms running: the loop's idle wait, woken late: its timer's
   // interrupt came late), or "none" (untimed work or a call that blocked).
   const char* untimedCause(double lateMs) const;
+  // The lateness with the host's steal taken off (never below 0).
+  double lessStealMs(double lateMs) const;
 };
 
 class LoopStallMeter {
  public:
   static constexpr double kLogAtMs = 10;
+  // Steal is read on a tick kLogAtMs late or more, and at least this often
+  // for the snapshot it is compared with (one /proc/stat read: ~33 us).
+  static constexpr std::chrono::milliseconds kStealSnapshotEvery{100};
 
   struct Stats {
     uint64_t ticks = 0;
@@ -70,6 +92,9 @@ class LoopStallMeter {
     double maxLateCpuWaitMs = 0; // of that one, time spent waiting for a CPU
     double maxOwnLateMs = 0;     // the longest lateness minus its CPU wait
     TickSplit maxLateSplit;      // of the longest lateness: its interval's split
+    double maxLessStealMs = 0;   // the longest lateness minus its host steal
+    double lateStealMs = 0;      // host steal summed over ticks kLogAtMs late or more (each capped at its lateness)
+    uint64_t stealReadErrors = 0;  // /proc/stat not readable or malformed
     uint64_t lateOver1Ms = 0, lateOver10Ms = 0, lateOver100Ms = 0;
 
     // Counts one expiry that ran `lateMs` late, of which `cpuWaitMs` (the
@@ -103,11 +128,19 @@ class LoopStallMeter {
     int64_t sleeps = -1, majorFaults = -1;
   };
   Counters read() const;
+  // Host steal for a tick `lateMs` late on `cpu` (see TickSplit::hostStealMs);
+  // refreshes the snapshot when due. Sets `stealCpu`.
+  double readSteal(std::chrono::steady_clock::time_point now, double lateMs, int cpu, int& stealCpu);
 
   asio::steady_timer timer_;
   LoopStallMeterOptions options_;
   std::function<void(double)> onTick_;
   UniqueFd schedstat_;
+  CpuSteal steal_;
+  CpuSteal::Sample stealThen_, stealNow_;
+  std::chrono::steady_clock::time_point stealThenAt_;
+  bool stealThenKnown_ = false;
+  int lastCpu_ = -1;
   std::chrono::steady_clock::time_point due_;
   Counters last_;
   std::chrono::steady_clock::time_point lastTick_;

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "base/asio.h"
+#include "base/cpu_steal.h"
 #include "base/flags.h"
 #include "http/client.h"
 #include "proto/connection.h"
@@ -460,12 +461,18 @@ int main(int argc, char** argv) {
   std::string loadBefore, loadAfter;
   uint16_t httpPort = 0;
   LoopStalls stallsBefore, stallsAfter;
+  // The machine's steal per CPU over the launches and kills (the host's: a
+  // virtual machine's vCPUs not run), beside the agent's own account.
+  CpuSteal stealReader;
+  CpuSteal::Sample stealBefore, stealAfter;
+  bool stealKnown = false;
   std::string metricsAfter;
   if (rc == 0) {
     runUntil(io, [] { return false; }, std::chrono::seconds(1));
     idle = window(io, pid, windowS, &idleCpu);
     httpPort = readPort(dir + "/http.port");
     stallsBefore = loopStalls(scrape(httpPort, metricsTls));
+    stealKnown = stealReader.read(stealBefore).ok();
     loadBefore = loadAverage();
     for (int64_t i = 0; i < launches && rc == 0; ++i) {
       if (i == 1 && executorPerTask) agentCpuStart = sample(pid).cpuSeconds;
@@ -527,6 +534,7 @@ int main(int argc, char** argv) {
     }, std::chrono::seconds(30));
     metricsAfter = scrape(httpPort, metricsTls);
     stallsAfter = loopStalls(metricsAfter);
+    stealKnown = stealKnown && stealReader.read(stealAfter).ok();
   }
   // An agent that stops with executors left keeps its cgroup root for its
   // successor; with none left it removes the root. The bench has no
@@ -575,6 +583,19 @@ int main(int argc, char** argv) {
   std::printf("| loop stall meter ticks >= 10 ms late, launches + kills | %.0f of %.0f | 0 | |\n", phaseLate,
               phaseTicks);
   std::printf("| loop lateness, longest since the agent started | %.2f ms | < 10 ms | |\n", maxLateMs);
+  std::printf("| the same less the host's steal on the loop's CPU | %.2f ms | | |\n",
+              1000 * metric(metricsAfter, "allot_agent_loop_lateness_less_steal_max_seconds"));
+  std::printf("| host steal within late ticks, since the agent started | %.1f ms | | |\n",
+              1000 * metric(metricsAfter, "allot_agent_loop_late_steal_seconds_total"));
+  std::string stealPerCpu;
+  for (size_t cpu = 0; stealKnown && cpu < stealAfter.cpus; ++cpu) {
+    char one[64];
+    std::snprintf(one, sizeof one, "%scpu%zu %.0f ms", cpu ? ", " : "", cpu,
+                  stealAfter.stealMsSince(stealBefore, static_cast<int>(cpu)));
+    stealPerCpu += one;
+  }
+  std::printf("| machine's steal per CPU, launches + kills (/proc/stat) | %s | | |\n",
+              stealKnown ? stealPerCpu.c_str() : "unknown");
   std::printf("| link to the master | %s | | |\n", tls ? "mutual TLS 1.3" : "plaintext");
   std::printf("| placement: bench / agent / executor | %s / %s / %s | | |\n", placement(pinBench).c_str(),
               placement(pinAgent).c_str(), placement(pinExecutor).c_str());

@@ -1,8 +1,10 @@
 // AgentMetrics' export of the loop's sections: per section that ran, a
 // histogram of single runs and the longest run, in the Prometheus text
-// format a scraper (bench/hog/launch_probe.py) reads.
+// format a scraper (bench/hog/launch_probe.py) reads; and the loop's
+// lateness with the host's steal within it (what agent_bench reads).
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 
 #include "agent/metrics.h"
@@ -42,6 +44,30 @@ TEST(AgentMetrics, LoopSectionsAreExportedAsHistogramsOfSingleRuns) {
   ASSERT_FALSE(longest.empty()) << text;
   EXPECT_GE(std::stod(longest.substr(longest.rfind(' ') + 1)), 0.006);
   EXPECT_EQ(text.find("never ran"), std::string::npos) << "a section that never ran is left out";
+}
+
+// The value of the line that starts with `series ` in the text format.
+double valueOf(const std::string& text, const std::string& series) {
+  size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + 1 + series.size() + 1));
+}
+
+TEST(AgentMetrics, TheHostsStealIsTakenOffTheLoopsLateness) {
+  AgentMetrics m;
+  m.loopTick(0.002);           // on time enough, steal not read
+  m.loopTick(0.094, 0.060);    // 60 ms of it the host's
+  m.loopTick(0.020, 0.0);      // 20 ms, none of it the host's
+  m.loopTick(0.012, 0.030);    // steal beyond the lateness counts as all of it
+  m.stealReadErrors(0);
+  m.stealReadErrors(2);
+  m.stealReadErrors(2);        // a total, not a delta
+  std::string text = m.serialize();
+  EXPECT_NEAR(valueOf(text, "allot_agent_loop_lateness_max_seconds"), 0.094, 1e-9);
+  EXPECT_NEAR(valueOf(text, "allot_agent_loop_lateness_less_steal_max_seconds"), 0.034, 1e-9);
+  EXPECT_NEAR(valueOf(text, "allot_agent_loop_late_steal_seconds_total"), 0.072, 1e-9);
+  EXPECT_EQ(valueOf(text, "allot_agent_loop_steal_read_errors_total"), 2);
+  EXPECT_EQ(valueOf(text, "allot_agent_loop_lateness_seconds_count"), 4);
 }
 
 }  // namespace

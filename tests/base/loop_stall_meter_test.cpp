@@ -11,6 +11,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <thread>
 
 namespace allot {
@@ -72,6 +75,40 @@ TEST(TickSplit, NamesTheCauseOfAnUntimedLateTick) {
   EXPECT_STREQ(TickSplit::of(17, 0.1, 14, 1, 0).untimedCause(12), "none");
 }
 
+TEST(TickSplit, HostStealExplainsATickItCoversHalfOf) {
+  // The 94.2 ms tick of the fourth session's hog run: 33.5 ms runnable on
+  // an idle vCPU, then asleep in the idle wait past a late timer; with 60 ms
+  // of the host's steal on its CPU, the host's.
+  TickSplit t = TickSplit::of(99, 33.5, 0.2, 1, 0, 60, 0);
+  EXPECT_STREQ(t.untimedCause(94.2), "host steal");
+  EXPECT_NEAR(t.lessStealMs(94.2), 34.2, 1e-9);
+  // Steal under half the lateness leaves the other causes.
+  EXPECT_STREQ(TickSplit::of(99, 33.5, 0.2, 1, 0, 40, 0).untimedCause(94.2), "late wakeup");
+  EXPECT_STREQ(TickSplit::of(15, 9.4, 0.5, 1, 0, 4, 1).untimedCause(10.1), "cpu wait");
+  EXPECT_STREQ(TickSplit::of(17, 0.1, 0.3, 2, 1, 6, 1).untimedCause(12), "host steal");
+  // Steal is capped at the interval; the lateness less it never below 0.
+  TickSplit capped = TickSplit::of(12, 0, 0, 0, 0, 30, 1);
+  EXPECT_DOUBLE_EQ(capped.hostStealMs, 12);
+  EXPECT_DOUBLE_EQ(TickSplit::of(30, 0, 0, 0, 0, 30, 1).lessStealMs(20), 0);
+  EXPECT_DOUBLE_EQ(TickSplit::of(30, 0, 0, 0, 0, -5, 1).hostStealMs, 0);
+  EXPECT_EQ(TickSplit::of(17, 0.04, 0.2, 1, 0, 10, 1).describe(),
+            "0.04 ms waiting for a CPU, 0.20 ms running, 16.76 ms off the CPU in 1 sleep and 0 major page "
+            "faults, since the tick 17.00 ms before; host steal 10.00 ms on cpu 1");
+}
+
+TEST(LoopStallMeterStats, TakesTheHostsStealOffTheLongestLateness) {
+  LoopStallMeter::Stats s;
+  s.record(94.2, 33.5, TickSplit::of(99, 33.5, 0.2, 1, 0, 60, 0));
+  s.record(12.8, 0.04, TickSplit::of(17.8, 0.04, 0.2, 1, 0, 0, 1));
+  s.record(3, 0, TickSplit::of(8, 0, 1, 1, 0));
+  EXPECT_DOUBLE_EQ(s.maxLateMs, 94.2);
+  EXPECT_NEAR(s.maxLessStealMs, 34.2, 1e-9);
+  EXPECT_DOUBLE_EQ(s.lateStealMs, 60);
+  // Steal beyond a tick's lateness is not counted as its.
+  s.record(11, 0, TickSplit::of(40, 0, 0, 1, 0, 30, 0));
+  EXPECT_DOUBLE_EQ(s.lateStealMs, 71);
+}
+
 // What the meter saw of one handler run on the loop 20 ms after it started:
 // the first tick after the handler (its lateness, CPU wait and split), and
 // the meter's statistics over the whole run.
@@ -84,14 +121,14 @@ struct AfterHandler {
 };
 
 template <typename Handler>
-AfterHandler runAfter(Handler handler) {
+AfterHandler runAfter(Handler handler, LoopStallMeterOptions options = {.period = 5ms}) {
   asio::io_context io;
   bool done = false;
   AfterHandler out;
   LoopStallMeter* m = nullptr;
   // The first tick after the handler ends the run: a tick was due within
   // one period of the handler's start, and ran after it.
-  LoopStallMeter meter(io, {.period = 5ms}, [&](double lateS) {
+  LoopStallMeter meter(io, options, [&](double lateS) {
     ++out.ticks;
     if (!done) return;
     out.split = m->lastSplit();
@@ -151,6 +188,44 @@ TEST(LoopStallMeter, SplitsABlockedLoopFromABusyOne) {
   // slept up to a period (5 ms) before the handler ran.
   EXPECT_GE(busy.onCpuMs + busy.cpuWaitMs, 40.0 - 4 - 1) << busy.describe();
   EXPECT_LE(busy.offCpuMs, busy.intervalMs - 35) << busy.describe();
+}
+
+// The steal the meter reads comes from the file it is given: a made-up
+// /proc/stat whose every CPU gains 3 ticks of steal while a handler blocks
+// the loop for 40 ms. The late tick gets them, on the CPU the loop ran on.
+TEST(LoopStallMeter, ALateTickGetsTheHostsStealOnItsCpu) {
+  std::string path = ::testing::TempDir() + "loop_stall_meter_test_stat";
+  auto write = [&](int steal) {
+    std::ofstream out(path, std::ios::trunc);
+    out << "cpu  0 0 0 0 0 0 0 0 0 0\n";
+    for (int cpu = 0; cpu < 8; ++cpu) out << "cpu" << cpu << " 1 2 3 4 5 6 7 " << steal << " 0 0\n";
+  };
+  write(100);
+  AfterHandler run = runAfter(
+      [&] {
+        write(103);
+        std::this_thread::sleep_for(40ms);
+      },
+      {.period = 5ms, .procStat = path});
+  std::remove(path.c_str());
+  EXPECT_GE(run.lateMs, 35.0);
+  EXPECT_DOUBLE_EQ(run.split.hostStealMs, 3 * CpuSteal::tickMs()) << run.split.describe();
+  EXPECT_GE(run.split.stealCpu, 0);
+  EXPECT_STREQ(run.split.untimedCause(run.lateMs), "host steal") << run.split.describe();
+  EXPECT_NEAR(run.stats.maxLessStealMs, run.lateMs - 3 * CpuSteal::tickMs(), 1e-6);
+  EXPECT_EQ(run.stats.stealReadErrors, 0u);
+}
+
+TEST(LoopStallMeter, AMalformedProcStatIsCountedAndTheMeterGoesOn) {
+  std::string path = ::testing::TempDir() + "loop_stall_meter_test_bad_stat";
+  std::ofstream(path, std::ios::trunc) << "cpu0 1 2 3\n";
+  AfterHandler run = runAfter([] { std::this_thread::sleep_for(40ms); }, {.period = 5ms, .procStat = path});
+  std::remove(path.c_str());
+  EXPECT_GE(run.lateMs, 35.0);
+  EXPECT_GE(run.stats.stealReadErrors, 2u) << "the first snapshot and the late tick";
+  EXPECT_EQ(run.split.stealCpu, -1);
+  EXPECT_DOUBLE_EQ(run.split.hostStealMs, 0);
+  EXPECT_STRNE(run.split.untimedCause(run.lateMs), "host steal");
 }
 
 TEST(LoopStallMeter, StopsTickingWhenStopped) {
