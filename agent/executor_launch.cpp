@@ -4,8 +4,10 @@
 // from the posted result: the isolators' prepare(), the launcher's start(),
 // isolate() and watch(). A container that was killed (or whose framework
 // was removed, or whose tasks were all killed) while its files were made
-// never starts a process: its finalize is already on its way.
+// never starts a process: its finalize is already on its way. Nor does one
+// killed while its clone is under way lose its process: onStarted kills it.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -171,8 +173,8 @@ void ExecutorManager::startReady() {
   }
 }
 
-// preparing -> isolating -> registering: prepare(), the launcher, isolate()
-// and watch(); any failure ends the container with its reason.
+// preparing: prepare(), then the launcher's clone off the loop (onStarted
+// goes on); a failed prepare() ends the container with its reason.
 void ExecutorManager::startProcess(Container& c) {
   LaunchSpec spec = launchSpec(c);
   ContainerConfig config(limitsOf(c), c.sandbox);
@@ -190,20 +192,42 @@ void ExecutorManager::startProcess(Container& c) {
   }
   spec.env.insert(spec.env.end(), spec.setup.env.begin(), spec.setup.env.end());
   std::weak_ptr<int> alive = alive_;
-  // start(), not launch(): the loop does not wait for the child's setup
-  // and exec (v1 cgroup joins wait for RCU grace periods); a failed step
-  // comes back as the exit's setupError (onExit).
+  // startOffLoop(): the clone runs on the launcher's thread (a fork-like
+  // clone3 copies the agent's page tables, takes cgroup_mutex and the
+  // tasklist lock: up to 6 ms on the loop under the hog's CPU hog); the
+  // loop does not wait for the child's setup and exec either (v1 cgroup
+  // joins wait for RCU grace periods); a failed step comes back as the
+  // exit's setupError (onExit).
   auto onExited = [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {
     if (alive.expired()) return;
     auto timer = timed(AgentSection::kExecutorExit);
     onExit(name, gen, e);
   };
-  auto pid = [&] {
-    auto timer = timed(AgentSection::kLauncherStart);
-    return launcher_.start(spec, onExited);
-  }();
+  auto onCloned = [this, alive, name = c.name, gen = c.generation, executable = spec.argv[0],
+                   &launcher = launcher_](Result<pid_t> pid) {
+    // The manager or its container went while the clone was under way:
+    // nothing would supervise the process.
+    Container* c = alive.expired() ? nullptr : byName(name, gen);
+    if (!c) {
+      if (pid) (void)launcher.signal(*pid, SIGKILL);
+      return;
+    }
+    auto timer = timed(AgentSection::kLaunch);
+    onStarted(*c, executable, std::move(pid));
+  };
+  c.starting = true;
+  auto timer = timed(AgentSection::kLauncherStart);
+  launcher_.startOffLoop(spec, onExited, onCloned);
+}
+
+// The launcher's answer, on the loop: preparing -> isolating ->
+// registering, or the container fails with REASON_EXEC_FAILED. A kill that
+// came while the clone was under way kills the new process now (its exit
+// finalizes the container).
+void ExecutorManager::onStarted(Container& c, const std::string& executable, Result<pid_t> pid) {
+  c.starting = false;
   if (!pid) {
-    std::string why = "executor " + spec.argv[0] + " could not start: " + pid.error().describe();
+    std::string why = "executor " + executable + " could not start: " + pid.error().describe();
     LOG_ERROR("container " << c.name << ": " << why);
     failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, why);
     return postFinalize(c);
@@ -213,6 +237,10 @@ void ExecutorManager::startProcess(Container& c) {
   if (auto start = processStartTime(c.pid)) c.startTime = *start;
   LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
                                << " (pid " << c.pid << ") in " << c.sandbox);
+  if (c.life.killRequested()) {
+    killContainer(c, "killed while its executor was starting");
+    return;
+  }
   if (!isolate(c)) return;
   (void)c.life.on(ContainerEvent::kIsolated);
   armTimer(c, c.registerTimer, options_.registerTimeout, [this](Container& c) {

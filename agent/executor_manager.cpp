@@ -444,7 +444,11 @@ void ExecutorManager::failContainer(Container& c, wire::TaskState state, wire::R
 void ExecutorManager::killContainer(Container& c, const std::string& why) {
   switch (c.life.requestKill(why)) {
     case KillAction::kNone: return;
-    case KillAction::kFinalize: return postFinalize(c);
+    case KillAction::kFinalize:
+      // Its clone is under way: onStarted kills the process it gets, or
+      // ends the container if there is none.
+      if (c.starting) return;
+      return postFinalize(c);
     case KillAction::kSignal: break;
   }
   LOG_WARNING("killing executor " << c.executor.executor_id() << " of framework "

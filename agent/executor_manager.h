@@ -5,10 +5,13 @@
 //   <work-dir>/sandboxes/<container>.<ms> (stdout and stderr files there)
 //   made on the sandbox thread, off the loop (NSS and the filesystem may
 //   block); back on the loop, a few per turn of the loop (startReady:
-//   kStartSliceBudget), the isolators' prepare() in table order, the
-//   launcher (env of proto/FORMAT.md), isolate() and watch(). A kill or the
-//   framework's removal while the files are made ends the container
-//   before any process starts. Command tasks (no
+//   kStartSliceBudget), the isolators' prepare() in table order, then the
+//   launcher's startOffLoop() (env of proto/FORMAT.md: the clone on the
+//   launcher's thread), and once the pid is back on the loop (onStarted),
+//   isolate() and watch(). A kill or the framework's removal while the
+//   files are made ends the container before any process starts; one
+//   that comes while the clone is under way waits for it and then kills
+//   the new process (or ends the container if the clone failed). Command tasks (no
 //   ExecutorInfo) share one built-in allot-executor per framework,
 //   executor id kCommandExecutorId. Later tasks go to the same executor.
 // - Executors connect to the Unix socket <work-dir>/agent.sock (accepted
@@ -183,6 +186,7 @@ class ExecutorManager {
   void postStarts();
   void startReady();
   void startProcess(Container& c);
+  void onStarted(Container& c, const std::string& executable, Result<pid_t> pid);
   bool isolate(Container& c);
   std::function<void(const Limitation&)> limitWatcher(const Container& c);
   void addTask(Container& c, wire::TaskInfo task);

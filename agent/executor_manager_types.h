@@ -38,6 +38,9 @@ struct ExecutorManager::Container {
   wire::ExecutorInfo executor;
   // Its state and, once it ends, why its tasks end (agent/container.h).
   ContainerLifecycle life;
+  // Its executor's clone is under way on the launcher's thread
+  // (startOffLoop): a kill meanwhile waits for it (onStarted).
+  bool starting = false;
   pid_t pid = 0;
   uint64_t startTime = 0;
   std::string sandbox;

@@ -25,6 +25,7 @@
 
 #include "base/log.h"
 #include "base/unique_fd.h"
+#include "base/worker_pool.h"
 #include "launcher/clone_vm.h"
 
 namespace allot {
@@ -494,11 +495,18 @@ constexpr int kMaxReapsPerPass = 4096;
 
 class RealLauncher final : public Launcher {
  public:
-  RealLauncher(asio::io_context& io, UringPoller& poller) : poller_(poller), sigchld_(io, SIGCHLD) {
+  RealLauncher(asio::io_context& io, UringPoller& poller)
+      : poller_(poller),
+        sigchld_(io, SIGCHLD),
+        clones_(std::make_unique<WorkerPool>(io, WorkerPoolOptions{.threads = 1, .queueMax = 4096,
+                                                                   .name = "allot-clone"})) {
     waitForOrphans();
   }
 
   ~RealLauncher() override {
+    // First: a clone under way finishes; its child, never handed over, is
+    // killed with its result (~Started).
+    clones_.reset();
     for (auto& [pid, child] : children_) poller_.cancel(child.watch);
   }
 
@@ -508,6 +516,34 @@ class RealLauncher final : public Launcher {
 
   Result<pid_t> start(const LaunchSpec& spec, ExitCallback onExit) override {
     return spawn(spec, std::move(onExit), false);
+  }
+
+  void startOffLoop(const LaunchSpec& spec, ExitCallback onExit, StartCallback onStarted) override {
+    if (spec.argv.empty()) return onStarted(Error{"launch: empty argv"});
+    // The copy's descriptors are its own: the caller may close its.
+    auto copy = std::make_shared<LaunchSpec>(spec);
+    auto owned = std::make_shared<std::vector<UniqueFd>>();
+    for (int* fd : {&copy->setup.cgroupDirFd, &copy->setup.netnsFd}) {
+      if (*fd < 0) continue;
+      UniqueFd dup(::fcntl(*fd, F_DUPFD_CLOEXEC, 0));
+      if (!dup) return onStarted(Error::fromErrno("dup a descriptor of the child's setup"));
+      *fd = dup.get();
+      owned->push_back(std::move(dup));
+    }
+    std::shared_ptr<const LaunchSpec> spawned = copy;
+    ++startsUnderWay_;
+    Status queued = clones_->submit<Started>(
+        [spawned, owned] { return cloneStarted(*spawned); },
+        [this, spawned, owned, onExit = std::move(onExit), onStarted](Started started) mutable {
+          owned->clear();
+          auto pid = superviseStarted(std::move(started), std::move(spawned), std::move(onExit));
+          startFinished();
+          onStarted(std::move(pid));
+        });
+    if (!queued) {
+      startFinished();
+      onStarted(queued.error());
+    }
   }
 
   Status watch(pid_t pid, ExitCallback onExit) override {
@@ -551,45 +587,20 @@ class RealLauncher final : public Launcher {
   // launch() (waitForExec) and start(): see launcher.h.
   Result<pid_t> spawn(const LaunchSpec& spec, ExitCallback onExit, bool waitForExec) {
     if (spec.argv.empty()) return Error{"launch: empty argv"};
+    if (!waitForExec) {
+      auto spawned = std::make_shared<const LaunchSpec>(spec);
+      return superviseStarted(cloneStarted(*spawned), spawned, std::move(onExit));
+    }
     Prepared prepared = prepare(spec);
     // launch()'s vfork-style clone shares memory (see startChild): the
-    // child's failure is in `failure` once clone returns. start()'s
-    // fork-like clone3 does not: a close-on-exec pipe, read at the exit.
+    // child's failure is in `failure` once clone returns.
     ChildFailure failure{};
-    UniqueFd readEnd, writeEnd;
     ChildArgs args{&prepared, {}};
-    if (waitForExec) {
-      args.sink.shared = &failure;
-    } else {
-      int pipeFds[2];
-      if (pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) return Error::fromErrno("pipe2");
-      readEnd = UniqueFd(pipeFds[0]);
-      writeEnd = UniqueFd(pipeFds[1]);
-      args.sink.pipeFd = writeEnd.get();
-    }
+    args.sink.shared = &failure;
     int pidfd = -1;
-    // No signal handler may run in the child before it has reset them.
-    sigset_t all, previous;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &previous);
-    pid_t pid = startChild(&args, &pidfd, waitForExec);
-    int cloneErrno = errno;
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-    errno = cloneErrno;
+    pid_t pid = cloneWithSignalsBlocked(&args, &pidfd, true);
     if (pid < 0) return Error::fromErrno("clone3/fork for " + spec.argv[0]);
     UniqueFd pidfdOwner(pidfd);
-    writeEnd.reset();
-    if (!waitForExec) {
-      // The failure (if any) is read when the child exits (onExited): its
-      // write precedes its exit. A child that exec'd leaves the pipe empty.
-      if (pidfd < 0) return Error::fromErrno("pidfd_open for pid " + std::to_string(pid));
-      Status st = supervise(pid, std::move(pidfdOwner), true, std::move(onExit));
-      if (!st) return st.error();
-      Child& child = children_.at(pid);
-      child.failurePipe = std::move(readEnd);
-      child.spec = std::make_shared<LaunchSpec>(spec);
-      return pid;
-    }
     // The child has exec'd or failed a step by now (vfork): "no such
     // executable" is an error of launch() instead of an exit 127.
     if (static_cast<int>(failure.step) != 0) {
@@ -603,6 +614,83 @@ class RealLauncher final : public Launcher {
     if (Status st = supervise(pid, std::move(pidfdOwner), true, std::move(onExit)); !st) {
       return st.error();
     }
+    return pid;
+  }
+
+  // start()'s child: cloned (on any thread; the fork-like clone3 shares
+  // nothing with its parent), not yet supervised. A Started that never
+  // reaches the loop (the launcher went first) kills its child.
+  struct Started {
+    pid_t pid = -1;
+    UniqueFd pidfd;
+    UniqueFd failurePipe;  // read end; the child's write end is closed on exec
+    std::string error;     // the clone or the pipe failed (pid -1)
+    int errnum = 0;
+    Started() = default;
+    Started(Started&&) = default;
+    Started& operator=(Started&&) = default;
+    ~Started() {
+      if (pidfd) (void)syscall(SYS_pidfd_send_signal, pidfd.get(), SIGKILL, nullptr, 0);
+    }
+  };
+
+  // No signal handler may run in the child before it has reset them.
+  static pid_t cloneWithSignalsBlocked(ChildArgs* args, int* pidfd, bool waitForExec) {
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    pid_t pid = startChild(args, pidfd, waitForExec);
+    int cloneErrno = errno;
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    errno = cloneErrno;
+    return pid;
+  }
+
+  // start()'s fork-like clone (no shared memory: a close-on-exec pipe
+  // carries a failed step, read at the exit). Touches nothing of the
+  // launcher: runs on the loop (start()) or the clone thread (startOffLoop()).
+  static Started cloneStarted(const LaunchSpec& spec) {
+    Started out;
+    auto fail = [&](const std::string& what) {
+      out.errnum = errno;
+      out.error = what;
+      return std::move(out);
+    };
+    Prepared prepared = prepare(spec);
+    int pipeFds[2];
+    if (pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) return fail("pipe2");
+    out.failurePipe = UniqueFd(pipeFds[0]);
+    UniqueFd writeEnd(pipeFds[1]);
+    ChildArgs args{&prepared, {}};
+    args.sink.pipeFd = writeEnd.get();
+    int pidfd = -1;
+    pid_t pid = cloneWithSignalsBlocked(&args, &pidfd, false);
+    if (pid < 0) return fail("clone3/fork for " + spec.argv[0]);
+    out.pid = pid;
+    out.pidfd = UniqueFd(pidfd);
+    if (pidfd < 0) {
+      int err = errno;
+      (void)::kill(pid, SIGKILL);  // our unreaped child: its pid is not reused
+      errno = err;
+      out.pid = -1;
+      return fail("pidfd_open for pid " + std::to_string(pid));
+    }
+    return out;
+  }
+
+  // On the loop: the started child supervised, its failure pipe kept for
+  // its exit. Its pid, or why it could not be supervised (killed then).
+  Result<pid_t> superviseStarted(Started started, std::shared_ptr<const LaunchSpec> spec, ExitCallback onExit) {
+    if (started.pid < 0) return Error{started.error, started.errnum};
+    pid_t pid = started.pid;
+    UniqueFd pidfd(::fcntl(started.pidfd.get(), F_DUPFD_CLOEXEC, 0));
+    if (!pidfd) return Error::fromErrno("dup pidfd of pid " + std::to_string(pid));  // ~Started kills it
+    Status st = supervise(pid, std::move(pidfd), true, std::move(onExit));
+    if (!st) return st.error();  // ~Started kills it
+    started.pidfd.reset();       // supervised: it lives
+    Child& child = children_.at(pid);
+    child.failurePipe = std::move(started.failurePipe);
+    child.spec = std::move(spec);
     return pid;
   }
 
@@ -656,7 +744,21 @@ class RealLauncher final : public Launcher {
     });
   }
 
+  // A start is handed back: orphan reaping left for it goes on.
+  void startFinished() {
+    if (--startsUnderWay_ == 0 && orphansWaiting_) {
+      orphansWaiting_ = false;
+      reapOrphans();
+    }
+  }
+
   void reapOrphans() {
+    // A child cloned off the loop and not yet supervised would be taken
+    // for an orphan (its exit status lost): later, once none is under way.
+    if (startsUnderWay_ > 0) {
+      orphansWaiting_ = true;
+      return;
+    }
     int subreaper = 0;
     if (prctl(PR_GET_CHILD_SUBREAPER, &subreaper, 0, 0, 0) != 0 || !subreaper) return;
     for (int reaped = 0; reaped < kMaxReapsPerPass; ++reaped) {
@@ -676,6 +778,9 @@ class RealLauncher final : public Launcher {
   asio::signal_set sigchld_;
   uint64_t orphansReaped_ = 0;
   std::unordered_map<pid_t, Child> children_;
+  size_t startsUnderWay_ = 0;   // startOffLoop()s not handed back yet
+  bool orphansWaiting_ = false;  // reapOrphans() deferred by them
+  std::unique_ptr<WorkerPool> clones_;  // the clone thread; destroyed first
 };
 
 }  // namespace

@@ -12,6 +12,11 @@
 // triggers that orphan reaping, which does nothing unless the process is a
 // subreaper: see becomeSubreaper below.)
 //
+// startOffLoop() makes start()'s clone on the launcher's own thread (the
+// "allot-clone" thread): the agent's loop never waits for the page-table
+// copy, cgroup_mutex (CLONE_INTO_CGROUP) or the tasklist lock a fork bomb
+// hammers; the pid (or the clone's error) comes back on the loop.
+//
 // Thread: everything on the daemon's io_context thread; callbacks too.
 #pragma once
 
@@ -128,6 +133,7 @@ struct ExitInfo {
 class Launcher {
  public:
   using ExitCallback = std::function<void(const ExitInfo&)>;
+  using StartCallback = std::function<void(Result<pid_t>)>;
 
   virtual ~Launcher() = default;
 
@@ -150,6 +156,22 @@ class Launcher {
   // ExitInfo::setupError naming the step. Never the vfork-style clone.
   // Default (launchers with nothing to wait for, e.g. fakes): launch().
   virtual Result<pid_t> start(const LaunchSpec& spec, ExitCallback onExit) { return launch(spec, std::move(onExit)); }
+
+  // start() with the clone made off the caller's thread: `onStarted` runs
+  // later on the io_context's thread with the pid (the process supervised
+  // from then on: onExit fires once, as for start(), setupError included)
+  // or the clone's error (onExit never fires). Exactly once, unless the
+  // launcher is destroyed first: a process cloned meanwhile is then killed
+  // (SIGKILL through its pidfd) and neither callback runs. The spec is
+  // copied (its ChildSetup descriptors duplicated): the caller may close
+  // its own at once. While a start is under way the launcher leaves
+  // orphan reaping for later, so that a child that exits before it is
+  // supervised keeps its exit status.
+  // Default (launchers with nothing to wait for, e.g. fakes): onStarted
+  // with start()'s result, before returning.
+  virtual void startOffLoop(const LaunchSpec& spec, ExitCallback onExit, StartCallback onStarted) {
+    onStarted(start(spec, std::move(onExit)));
+  }
 
   // Supervises a process this launcher did not start (e.g. an executor
   // recovered after an agent restart). Its exit status is unknown.

@@ -492,6 +492,71 @@ TEST_F(ExecutorManagerTest, FrameworkRemovalWhileTheSandboxIsMadeKillsItsTasksAn
   EXPECT_TRUE(launcher_->launched().empty()) << "an executor started after its framework was removed";
 }
 
+// The executor's clone runs off the loop (Launcher::startOffLoop). A kill
+// (here: its framework's removal) while the clone is under way waits for
+// it: the container stays until the launcher answers, then its new process
+// is killed, and only its exit ends the tasks, once, with the kill's
+// reason; the isolators clean up and nothing is left.
+TEST_F(ExecutorManagerTest, AKillWhileTheCloneIsUnderWayKillsTheNewProcessAndLosesNothing) {
+  launcher_->holdStarts(true);
+  manager_->runTask(framework(), task("t1", 0.5));
+  ASSERT_TRUE(runUntil([&] { return launcher_->heldStarts() == 1; }));
+  EXPECT_EQ(phase(), "preparing");
+  manager_->shutdownFramework(kFramework);
+  runFor(50ms);
+  EXPECT_EQ(manager_->executorCount(), 1u) << "finalized while its process was being cloned";
+  EXPECT_EQ(last("t1"), nullptr) << "the task ended before its executor's clone came back";
+  launcher_->releaseStarts();
+  pid_t pid = waitLaunched(1);
+  ASSERT_TRUE(runUntil([&] { return reached("t1", wire::TASK_KILLED) && manager_->executorCount() == 0; }));
+  EXPECT_EQ(last("t1")->reason(), wire::REASON_FRAMEWORK_REMOVED);
+  EXPECT_FALSE(launcher_->alive(pid));
+  EXPECT_EQ(launcher_->process(pid).signals, std::vector<int>{SIGKILL});
+  EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+  size_t terminal = 0;
+  for (const auto& u : updates_) terminal += u.task_id() == "t1";
+  EXPECT_EQ(terminal, 1u) << "one terminal update, decided once";
+}
+
+// A clone that fails off the loop fails the task as an exec failure, with
+// the launcher's error, and leaves nothing; a kill that came meanwhile
+// does not make it a second end.
+TEST_F(ExecutorManagerTest, ACloneThatFailsOffTheLoopFailsTheTaskAndLeavesNothing) {
+  for (bool killedMeanwhile : {false, true}) {
+    SCOPED_TRACE(killedMeanwhile ? "killed meanwhile" : "not killed");
+    updates_.clear();
+    launcher_->holdStarts(true);
+    std::string id = killedMeanwhile ? "t2" : "t1";
+    manager_->runTask(framework(), task(id, 0.5));
+    ASSERT_TRUE(runUntil([&] { return launcher_->heldStarts() == 1; }));
+    if (killedMeanwhile) manager_->shutdownFramework(kFramework);
+    launcher_->failNext("clone3/fork for /bin/sh: Resource temporarily unavailable");
+    launcher_->releaseStarts();
+    ASSERT_TRUE(runUntil([&] { return reached(id, wire::TASK_FAILED) && manager_->executorCount() == 0; }));
+    EXPECT_EQ(last(id)->reason(), wire::REASON_EXEC_FAILED);
+    EXPECT_NE(last(id)->message().find("could not start: clone3/fork for /bin/sh"), std::string::npos)
+        << last(id)->message();
+    EXPECT_TRUE(isolator_->record(name()).cleanedUp);
+    EXPECT_EQ(updates_.size(), 1u);
+    EXPECT_TRUE(launcher_->launched().empty());
+  }
+}
+
+// The agent stops while an executor's clone is under way: the process the
+// launcher hands back afterwards has nobody to supervise it, and is killed.
+TEST_F(ExecutorManagerTest, StoppingWhileTheCloneIsUnderWayKillsTheProcessItGets) {
+  launcher_->holdStarts(true);
+  manager_->runTask(framework(), task("t1", 0.5));
+  ASSERT_TRUE(runUntil([&] { return launcher_->heldStarts() == 1; }));
+  manager_.reset();
+  launcher_->releaseStarts();
+  runFor(50ms);
+  ASSERT_EQ(launcher_->launched().size(), 1u);
+  pid_t pid = launcher_->launched().back();
+  EXPECT_FALSE(launcher_->alive(pid));
+  EXPECT_EQ(launcher_->process(pid).signals, std::vector<int>{SIGKILL});
+}
+
 // A sandbox that cannot be made fails the task as an exec failure and
 // leaves no container.
 TEST_F(ExecutorManagerTest, ASandboxThatCannotBeMadeFailsTheTaskAndLeavesNothing) {

@@ -58,6 +58,24 @@ class FakeLauncher final : public Launcher {
     return pid;
   }
 
+  // Held: startOffLoop() keeps each start (as a clone under way on the
+  // real launcher's thread) until releaseStarts(), which completes them in
+  // order, each from the loop; not held: they complete before returning.
+  void holdStarts(bool hold) { holdStarts_ = hold; }
+  size_t heldStarts() const { return held_.size(); }
+  void releaseStarts() {
+    auto held = std::move(held_);
+    held_.clear();
+    for (auto& h : held) {
+      asio::post(io_, [this, h = std::move(h)]() mutable { h.onStarted(start(h.spec, std::move(h.onExit))); });
+    }
+  }
+
+  void startOffLoop(const LaunchSpec& spec, ExitCallback onExit, StartCallback onStarted) override {
+    if (!holdStarts_) return Launcher::startOffLoop(spec, std::move(onExit), std::move(onStarted));
+    held_.push_back(Held{spec, std::move(onExit), std::move(onStarted)});
+  }
+
   Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) override {
     if (failNext_) {
       std::string why = *failNext_;
@@ -128,7 +146,15 @@ class FakeLauncher final : public Launcher {
   }
 
  private:
+  struct Held {
+    LaunchSpec spec;
+    ExitCallback onExit;
+    StartCallback onStarted;
+  };
+
   asio::io_context& io_;
+  bool holdStarts_ = false;
+  std::vector<Held> held_;
   pid_t fakePid_ = 4'000'000;  // above any pid the host hands out by default
   pid_t nextPid_ = 0;
   std::optional<std::string> failNext_;

@@ -184,6 +184,84 @@ TEST_F(LauncherRootTest, StartReportsASetupFailureWithTheExit) {
   EXPECT_EQ(launcher_->supervisedCount(), 0u);
 }
 
+// startOffLoop(): the clone on the launcher's own thread, the pid back on
+// the loop (never before startOffLoop returns); the child is born in its
+// cgroup2 directory and joins its v1 cgroup although the caller closed its
+// directory descriptor right after the call (the launcher keeps its own).
+TEST_F(LauncherRootTest, StartOffLoopBringsThePidBackOnTheLoopAndTheChildIntoItsCgroups) {
+  std::string unified = fs::exists("/sys/fs/cgroup/unified/cgroup.procs") ? "/sys/fs/cgroup/unified"
+                        : fs::exists("/sys/fs/cgroup/cgroup.controllers") ? "/sys/fs/cgroup"
+                                                                           : "";
+  if (unified.empty()) GTEST_SKIP() << "no cgroup2 hierarchy mounted";
+  std::string cg = makeCgroup(unified);
+  ASSERT_FALSE(cg.empty());
+  LaunchSpec spec = shell("cat /proc/self/cgroup");
+  UniqueFd dirFd(open(cg.c_str(), O_DIRECTORY | O_RDONLY | O_CLOEXEC));
+  spec.setup.cgroupDirFd = dirFd.get();
+  std::string pids;
+  if (fs::exists("/sys/fs/cgroup/pids/cgroup.procs")) {
+    pids = makeCgroup("/sys/fs/cgroup/pids");
+    spec.setup.cgroupProcsFiles = {pids + "/cgroup.procs"};
+  }
+  std::optional<Result<pid_t>> started;
+  std::optional<ExitInfo> exit;
+  launcher_->startOffLoop(spec, [&](const ExitInfo& e) { exit = e; },
+                          [&](Result<pid_t> pid) { started = std::move(pid); });
+  dirFd.reset();
+  EXPECT_FALSE(started.has_value()) << "the start came back before the loop ran";
+  ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 10s));
+  ASSERT_TRUE(started.has_value() && started->ok()) << (started && !started->ok() ? started->error().describe() : "");
+  EXPECT_EQ(exit->pid, **started);
+  EXPECT_EQ(exit->exitCode, 0);
+  EXPECT_TRUE(exit->statusKnown);
+  std::string out = readFile(spec.stdoutPath);
+  EXPECT_NE(out.find("0::/" + fs::path(cg).filename().string()), std::string::npos) << out;
+  if (!pids.empty()) EXPECT_NE(out.find("pids:/" + fs::path(pids).filename().string()), std::string::npos) << out;
+  EXPECT_EQ(launcher_->supervisedCount(), 0u);
+}
+
+// A child cloned off the loop that cannot exec: its pid comes back, then
+// its exit with the step that failed (as start()'s).
+TEST_F(LauncherRootTest, StartOffLoopReportsASetupFailureWithTheExit) {
+  LaunchSpec spec = shell("true");
+  spec.argv = {"/no/such/binary"};
+  std::optional<Result<pid_t>> started;
+  std::optional<ExitInfo> exit;
+  launcher_->startOffLoop(spec, [&](const ExitInfo& e) { exit = e; },
+                          [&](Result<pid_t> pid) { started = std::move(pid); });
+  ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 10s));
+  ASSERT_TRUE(started && started->ok());
+  EXPECT_EQ(exit->exitCode, 127);
+  EXPECT_NE(exit->setupError.find("exec /no/such/binary"), std::string::npos) << exit->setupError;
+}
+
+// The launcher goes while a child it cloned off the loop has not been
+// handed back: nothing would supervise it, so it is killed (its cgroup
+// empties) and neither callback runs.
+TEST_F(LauncherRootTest, ALauncherDestroyedBeforeItsCloneComesBackKillsTheChild) {
+  if (!fs::exists("/sys/fs/cgroup/pids/cgroup.procs")) GTEST_SKIP() << "no v1 pids hierarchy";
+  std::string cg = makeCgroup("/sys/fs/cgroup/pids");
+  ASSERT_FALSE(cg.empty());
+  LaunchSpec spec = shell("exec sleep 30");
+  spec.setup.cgroupProcsFiles = {cg + "/cgroup.procs"};
+  bool called = false;
+  launcher_->startOffLoop(spec, [&](const ExitInfo&) { called = true; }, [&](Result<pid_t>) { called = true; });
+  // The clone thread does not need the loop: the child joins its cgroup.
+  std::string procs;
+  for (int i = 0; i < 500 && (procs = readFile(cg + "/cgroup.procs")).empty(); ++i) usleep(10000);
+  ASSERT_FALSE(procs.empty()) << "the child never joined its cgroup";
+  pid_t pid = std::stoi(procs);
+  launcher_.reset();
+  io_.restart();
+  io_.poll();  // the result, posted before the launcher went, is dropped
+  for (int i = 0; i < 500 && !readFile(cg + "/cgroup.procs").empty(); ++i) usleep(10000);
+  EXPECT_EQ(readFile(cg + "/cgroup.procs"), "") << "the child outlived its launcher";
+  EXPECT_FALSE(called);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED), 0);
+  EXPECT_EQ(info.si_status, SIGKILL);
+}
+
 TEST_F(LauncherRootTest, ChildRunsUnprivilegedWithNoNewPrivs) {
   LaunchSpec spec = shell("id -u; id -g; grep NoNewPrivs /proc/self/status");
   spec.setup.uid = 65534;

@@ -116,6 +116,27 @@ TEST_P(SubreaperTest, WatchedOrphanHasAKnownStatus) {
   EXPECT_EQ(launcher_->orphansReaped(), 0u) << "the watched orphan is reported, not reaped silently";
 }
 
+// Children cloned off the loop (startOffLoop) that exit at once, while
+// orphans come back too (SIGCHLD, reapOrphans): none is taken for an orphan
+// before it is supervised; each exit keeps its status.
+TEST_P(SubreaperTest, ChildrenClonedOffTheLoopKeepTheirStatusFromOrphanReaping) {
+  constexpr int kChildren = 40;
+  std::map<int, ExitInfo> exits;
+  int started = 0;
+  for (int i = 0; i < kChildren; ++i) {
+    std::string command = i % 2 ? "(sleep 0.01 &) ; exit " + std::to_string(i % 100) : "exit " + std::to_string(i % 100);
+    launcher_->startOffLoop(shell(command), [&exits, i](const ExitInfo& e) { exits[i] = e; },
+                            [&started](Result<pid_t> pid) { started += pid.ok(); });
+  }
+  ASSERT_TRUE(runUntil(io_, [&] { return exits.size() == static_cast<size_t>(kChildren); }, 20s));
+  EXPECT_EQ(started, kChildren);
+  for (const auto& [i, e] : exits) {
+    EXPECT_TRUE(e.statusKnown) << "child " << i << " was reaped as an orphan";
+    EXPECT_EQ(e.exitCode, i % 100) << i;
+  }
+  EXPECT_TRUE(runUntil(io_, [&] { return childrenInState("Z") == 0; }, 5s)) << "zombies left";
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, SubreaperTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "IoUring" : "Epoll"; });
 
