@@ -35,12 +35,30 @@ page fault, a lock, a write) and what woke it; when the wakeup came from a
 timerfd's expiry, how late that expiry was against the time it was armed
 for (the timer interrupt's own lateness: on a virtual machine, the host's).
 Also the lateness of every timerfd expiry in the trace (p50 / p99 / max).
+
+    sched_delays.py --sample-steal F [--every-ms 10] [--seconds 600]
+    ... | sched_delays.py --track ... | --sleeps-of ... --steal-timeline F
+
+The host's steal time (a virtual machine's vCPUs runnable on the host but
+not running; /proc/stat's 8th value per cpuN line, USER_HZ ticks): the
+sampler writes "MONOTONIC_S STEAL_CPU0 STEAL_CPU1 ..." every --every-ms
+until --seconds pass or SIGTERM/SIGINT, at most kStealSamplesMax lines. With
+--steal-timeline (a sampler's file; record the trace with perf's
+`-k CLOCK_MONOTONIC` so both share a clock) every listed wait and sleep gets
+the steal per CPU over it (from the last sample at or before its start to
+the first at or after its end: up to one sample period more on each side,
+and /proc/stat's own 10 ms granularity), and the result the whole
+timeline's steal per CPU. Malformed lines are counted and skipped.
 """
 import argparse
+import bisect
 import collections
 import json
+import os
 import re
+import signal
 import sys
+import time
 
 kSwitch = re.compile(
     r"prev_comm=(?P<pcomm>.*?) prev_pid=(?P<ppid>\d+) prev_prio=\d+ prev_state=(?P<pstate>\S+) ==> "
@@ -139,10 +157,10 @@ def analyse(lines, groups, attributeS):
                 g.attributedWaits += 1
                 top = w.tally.get(cpu, collections.Counter())
                 g.attributed.update(top)
-                g.longest.append((delay, cpu, top.most_common(3)))
+                g.longest.append((delay, cpu, top.most_common(3), t))
 
 
-def report(groups, attributeMs):
+def report(groups, attributeMs, timeline=None):
     out = {}
     for g in groups:
         d = sorted(g.delays)
@@ -158,14 +176,21 @@ def report(groups, attributeMs):
             "discarded": g.discarded,
             f"waits_over_{attributeMs:g}ms": g.attributedWaits,
             "who_ran_meanwhile_ms": {k: ms(v) for k, v in g.attributed.most_common(6)},
-            "longest": [{"ms": ms(x[0]), "cpu": x[1], "who": {k: ms(v) for k, v in x[2]}} for x in longest],
+            "longest": [withSteal({"ms": ms(x[0]), "cpu": x[1], "who": {k: ms(v) for k, v in x[2]},
+                                   "at": round(x[3] - x[0], 6)}, timeline, x[3] - x[0], x[3])
+                        for x in longest],
         }
+    if timeline is not None:
+        out["steal"] = timelineSummary(timeline)
     return out
 
 
 def text(result, attributeMs):
     lines = []
     for name, r in result.items():
+        if name == "steal":
+            lines.append(timelineText(r))
+            continue
         if not r["waits"]:
             lines.append(f"{name}: no waits seen")
             continue
@@ -177,7 +202,7 @@ def text(result, attributeMs):
             lines.append(f"  ran on its CPU during those: {who}")
         for x in r["longest"][:3]:
             who = ", ".join(f"{k} {v:.1f}" for k, v in x["who"].items())
-            lines.append(f"  {x['ms']:.1f} ms on cpu {x['cpu']}: {who}")
+            lines.append(f"  {x['ms']:.1f} ms on cpu {x['cpu']}: {who}{stealText(x)}")
     return "\n".join(lines)
 
 
@@ -187,7 +212,7 @@ kIdleFrames = ("do_epoll_wait", "io_cqring_wait")
 kSkipFrames = ("__schedule", "schedule", "__traceiter_sched_switch", "__sched_text_start")
 
 
-def sleeps(lines, tid, sleepS):
+def sleeps(lines, tid, sleepS, timeline=None):
     """The sleeps of thread `tid` of sleepS or more (see --sleeps-of)."""
     events = []                     # [cpu, time, event, text, frames]
     for line in lines:
@@ -239,7 +264,8 @@ def sleeps(lines, tid, sleepS):
                 count += 1
                 idle = any(f in kIdleFrames for f in out[2])
                 idleCount += idle
-                found.append({"ms": round(slept * 1e3, 3), "state": out[1], "idle_wait": idle, "cpu": out[3],
+                found.append({"ms": round(slept * 1e3, 3), "at": round(out[0], 6), "end": round(end, 6),
+                              "state": out[1], "idle_wait": idle, "cpu": out[3],
                               "woken_on_cpu": waking[1] if waking else None,
                               "stack": out[2][:8],
                               "woken_by_timerfd_late_ms": round(waking[2] * 1e3, 3) if waking and waking[2] is not None else None,
@@ -247,12 +273,16 @@ def sleeps(lines, tid, sleepS):
             out, waking = None, None
     late = sorted(timerLate)
     ms = lambda s: round(s * 1e3, 3)
-    return {"sleeps_over_ms": round(sleepS * 1e3, 3), "count": count, "in_idle_wait": idleCount,
-            "longest": sorted(found, key=lambda x: -x["ms"])[:5],
+    longest = [withSteal(x, timeline, x["at"], x["end"]) for x in sorted(found, key=lambda x: -x["ms"])[:5]]
+    result = {"sleeps_over_ms": round(sleepS * 1e3, 3), "count": count, "in_idle_wait": idleCount,
+            "longest": longest,
             "timerfd_expiries": len(late),
             "timerfd_late_p50_ms": ms(percentile(late, 0.5)) if late else None,
             "timerfd_late_p99_ms": ms(percentile(late, 0.99)) if late else None,
             "timerfd_late_max_ms": ms(late[-1]) if late else None}
+    if timeline is not None:
+        result["steal"] = timelineSummary(timeline)
+    return result
 
 
 def sleepsText(r):
@@ -264,8 +294,142 @@ def sleepsText(r):
                 if x["woken_by_timerfd_late_ms"] is not None else
                 "woken by something else" if x["waking_seen"] else "its wakeup not seen")
         lines.append(f"  {x['ms']:.2f} ms ({x['state']}, cpu {x['cpu']}), {woke}: "
-                     f"{' < '.join(x['stack'][:5]) or 'no stack'}")
+                     f"{' < '.join(x['stack'][:5]) or 'no stack'}{stealText(x)}")
+    if "steal" in r:
+        lines.append(timelineText(r["steal"]))
     return "\n".join(lines)
+
+
+# The host's steal time (see --sample-steal).
+kStealSamplesMax = 400_000      # 10 ms for 66 minutes
+kStealSecondsMax = 4 * 3600
+
+
+def stealTicks(procStat):
+    """The steal column of each cpuN line of /proc/stat's text, as a list by
+    CPU number (None for a CPU without a line); ValueError when a cpuN line
+    is malformed or there is none."""
+    ticks = {}
+    for line in procStat.splitlines():
+        if not (line.startswith("cpu") and line[3:4].isdigit()):
+            continue
+        fields = line.split()
+        cpu = fields[0][3:]
+        if not cpu.isdigit() or len(fields) < 9 or not all(f.isdigit() for f in fields[1:9]):
+            raise ValueError(f"malformed cpu line: {line[:60]!r}")
+        ticks[int(cpu)] = int(fields[8])
+    if not ticks:
+        raise ValueError("no cpuN line")
+    return [ticks.get(c) for c in range(max(ticks) + 1)]
+
+
+def sampleSteal(out, everyS, seconds, path="/proc/stat"):
+    """Writes a steal timeline to the file `out` (see --sample-steal);
+    returns the number of samples. A sample whose read fails is skipped."""
+    stop = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.append(1))
+    seconds = min(seconds, kStealSecondsMax)
+    fd = os.open(path, os.O_RDONLY)
+    count = 0
+    end = time.monotonic() + seconds
+    due = time.monotonic()
+    with open(out, "w", buffering=1 << 16) as f:
+        while not stop and count < kStealSamplesMax:
+            now = time.monotonic()
+            if now >= end:
+                break
+            try:
+                ticks = stealTicks(os.pread(fd, 1 << 16, 0).decode("ascii", "replace"))
+            except ValueError:
+                ticks = None
+            if ticks is not None:
+                f.write(f"{now:.6f} " + " ".join("-" if t is None else str(t) for t in ticks) + "\n")
+                count += 1
+            due += everyS
+            pause = due - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            else:
+                due = time.monotonic()   # behind (the sampler itself was kept from a CPU): no burst
+    os.close(fd)
+    return count
+
+
+class Timeline:
+    """A steal timeline read back: times, steal per CPU in ms at each."""
+
+    def __init__(self, lines, tickMs=None):
+        self.tickMs = tickMs or 1000 / os.sysconf("SC_CLK_TCK")
+        self.times, self.steal, self.malformed = [], [], 0
+        for line in lines:
+            fields = line.split()
+            if not fields:
+                continue
+            try:
+                t = float(fields[0])
+                steal = [None if v == "-" else int(v) * self.tickMs for v in fields[1:]]
+            except ValueError:
+                self.malformed += 1
+                continue
+            if not steal or (self.times and t < self.times[-1]):
+                self.malformed += 1
+                continue
+            self.times.append(t)
+            self.steal.append(steal)
+
+    def between(self, start, end):
+        """Steal per CPU in ms from the last sample at or before `start` to the
+        first at or after `end` (the nearest samples inside when the timeline
+        does not reach that far); {} without two samples."""
+        if len(self.times) < 2 or end < start:
+            return {}
+        i = max(bisect.bisect_right(self.times, start) - 1, 0)
+        j = min(bisect.bisect_left(self.times, end), len(self.times) - 1)
+        if j <= i:
+            j = min(i + 1, len(self.times) - 1)
+            i = j - 1
+        first, last = self.steal[i], self.steal[j]
+        out = {}
+        for cpu in range(min(len(first), len(last))):
+            if first[cpu] is not None and last[cpu] is not None:
+                out[cpu] = round(max(last[cpu] - first[cpu], 0.0), 3)
+        return out
+
+    def span(self, i, j):
+        return self.times[j] - self.times[i] if self.times else 0.0
+
+
+def withSteal(entry, timeline, start, end):
+    """`entry` with the steal per CPU over [start, end] ("steal_ms"), when
+    there is a timeline."""
+    if timeline is None:
+        return entry
+    steal = timeline.between(start, end)
+    entry["steal_ms"] = {str(c): v for c, v in steal.items()}
+    return entry
+
+
+def timelineSummary(timeline):
+    n = len(timeline.times)
+    gaps = [b - a for a, b in zip(timeline.times, timeline.times[1:])]
+    return {"samples": n, "malformed": timeline.malformed,
+            "seconds": round(timeline.span(0, n - 1), 3) if n else 0,
+            "sample_gap_max_ms": round(max(gaps) * 1e3, 3) if gaps else None,
+            "per_cpu_ms": {str(c): v for c, v in
+                           (timeline.between(timeline.times[0], timeline.times[-1]) if n >= 2 else {}).items()}}
+
+
+def stealText(entry):
+    if "steal_ms" not in entry:
+        return ""
+    return "; host steal " + (", ".join(f"cpu{c} {v:.0f} ms" for c, v in entry["steal_ms"].items()) or "unknown")
+
+
+def timelineText(s):
+    per = ", ".join(f"cpu{c} {v:.0f} ms" for c, v in s["per_cpu_ms"].items()) or "unknown"
+    return (f"host steal over the timeline ({s['samples']} samples, {s['seconds']:.1f} s, longest gap "
+            f"{s['sample_gap_max_ms']} ms, {s['malformed']} malformed lines): {per}")
 
 
 def parseTrack(spec):
@@ -283,18 +447,37 @@ def main():
     parser.add_argument("--sleep-ms", type=float, default=6.0)
     parser.add_argument("--attribute-ms", type=float, default=5.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sample-steal", metavar="FILE", help="write a steal timeline (see above) and exit")
+    parser.add_argument("--every-ms", type=float, default=10.0)
+    parser.add_argument("--seconds", type=float, default=600.0)
+    parser.add_argument("--steal-timeline", metavar="FILE", help="a --sample-steal file: steal beside each wait")
+    parser.add_argument("--steal-summary", action="store_true",
+                        help="print the --steal-timeline's summary (JSON) and exit")
     parser.add_argument("input", nargs="?", help="perf script text (default: stdin)")
     args = parser.parse_args()
+    if args.sample_steal:
+        if not 1 <= args.every_ms <= 10_000 or not 0 < args.seconds <= kStealSecondsMax:
+            parser.error(f"--every-ms 1..10000 and --seconds up to {kStealSecondsMax}")
+        n = sampleSteal(args.sample_steal, args.every_ms / 1e3, args.seconds)
+        print(f"{n} steal samples in {args.sample_steal}", file=sys.stderr)
+        return 0
+    timeline = None
+    if args.steal_timeline:
+        with open(args.steal_timeline) as f:
+            timeline = Timeline(f)
+        if args.steal_summary:
+            print(json.dumps(timelineSummary(timeline)))
+            return 0
     if args.sleeps_of is not None:
         with (open(args.input) if args.input else sys.stdin) as f:
-            result = sleeps(f, args.sleeps_of, args.sleep_ms / 1e3)
+            result = sleeps(f, args.sleeps_of, args.sleep_ms / 1e3, timeline)
         print(json.dumps(result) if args.json else sleepsText(result))
         return 0
     if not args.track:
         parser.error("--track (or --sleeps-of) is required")
     with (open(args.input) if args.input else sys.stdin) as f:
         analyse(f, args.track, args.attribute_ms / 1e3)
-    result = report(args.track, args.attribute_ms)
+    result = report(args.track, args.attribute_ms, timeline)
     print(json.dumps(result) if args.json else text(result, args.attribute_ms))
     return 0
 

@@ -10,6 +10,7 @@ allot task with the same resources and limits; the unisolated rows also give
 the increase over alone-noiso.
 """
 import argparse
+import collections
 import json
 import math
 import os
@@ -176,6 +177,76 @@ def checks(rows, find):
     return out
 
 
+kMeterLine = re.compile(r"the loop ran (?P<late>[-\d.e+]+) ms late \((?P<wait>[-\d.e+]+) ms of it waiting for a CPU")
+kStealPart = re.compile(r"host steal (?P<steal>[\d.]+) ms on cpu (?P<cpu>\d+)")
+kTickLine = re.compile(r"loop tick (?P<late>[-\d.e+]+) ms late; timed since the previous tick: .*?(?:\((?P<cause>[a-z ]+)\))?$")
+
+
+def lateTicks(lines):
+    """The agent's late ticks in its log (base/loop_stall_meter.cpp's warning,
+    at most one a second; a tick 10 ms late or more): the longest, its wait
+    for a CPU and its host steal, and the longest with its host steal taken
+    off; the untimed causes the agent named (agent/agent.cpp's line)."""
+    ticks, causes = [], collections.Counter()
+    for line in lines:
+        m = kMeterLine.search(line)
+        if m:
+            late, wait = float(m["late"]), float(m["wait"])
+            st = kStealPart.search(line, m.end())
+            steal = min(float(st["steal"]), late) if st else None
+            ticks.append({"late_ms": late, "cpu_wait_ms": wait, "steal_ms": steal,
+                          "steal_cpu": int(st["cpu"]) if st else None,
+                          "less_steal_ms": round(late - (steal or 0), 3)})
+            continue
+        m = kTickLine.search(line)
+        if m and m["cause"]:
+            causes[m["cause"]] += 1
+    longest = max(ticks, key=lambda t: t["late_ms"], default=None)
+    return {"logged": len(ticks), "longest": longest,
+            "longest_less_steal_ms": max((t["less_steal_ms"] for t in ticks), default=None),
+            "steal_known": sum(t["steal_ms"] is not None for t in ticks),
+            "steal_ms_total": round(sum(t["steal_ms"] or 0 for t in ticks), 3),
+            "untimed_causes": dict(causes),
+            "ticks": sorted(ticks, key=lambda t: -t["late_ms"])[:10]}
+
+
+def loopStealSection(rows):
+    """Per phase: the agent loop's longest late tick and that tick less the
+    host's steal (the agent's own account, /proc/stat on the loop's CPU), the
+    machine's steal per CPU over the phase (the steal timeline), and the
+    loop's longest sleeps and waits for a CPU with the steal beside them."""
+    if not any("late_ticks" in r or "steal" in r for r in rows):
+        return []
+    num = lambda v, f="{:.1f}": "n/a" if v is None else f.format(v)
+    perCpu = lambda d: ", ".join(f"cpu{c} {v:.0f}" for c, v in d.items()) if d else "n/a"
+    head = ("| phase | isolation | late ticks logged | longest ms: waiting for a CPU / host steal | "
+            "longest less its host steal ms | host steal in logged late ticks ms | host steal per CPU over "
+            "the phase ms |")
+    lines = ["", "the agent loop's late ticks and the host's steal (a vCPU runnable on the host but not run; "
+             "/proc/stat, 10 ms ticks; the agent's reading per late tick, at most one logged a second; the "
+             "phase's from a sampler every 10 ms):", head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        lt, st = r.get("late_ticks", {}), r.get("steal", {})
+        top = lt.get("longest")
+        longest = (f"{top['late_ms']:.1f}: {top['cpu_wait_ms']:.1f} / {num(top['steal_ms'])}" if top else "none")
+        lines.append(
+            f"| {kPhaseNames.get(r['phase'], r['phase'])} | {'allot cgroups' if r['mode'] == 'iso' else 'none'} "
+            f"| {lt.get('logged', 'n/a')} | {longest} | {num(lt.get('longest_less_steal_ms'))} "
+            f"| {num(lt.get('steal_ms_total'))} | {perCpu(st.get('per_cpu_ms'))} |")
+    for r in rows:
+        beside = []
+        for what, entries in (("sleep", r.get("sleeps", {}).get("longest", [])),
+                              ("wait for a CPU", r.get("sched", {}).get("loop", {}).get("longest", []))):
+            for x in entries[:2]:
+                if "steal_ms" in x:
+                    beside.append(f"{what} {x['ms']:.1f} ms on cpu {x.get('cpu', '?')}: host steal "
+                                  f"{perCpu(x['steal_ms'])} ms")
+        if beside:
+            lines.append(f"- {kPhaseNames.get(r['phase'], r['phase'])} ({r['mode']}), the loop's longest from the "
+                         f"trace, steal from the timeline over each: " + "; ".join(beside))
+    return lines
+
+
 def probeSection(rows):
     """The launch probe's section (run.sh --launch-probe): per phase, the
     executors started during it and how long the loop's launch sections ran
@@ -198,8 +269,11 @@ def probeSection(rows):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--phases", required=True)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--phases")
+    parser.add_argument("--out")
+    parser.add_argument("--late-ticks", metavar="AGENT_LOG",
+                        help="print the late ticks of the agent's log after line --from as JSON and exit")
+    parser.add_argument("--from", dest="fromLine", type=int, default=0)
     parser.add_argument("--command", default="bench/hog/run.sh")
     parser.add_argument("--rate", default="")
     parser.add_argument("--duration", default="")
@@ -211,6 +285,12 @@ def main():
     parser.add_argument("--uptime-start", default="")
     parser.add_argument("--uptime-end", default="")
     args = parser.parse_args()
+    if args.late_ticks:
+        with open(args.late_ticks, errors="replace") as f:
+            print(json.dumps(lateTicks(line for i, line in enumerate(f) if i >= args.fromLine)))
+        return 0
+    if not args.phases or not args.out:
+        parser.error("--phases and --out (or --late-ticks)")
 
     rows = loadPhases(args.phases)
     find = lambda mode, phase: combined([r for r in rows if r["mode"] == mode and r["phase"] == phase])
@@ -232,7 +312,7 @@ def main():
         f"load before: {args.uptime_start.strip()}",
         f"load after:  {args.uptime_end.strip()}",
         "",
-    ] + table(rows, baseline, noisoBaseline) + [""] + schedTable(rows, requests) + [""] + spread(rows) + checks(rows, find) + [
+    ] + table(rows, baseline, noisoBaseline) + [""] + schedTable(rows, requests) + loopStealSection(rows) + [""] + spread(rows) + checks(rows, find) + [
         "", "hog outcomes:"]
     for r in rows:
         if r["phase"] != "alone":

@@ -7,7 +7,7 @@
 #                    [--modes "iso noiso"] [--isolation LIST] [--no-install]
 #                    [--no-build] [--agent-flags "FLAGS for the iso agent"] [--no-node]
 #                    [--sample-loop] [--client-cpus auto|none|LIST] [--client-fifo N]
-#                    [--no-sched-trace] [--launch-probe MS]
+#                    [--no-sched-trace] [--launch-probe MS] [--steal-sample-ms MS]
 #
 # It installs what is missing (Debian packages), builds allot-master,
 # allot-agent, allot-execute and allot-executor into --build (default
@@ -44,6 +44,13 @@
 # section: per phase, the starts and the loop's launch sections
 # (launcher start, launch, prepare/isolate, reaped/cleanup) from the agent's
 # /metrics, and the launch latency the probe saw.
+# --steal-sample-ms MS (default 10, 0: none): during every phase a sampler
+# (sched_delays.py --sample-steal, on the client's CPUs) records the host's
+# steal per CPU (/proc/stat) every MS ms; the traces are recorded on
+# CLOCK_MONOTONIC so each of the loop's long sleeps and waits gets the steal
+# over it, and the report's loop section gives per phase the agent's longest
+# late tick, that tick less its host steal (the agent's own reading) and the
+# machine's steal per CPU over the phase.
 # Everything it starts is stopped, and its cgroups removed, on exit or ^C.
 set -euo pipefail
 
@@ -80,6 +87,7 @@ memCapUnisolatedMib=4096     # safety cap of the memory bomb when nothing else s
 forkNprocCap=2048            # safety cap of the fork bomb (RLIMIT_NPROC of its user)
 hogUser=allot-hog
 probeMs=0          # --launch-probe: ms between the probe's launches (0: no probe)
+stealMs=10         # --steal-sample-ms: ms between steal samples (0: no sampler)
 probePid=""
 
 origArgs="$*"
@@ -103,6 +111,7 @@ while [ $# -gt 0 ]; do
     --client-fifo) clientFifo=$2; shift 2 ;;
     --no-sched-trace) schedTrace=0; shift ;;
     --launch-probe) probeMs=$2; shift 2 ;;
+    --steal-sample-ms) stealMs=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -113,6 +122,8 @@ die() { log "error: $*"; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "run as root (cgroups, apache, packages)"
 [[ "$probeMs" =~ ^[0-9]+$ ]] || die "--launch-probe takes a whole number of ms (0: none)"
+[[ "$stealMs" =~ ^[0-9]+$ ]] && [ "$stealMs" -le 10000 ] ||
+  die "--steal-sample-ms takes a whole number of ms up to 10000 (0: none)"
 # The probe's tasks (cpus:0.1;mem:32, at most 4 at a time) fit beside the
 # web task and the hog without taking from either.
 [ "$probeMs" -gt 0 ] && agentResources="cpus:2.5;mem:4352;disk:8192"
@@ -425,6 +436,8 @@ phaseStalls() {
   # sections: agent/agent_sections.h; agents without it log no such line).
   tail -n +"$((from + 1))" "$run/agent-$mode.log" | grep -o 'loop tick .* ms late; timed since the previous tick: .*' |
     sort -t' ' -k3,3 -g -r | head -2 | cut -c1-300 | sed 's/^/    /' >> "$run/loop-stalls-phases.txt" || true
+  # The same ticks with the host's steal the agent read for each (report.py's loop section).
+  python3 "$here/report.py" --late-ticks "$run/agent-$mode.log" --from "$from" > "$run/loop-$name.json" || true
 }
 
 # pickClientCpus: where loadgen.py runs (clientCpuArg, empty: anywhere).
@@ -471,11 +484,11 @@ startSchedTrace() {
   perfPid=""
   sleepsPid=""
   [ "$schedTrace" -eq 1 ] || return 0
-  perf record -e sched:sched_switch -e sched:sched_waking -e sched:sched_wakeup_new -a -m 1024 \
+  perf record -k CLOCK_MONOTONIC -e sched:sched_switch -e sched:sched_waking -e sched:sched_wakeup_new -a -m 1024 \
     -o "$run/sched-$1.data" > "$run/sched-$1.perf.log" 2>&1 &
   perfPid=$!
   bgPids+=($perfPid)
-  perf record -a -g -m 256 -e sched:sched_switch --filter "prev_pid == $agentPid || next_pid == $agentPid" \
+  perf record -k CLOCK_MONOTONIC -a -g -m 256 -e sched:sched_switch --filter "prev_pid == $agentPid || next_pid == $agentPid" \
     -e sched:sched_waking --filter "pid == $agentPid" \
     -e timer:hrtimer_start --filter 'function.function == timerfd_tmrproc' \
     -e timer:hrtimer_expire_entry --filter 'function.function == timerfd_tmrproc' \
@@ -492,7 +505,7 @@ stopSchedTrace() {
   perfPid=""
   nice -n 19 perf script -i "$run/sched-$name.data" -F cpu,time,event,trace 2>> "$run/sched-$name.perf.log" |
     nice -n 19 python3 "$here/../sched_delays.py" --track "web=comm:apache2" --track "loop=tid:$agentPid" \
-      --track "client=tid:$loadPid" --json > "$run/sched-$name.json" ||
+      --track "client=tid:$loadPid" $(stealTimeline "$name") --json > "$run/sched-$name.json" ||
     log "warning: no scheduling trace for $name: $(tail -2 "$run/sched-$name.perf.log")"
   rm -f "$run/sched-$name.data"
   [ -n "$sleepsPid" ] || return 0
@@ -500,10 +513,37 @@ stopSchedTrace() {
   sleepsPid=""
   nice -n 19 perf script -i "$run/sleeps-$name.data" -F comm,tid,cpu,time,event,trace,ip,sym \
       2>> "$run/sleeps-$name.perf.log" |
-    nice -n 19 python3 "$here/../sched_delays.py" --sleeps-of "$agentPid" --sleep-ms 6 --json \
+    nice -n 19 python3 "$here/../sched_delays.py" --sleeps-of "$agentPid" --sleep-ms 6 $(stealTimeline "$name") --json \
       > "$run/sleeps-$name.json" ||
     log "warning: no trace of the loop's sleeps for $name: $(tail -2 "$run/sleeps-$name.perf.log")"
   rm -f "$run/sleeps-$name.data"
+}
+
+# startStealSampler NAME / stopStealSampler NAME: the host's steal per CPU
+# every $stealMs ms over the phase (sched_delays.py --sample-steal; bounded
+# by its --seconds and its own sample limit) into steal-NAME.txt, on the
+# client's CPUs (away from the web server's), and its summary into
+# steal-NAME.json. stealTimeline NAME: the flag that puts it beside a trace.
+startStealSampler() {
+  stealPid=""
+  [ "$stealMs" -gt 0 ] || return 0
+  ${clientCpuArg:+taskset -c "$clientCpuArg"} python3 "$here/../sched_delays.py" --sample-steal "$run/steal-$1.txt" \
+    --every-ms "$stealMs" --seconds "$(python3 -c "print($settle + $warmup + $duration + 60)")" \
+    2> "$run/steal-$1.log" &
+  stealPid=$!
+  bgPids+=($stealPid)
+}
+
+stopStealSampler() {
+  [ -n "$stealPid" ] || return 0
+  stopPid "$stealPid" 10
+  stealPid=""
+  python3 "$here/../sched_delays.py" --steal-timeline "$run/steal-$1.txt" --steal-summary \
+    > "$run/steal-$1.json" 2>> "$run/steal-$1.log" || log "warning: no steal timeline for $1: $(tail -2 "$run/steal-$1.log")"
+}
+
+stealTimeline() {
+  [ -s "$run/steal-$1.txt" ] && echo "--steal-timeline $run/steal-$1.txt" || true
 }
 
 # startLaunchProbe MODE NAME / stopLaunchProbe NAME: launch_probe.py over
@@ -550,6 +590,7 @@ runPhase() {
   bgPids+=($loadPid)
   sleep "$clientLead"
   stallsFrom=$(wc -l < "$run/agent-$mode.log")
+  startStealSampler "$name"
   startSchedTrace "$name"
   bareCpus=""
   if [ "$phase" = bare ]; then
@@ -595,15 +636,18 @@ runPhase() {
     hogSurvivors=""
     killOurProcessesOfHog
   fi
+  stopStealSampler "$name"
   stopSchedTrace "$name"
   phaseStalls "$mode" "$name" "$stallsFrom"
   python3 - "$run/load-$name.json" "$mode" "$phase" "$hogState" "$run/sched-$name.json" \
-    "$loadPid" "${samplerPid:-0}" "$run/sleeps-$name.json" "$run/probe-$name.json" >> "$run/phases.jsonl" <<'EOF'
+    "$loadPid" "${samplerPid:-0}" "$run/sleeps-$name.json" "$run/probe-$name.json" \
+    "$run/loop-$name.json" "$run/steal-$name.json" >> "$run/phases.jsonl" <<'EOF'
 import json, os, sys
 d = json.load(open(sys.argv[1]))
 d.update(mode=sys.argv[2], phase=sys.argv[3], hog=sys.argv[4],
          client_pid=int(sys.argv[6]), sampler_pid=int(sys.argv[7]))
-for key, path in (("sched", sys.argv[5]), ("sleeps", sys.argv[8]), ("probe", sys.argv[9])):
+for key, path in (("sched", sys.argv[5]), ("sleeps", sys.argv[8]), ("probe", sys.argv[9]),
+                  ("late_ticks", sys.argv[10]), ("steal", sys.argv[11])):
     if os.path.getsize(path) if os.path.exists(path) else 0:
         d[key] = json.load(open(path))
 print(json.dumps(d))

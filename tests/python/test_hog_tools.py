@@ -207,3 +207,114 @@ def test_loadgen_counts_refused_connections_as_errors():
         port = s.getsockname()[1]   # bound, not listening: connections are refused
         r = _loadgen(port)
     assert r["ok"] == 0 and r["errors"] == 50
+
+
+# The host's steal time (sched_delays.py --sample-steal / --steal-timeline;
+# report.py's loop section): parsers on malformed input, the arithmetic on
+# made-up timelines and logs, the sampler on this machine's /proc/stat.
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(HOG))
+import report as hogReport          # noqa: E402
+import sched_delays                 # noqa: E402
+
+
+def test_steal_ticks_reads_the_steal_column_and_refuses_malformed_lines():
+    text = ("cpu  10 0 0 0 0 0 0 99 0 0\n"
+            "cpu0 1 2 3 4 5 6 7 8618 0 0\n"
+            "cpu2 1 2 3 4 5 6 7 8978\n"
+            "intr 1 2 3\n")
+    assert sched_delays.stealTicks(text) == [8618, None, 8978]
+    for bad in ("cpu0 1 2 3 4 5 6 7\n", "cpu0 1 2 3 4 5 6 7 x 0\n", "cpu0 1 2 3 4 5 6 7 -8\n",
+                "cpuX 1 2 3 4 5 6 7 8\n", "intr 1\n", ""):
+        with pytest.raises(ValueError):
+            sched_delays.stealTicks(bad)
+
+
+def test_steal_timeline_gives_the_steal_over_a_window_and_skips_malformed_lines():
+    tl = sched_delays.Timeline([
+        "100.000 10 20\n",
+        "100.010 10 20\n",
+        "garbage line\n",
+        "100.020 13 20\n",
+        "100.030 16 -\n",
+        "99.000 1 1\n",            # backwards in time: malformed
+        "100.040 16 21\n",
+    ], tickMs=10)
+    assert tl.malformed == 2 and len(tl.times) == 5
+    # a wait from 100.012 to 100.028: samples 100.010 and 100.030 bracket it
+    assert tl.between(100.012, 100.028) == {0: 60.0}        # cpu1 unknown at 100.030
+    assert tl.between(100.000, 100.040) == {0: 60.0, 1: 10.0}
+    # past the ends: the nearest samples inside
+    assert tl.between(90.0, 200.0) == {0: 60.0, 1: 10.0}
+    assert sched_delays.Timeline(["1.0 5\n"]).between(0, 2) == {}
+    summary = sched_delays.timelineSummary(tl)
+    assert summary["per_cpu_ms"] == {"0": 60.0, "1": 10.0}
+    assert summary["samples"] == 5 and summary["sample_gap_max_ms"] == pytest.approx(10.0)
+
+
+def test_sleeps_get_the_hosts_steal_beside_them(tmp_path):
+    timeline = tmp_path / "steal.txt"
+    tick = 1000 / os.sysconf("SC_CLK_TCK")
+    # cpu 0 is stolen for 6 ticks between 10.000 and 10.020, nothing after
+    timeline.write_text("9.990 100 50\n10.000 100 50\n10.020 106 50\n10.030 106 50\n10.040 106 50\n")
+    lines = [
+        _event(0, 10.000, "allot-agent", 50, "sched:sched_switch",
+               "prev_comm=allot-agent prev_pid=50 prev_prio=120 prev_state=S ==> next_comm=swapper/0 "
+               "next_pid=0 next_prio=120", IDLE),
+        _event(0, 10.017, "swapper/0", 0, "sched:sched_waking", "comm=allot-agent pid=50 prio=120 target_cpu=000"),
+        _event(0, 10.0175, "swapper/0", 0, "sched:sched_switch",
+               "prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=allot-agent "
+               "next_pid=50 next_prio=120"),
+    ]
+    args = [sys.executable, str(BENCH / "sched_delays.py"), "--json", "--sleeps-of", "50",
+            "--steal-timeline", str(timeline)]
+    out = subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
+    r = json.loads(out.stdout)
+    (sleep,) = r["longest"]
+    assert sleep["ms"] == pytest.approx(17.0) and sleep["at"] == pytest.approx(10.0)
+    assert sleep["steal_ms"] == {"0": pytest.approx(6 * tick), "1": 0.0}
+    assert r["steal"]["per_cpu_ms"] == {"0": pytest.approx(6 * tick), "1": 0.0}
+
+
+def test_the_steal_sampler_samples_this_machine_and_stops_on_time(tmp_path):
+    out = tmp_path / "steal.txt"
+    began = time.monotonic()
+    subprocess.run([sys.executable, str(BENCH / "sched_delays.py"), "--sample-steal", str(out),
+                    "--every-ms", "10", "--seconds", "0.3"], check=True, timeout=10)
+    assert time.monotonic() - began < 5
+    tl = sched_delays.Timeline(out.read_text().splitlines())
+    assert tl.malformed == 0 and 5 <= len(tl.times) <= 31
+    assert tl.times == sorted(tl.times) and len(tl.steal[0]) == os.cpu_count()
+    refused = subprocess.run([sys.executable, str(BENCH / "sched_delays.py"), "--sample-steal", str(out),
+                              "--every-ms", "0"], capture_output=True, text=True)
+    assert refused.returncode != 0
+
+
+METER = ("<4>allot W the loop ran {late} ms late ({wait} ms of it waiting for a CPU; {wait} ms waiting for a CPU, "
+         "0.20 ms running, 60.00 ms off the CPU in 1 sleep and 0 major page faults, since the tick 99.00 ms "
+         "before{steal})")
+
+
+def test_late_ticks_take_the_hosts_steal_off_each_logged_tick():
+    log = [
+        "<6>allot-agent I registered\n",
+        METER.format(late="94.2", wait="33.5", steal="; host steal 60.00 ms on cpu 0") + "\n",
+        "<4>allot-agent W loop tick 94.2 ms late; timed since the previous tick: nothing (host steal)\n",
+        METER.format(late="12.8", wait="0.04", steal="; host steal 0.00 ms on cpu 1") + "\n",
+        "<4>allot-agent W loop tick 12.8 ms late; timed since the previous tick: nothing (late wakeup)\n",
+        METER.format(late="11", wait="0", steal="; host steal 30.00 ms on cpu 1") + "\n",   # capped at 11
+        METER.format(late="10.5", wait="1", steal="") + "\n",       # an agent without steal readings
+    ]
+    r = hogReport.lateTicks(log)
+    assert r["logged"] == 4 and r["steal_known"] == 3
+    assert r["longest"]["late_ms"] == 94.2 and r["longest"]["steal_ms"] == 60.0 and r["longest"]["steal_cpu"] == 0
+    assert r["longest_less_steal_ms"] == pytest.approx(34.2)
+    assert r["steal_ms_total"] == pytest.approx(71.0)
+    assert r["untimed_causes"] == {"host steal": 1, "late wakeup": 1}
+    rows = [{"phase": "cpu", "mode": "iso", "late_ticks": r,
+             "steal": {"per_cpu_ms": {"0": 120.0, "1": 30.0}},
+             "sleeps": {"longest": [{"ms": 65.5, "cpu": 0, "steal_ms": {"0": 60.0, "1": 0.0}}]}}]
+    text = "\n".join(hogReport.loopStealSection(rows))
+    assert "| CPU hog | allot cgroups | 4 | 94.2: 33.5 / 60.0 | 34.2 | 71.0 | cpu0 120, cpu1 30 |" in text
+    assert "sleep 65.5 ms on cpu 0: host steal cpu0 60, cpu1 0 ms" in text
+    assert hogReport.loopStealSection([{"phase": "alone", "mode": "iso"}]) == []
