@@ -36,7 +36,7 @@ timerfd's expiry, how late that expiry was against the time it was armed
 for (the timer interrupt's own lateness: on a virtual machine, the host's).
 Also the lateness of every timerfd expiry in the trace (p50 / p99 / max).
 
-    sched_delays.py --sample-steal F [--every-ms 10] [--seconds 600]
+    sched_delays.py --sample-steal F [--every-ms 10] [--seconds 600] [--fifo N]
     ... | sched_delays.py --track ... | --sleeps-of ... --steal-timeline F
 
 The host's steal time (a virtual machine's vCPUs runnable on the host but
@@ -323,18 +323,22 @@ def stealTicks(procStat):
     return [ticks.get(c) for c in range(max(ticks) + 1)]
 
 
-def sampleSteal(out, everyS, seconds, path="/proc/stat"):
+def sampleSteal(out, everyS, seconds, path="/proc/stat", fifo=0):
     """Writes a steal timeline to the file `out` (see --sample-steal);
-    returns the number of samples. A sample whose read fails is skipped."""
+    returns the number of samples. A sample whose read fails is skipped.
+    fifo > 0: SCHED_FIFO at that priority once started (the interpreter's
+    start-up at FIFO kept its CPU's other threads waiting for 50-70 ms)."""
     stop = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.append(1))
     seconds = min(seconds, kStealSecondsMax)
     fd = os.open(path, os.O_RDONLY)
     count = 0
-    end = time.monotonic() + seconds
-    due = time.monotonic()
     with open(out, "w", buffering=1 << 16) as f:
+        if fifo > 0:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo))
+        end = time.monotonic() + seconds
+        due = time.monotonic()
         while not stop and count < kStealSamplesMax:
             now = time.monotonic()
             if now >= end:
@@ -450,15 +454,16 @@ def main():
     parser.add_argument("--sample-steal", metavar="FILE", help="write a steal timeline (see above) and exit")
     parser.add_argument("--every-ms", type=float, default=10.0)
     parser.add_argument("--seconds", type=float, default=600.0)
+    parser.add_argument("--fifo", type=int, default=0, help="the sampler at SCHED_FIFO N once started (root)")
     parser.add_argument("--steal-timeline", metavar="FILE", help="a --sample-steal file: steal beside each wait")
     parser.add_argument("--steal-summary", action="store_true",
                         help="print the --steal-timeline's summary (JSON) and exit")
     parser.add_argument("input", nargs="?", help="perf script text (default: stdin)")
     args = parser.parse_args()
     if args.sample_steal:
-        if not 1 <= args.every_ms <= 10_000 or not 0 < args.seconds <= kStealSecondsMax:
-            parser.error(f"--every-ms 1..10000 and --seconds up to {kStealSecondsMax}")
-        n = sampleSteal(args.sample_steal, args.every_ms / 1e3, args.seconds)
+        if not 1 <= args.every_ms <= 10_000 or not 0 < args.seconds <= kStealSecondsMax or not 0 <= args.fifo <= 99:
+            parser.error(f"--every-ms 1..10000, --seconds up to {kStealSecondsMax}, --fifo 0..99")
+        n = sampleSteal(args.sample_steal, args.every_ms / 1e3, args.seconds, fifo=args.fifo)
         print(f"{n} steal samples in {args.sample_steal}", file=sys.stderr)
         return 0
     timeline = None

@@ -45,7 +45,8 @@
 # (launcher start, launch, prepare/isolate, reaped/cleanup) from the agent's
 # /metrics, and the launch latency the probe saw.
 # --steal-sample-ms MS (default 10, 0: none): during every phase a sampler
-# (sched_delays.py --sample-steal, on the client's CPUs) records the host's
+# (sched_delays.py --sample-steal, on the client's CPUs, at SCHED_FIFO 40 once
+# started: ~50 us each 10 ms) records the host's
 # steal per CPU (/proc/stat) every MS ms; the traces are recorded on
 # CLOCK_MONOTONIC so each of the loop's long sleeps and waits gets the steal
 # over it, and the report's loop section gives per phase the agent's longest
@@ -527,8 +528,12 @@ stopSchedTrace() {
 startStealSampler() {
   stealPid=""
   [ "$stealMs" -gt 0 ] || return 0
+  # SCHED_FIFO 40 once started (below the client's 50): under the CPU hog an
+  # ordinary sampler on the hog's CPU went up to 0.76 s without a sample; started
+  # at FIFO (chrt), its interpreter's start-up kept the agent's loop waiting
+  # 50-69 ms on that CPU.
   ${clientCpuArg:+taskset -c "$clientCpuArg"} python3 "$here/../sched_delays.py" --sample-steal "$run/steal-$1.txt" \
-    --every-ms "$stealMs" --seconds "$(python3 -c "print($settle + $warmup + $duration + 60)")" \
+    --every-ms "$stealMs" --seconds "$(python3 -c "print($settle + $warmup + $duration + 60)")" --fifo 40 \
     2> "$run/steal-$1.log" &
   stealPid=$!
   bgPids+=($stealPid)
