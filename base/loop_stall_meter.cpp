@@ -177,8 +177,12 @@ void LoopStallMeter::tick() {
   lastCpuWaitMs_ = std::min(std::max(cpuWaitMs, 0.0), std::max(lateMs, 0.0));
   if (lateMs >= kLogAtMs && now - lastLog_ >= std::chrono::seconds(1)) {
     lastLog_ = now;
+    // The tick's time on CLOCK_MONOTONIC (steady_clock's on Linux): what a
+    // perf trace (-k CLOCK_MONOTONIC) or a steal timeline can be aligned to.
+    char at[48];
+    std::snprintf(at, sizeof at, "%.6f", std::chrono::duration<double>(now.time_since_epoch()).count());
     LOG_WARNING("the loop ran " << lateMs << " ms late (" << cpuWaitMs << " ms of it waiting for a CPU; "
-                                << lastSplit_.describe() << ")");
+                                << lastSplit_.describe() << "; tick at " << at << " s monotonic)");
   }
   if (onTick_) onTick_(lateMs / 1000);
   // After a long stall, start again from now: no burst of catch-up ticks.

@@ -23,7 +23,8 @@
 //   meter.start();  ...  meter.stats().maxLateMs
 //
 // onTick gets every expiry's lateness in seconds (for a histogram). A
-// lateness of kLogAtMs or more is logged, at most once a second.
+// lateness of kLogAtMs or more is logged, at most once a second, with the
+// tick's CLOCK_MONOTONIC time ("tick at 78087.517612 s monotonic").
 // Thread: the loop's thread (construct, start, stop, stats).
 #pragma once
 

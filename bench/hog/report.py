@@ -179,14 +179,18 @@ def checks(rows, find):
 
 kMeterLine = re.compile(r"the loop ran (?P<late>[-\d.e+]+) ms late \((?P<wait>[-\d.e+]+) ms of it waiting for a CPU")
 kStealPart = re.compile(r"host steal (?P<steal>[\d.]+) ms on cpu (?P<cpu>\d+)")
+kTickAt = re.compile(r"since the tick (?P<interval>[\d.]+) ms before.*tick at (?P<at>[\d.]+) s monotonic")
 kTickLine = re.compile(r"loop tick (?P<late>[-\d.e+]+) ms late; timed since the previous tick: .*?(?:\((?P<cause>[a-z ]+)\))?$")
 
 
-def lateTicks(lines):
+def lateTicks(lines, timeline=None):
     """The agent's late ticks in its log (base/loop_stall_meter.cpp's warning,
     at most one a second; a tick 10 ms late or more): the longest, its wait
     for a CPU and its host steal, and the longest with its host steal taken
-    off; the untimed causes the agent named (agent/agent.cpp's line)."""
+    off; the untimed causes the agent named (agent/agent.cpp's line). With a
+    steal timeline (sched_delays.Timeline), each tick that says when it ran
+    also gets the timeline's steal per CPU over its interval
+    ("timeline_steal_ms")."""
     ticks, causes = [], collections.Counter()
     for line in lines:
         m = kMeterLine.search(line)
@@ -194,9 +198,15 @@ def lateTicks(lines):
             late, wait = float(m["late"]), float(m["wait"])
             st = kStealPart.search(line, m.end())
             steal = min(float(st["steal"]), late) if st else None
-            ticks.append({"late_ms": late, "cpu_wait_ms": wait, "steal_ms": steal,
-                          "steal_cpu": int(st["cpu"]) if st else None,
-                          "less_steal_ms": round(late - (steal or 0), 3)})
+            tick = {"late_ms": late, "cpu_wait_ms": wait, "steal_ms": steal,
+                    "steal_cpu": int(st["cpu"]) if st else None, "less_steal_ms": round(late - (steal or 0), 3)}
+            at = kTickAt.search(line, m.end())
+            if at:
+                tick["at"] = float(at["at"])
+                if timeline is not None:
+                    steal = timeline.between(tick["at"] - float(at["interval"]) / 1e3, tick["at"])
+                    tick["timeline_steal_ms"] = {str(c): v for c, v in steal.items()}
+            ticks.append(tick)
             continue
         m = kTickLine.search(line)
         if m and m["cause"]:
@@ -229,6 +239,8 @@ def loopStealSection(rows):
         lt, st = r.get("late_ticks", {}), r.get("steal", {})
         top = lt.get("longest")
         longest = (f"{top['late_ms']:.1f}: {top['cpu_wait_ms']:.1f} / {num(top['steal_ms'])}" if top else "none")
+        if top and top.get("timeline_steal_ms"):
+            longest += f" (timeline: {perCpu(top['timeline_steal_ms'])})"
         lines.append(
             f"| {kPhaseNames.get(r['phase'], r['phase'])} | {'allot cgroups' if r['mode'] == 'iso' else 'none'} "
             f"| {lt.get('logged', 'n/a')} | {longest} | {num(lt.get('longest_less_steal_ms'))} "
@@ -274,6 +286,8 @@ def main():
     parser.add_argument("--late-ticks", metavar="AGENT_LOG",
                         help="print the late ticks of the agent's log after line --from as JSON and exit")
     parser.add_argument("--from", dest="fromLine", type=int, default=0)
+    parser.add_argument("--steal-timeline", metavar="FILE",
+                        help="with --late-ticks: a sched_delays.py --sample-steal file, its steal beside each tick")
     parser.add_argument("--command", default="bench/hog/run.sh")
     parser.add_argument("--rate", default="")
     parser.add_argument("--duration", default="")
@@ -286,8 +300,15 @@ def main():
     parser.add_argument("--uptime-end", default="")
     args = parser.parse_args()
     if args.late_ticks:
+        timeline = None
+        if args.steal_timeline and os.path.exists(args.steal_timeline):
+            import sys
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+            from sched_delays import Timeline
+            with open(args.steal_timeline) as f:
+                timeline = Timeline(f)
         with open(args.late_ticks, errors="replace") as f:
-            print(json.dumps(lateTicks(line for i, line in enumerate(f) if i >= args.fromLine)))
+            print(json.dumps(lateTicks((line for i, line in enumerate(f) if i >= args.fromLine), timeline)))
         return 0
     if not args.phases or not args.out:
         parser.error("--phases and --out (or --late-ticks)")

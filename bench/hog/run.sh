@@ -438,7 +438,8 @@ phaseStalls() {
   tail -n +"$((from + 1))" "$run/agent-$mode.log" | grep -o 'loop tick .* ms late; timed since the previous tick: .*' |
     sort -t' ' -k3,3 -g -r | head -2 | cut -c1-300 | sed 's/^/    /' >> "$run/loop-stalls-phases.txt" || true
   # The same ticks with the host's steal the agent read for each (report.py's loop section).
-  python3 "$here/report.py" --late-ticks "$run/agent-$mode.log" --from "$from" > "$run/loop-$name.json" || true
+  python3 "$here/report.py" --late-ticks "$run/agent-$mode.log" --from "$from" \
+    --steal-timeline "$run/steal-$name.txt" > "$run/loop-$name.json" || true
 }
 
 # pickClientCpus: where loadgen.py runs (clientCpuArg, empty: anywhere).

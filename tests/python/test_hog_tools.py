@@ -292,21 +292,27 @@ def test_the_steal_sampler_samples_this_machine_and_stops_on_time(tmp_path):
 
 METER = ("<4>allot W the loop ran {late} ms late ({wait} ms of it waiting for a CPU; {wait} ms waiting for a CPU, "
          "0.20 ms running, 60.00 ms off the CPU in 1 sleep and 0 major page faults, since the tick 99.00 ms "
-         "before{steal})")
+         "before{steal}{at})")
 
 
 def test_late_ticks_take_the_hosts_steal_off_each_logged_tick():
     log = [
         "<6>allot-agent I registered\n",
-        METER.format(late="94.2", wait="33.5", steal="; host steal 60.00 ms on cpu 0") + "\n",
+        METER.format(late="94.2", wait="33.5", steal="; host steal 60.00 ms on cpu 0",
+                     at="; tick at 500.100000 s monotonic") + "\n",
         "<4>allot-agent W loop tick 94.2 ms late; timed since the previous tick: nothing (host steal)\n",
-        METER.format(late="12.8", wait="0.04", steal="; host steal 0.00 ms on cpu 1") + "\n",
+        METER.format(late="12.8", wait="0.04", steal="; host steal 0.00 ms on cpu 1", at="") + "\n",
         "<4>allot-agent W loop tick 12.8 ms late; timed since the previous tick: nothing (late wakeup)\n",
-        METER.format(late="11", wait="0", steal="; host steal 30.00 ms on cpu 1") + "\n",   # capped at 11
-        METER.format(late="10.5", wait="1", steal="") + "\n",       # an agent without steal readings
+        METER.format(late="11", wait="0", steal="; host steal 30.00 ms on cpu 1", at="") + "\n",   # capped at 11
+        METER.format(late="10.5", wait="1", steal="", at="") + "\n",       # an agent without steal readings
     ]
-    r = hogReport.lateTicks(log)
+    # a timeline: cpu0 stolen 7 ticks over the 94.2 ms tick's 99 ms interval (500.001-500.100)
+    timeline = sched_delays.Timeline(["499.990 100 5\n", "500.000 100 5\n", "500.050 104 5\n",
+                                      "500.100 107 5\n", "500.200 107 9\n"], tickMs=10)
+    r = hogReport.lateTicks(log, timeline)
     assert r["logged"] == 4 and r["steal_known"] == 3
+    assert r["longest"]["at"] == 500.1 and r["longest"]["timeline_steal_ms"] == {"0": 70.0, "1": 0.0}
+    assert "timeline_steal_ms" not in r["ticks"][1]
     assert r["longest"]["late_ms"] == 94.2 and r["longest"]["steal_ms"] == 60.0 and r["longest"]["steal_cpu"] == 0
     assert r["longest_less_steal_ms"] == pytest.approx(34.2)
     assert r["steal_ms_total"] == pytest.approx(71.0)
@@ -315,6 +321,7 @@ def test_late_ticks_take_the_hosts_steal_off_each_logged_tick():
              "steal": {"per_cpu_ms": {"0": 120.0, "1": 30.0}},
              "sleeps": {"longest": [{"ms": 65.5, "cpu": 0, "steal_ms": {"0": 60.0, "1": 0.0}}]}}]
     text = "\n".join(hogReport.loopStealSection(rows))
-    assert "| CPU hog | allot cgroups | 4 | 94.2: 33.5 / 60.0 | 34.2 | 71.0 | cpu0 120, cpu1 30 |" in text
+    assert ("| CPU hog | allot cgroups | 4 | 94.2: 33.5 / 60.0 (timeline: cpu0 70, cpu1 0) | 34.2 | 71.0 "
+            "| cpu0 120, cpu1 30 |") in text
     assert "sleep 65.5 ms on cpu 0: host steal cpu0 60, cpu1 0 ms" in text
     assert hogReport.loopStealSection([{"phase": "alone", "mode": "iso"}]) == []
