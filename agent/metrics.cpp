@@ -12,6 +12,14 @@ namespace allot {
 
 namespace p = prometheus;
 
+namespace {
+
+p::Gauge* addGauge(p::Registry& registry, const char* name, const char* help) {
+  return &p::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+}  // namespace
+
 AgentMetrics::AgentMetrics() : registry_(std::make_shared<p::Registry>()) {
   launches_ = &p::BuildCounter()
                    .Name("allot_agent_tasks_launched_total")
@@ -35,14 +43,18 @@ AgentMetrics::AgentMetrics() : registry_(std::make_shared<p::Registry>()) {
   for (auto reason : {wire::REASON_MEMORY_LIMIT, wire::REASON_PIDS_LIMIT, wire::REASON_DISK_LIMIT}) {
     limits_->Add({{"reason", wire::Reason_Name(reason)}});
   }
-  auto gauge = [this](const char* name, const char* help) {
-    return &p::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
-  };
+  auto gauge = [this](const char* name, const char* help) { return addGauge(*registry_, name, help); };
   executors_ = gauge("allot_agent_executors", "Executors this agent supervises.");
   liveTasks_ = gauge("allot_agent_tasks_live", "Tasks not yet ended on this agent.");
   pendingUpdates_ = gauge("allot_agent_pending_updates",
                           "Status updates persisted and not yet acknowledged by their framework.");
   registered_ = gauge("allot_agent_registered", "1 while registered with a master.");
+  registerLoopMetrics();
+}
+
+// The loop's stall meter: lateness, its host steal, late ticks by section.
+void AgentMetrics::registerLoopMetrics() {
+  auto gauge = [this](const char* name, const char* help) { return addGauge(*registry_, name, help); };
   loopLateness_ = &p::BuildHistogram()
                        .Name("allot_agent_loop_lateness_seconds")
                        .Help("How late each tick of the loop's stall meter ran (a blocked loop makes it late).")

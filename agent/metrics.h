@@ -59,6 +59,8 @@ class AgentMetrics {
   std::string serialize() const;
 
  private:
+  void registerLoopMetrics();
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Counter* launches_;
   prometheus::Histogram* launchSeconds_;
