@@ -490,6 +490,9 @@ ExitInfo exitInfoFrom(pid_t pid, const siginfo_t& info) {
   return e;
 }
 
+// The clone thread's nice level above the agent's (startOffLoop).
+constexpr int kCloneThreadNiceness = 10;
+
 // Bounds one reaping pass (the rest waits for the next exit or SIGCHLD).
 constexpr int kMaxReapsPerPass = 4096;
 
@@ -498,7 +501,12 @@ class RealLauncher final : public Launcher {
   RealLauncher(asio::io_context& io, UringPoller& poller)
       : poller_(poller),
         sigchld_(io, SIGCHLD),
+        // Niced: woken by the loop, the clone thread must not preempt it
+        // on its CPU (a sleeper's wake-up preemption would put the clone
+        // back on the loop's time); it competes only with the agent's own
+        // threads, which leave it the CPU whenever the loop waits.
         clones_(std::make_unique<WorkerPool>(io, WorkerPoolOptions{.threads = 1, .queueMax = 4096,
+                                                                   .niceness = kCloneThreadNiceness,
                                                                    .name = "allot-clone"})) {
     waitForOrphans();
   }
