@@ -16,13 +16,22 @@
 namespace allot {
 namespace cgroupfs {
 
+// A write the kernel gave up on for a pending signal (EINTR: e.g. a memory
+// limit's resize loop, memory.memsw.limit_in_bytes, checks signal_pending,
+// and the agent's loop gets SIGCHLD and io_uring task work) is tried again,
+// at most this many times.
+constexpr int kWriteAttemptsOnEintr = 8;
+
 Status writeFile(const std::string& path, const std::string& value) {
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (fd.get() < 0) return Error::fromErrno("open " + path);
-  if (write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size())) {
-    return Error::fromErrno("write '" + value + "' to " + path);
+  for (int attempt = 1;; ++attempt) {
+    ssize_t n = write(fd.get(), value.data(), value.size());
+    if (n == static_cast<ssize_t>(value.size())) return okStatus();
+    if (n >= 0) errno = EIO;  // a short write to a cgroup file: not applied whole
+    if (errno != EINTR || attempt == kWriteAttemptsOnEintr) break;
   }
-  return okStatus();
+  return Error::fromErrno("write '" + value + "' to " + path);
 }
 
 Result<std::string> readFile(const std::string& path) {

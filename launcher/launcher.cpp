@@ -541,7 +541,7 @@ class RealLauncher final : public Launcher {
     std::shared_ptr<const LaunchSpec> spawned = copy;
     ++startsUnderWay_;
     Status queued = clones_->submit<Started>(
-        [spawned, owned] { return cloneStarted(*spawned); },
+        [spawned, owned] { return cloneUntilExec(*spawned); },
         [this, spawned, owned, onExit = std::move(onExit), onStarted](Started started) mutable {
           owned->clear();
           auto pid = superviseStarted(std::move(started), std::move(spawned), std::move(onExit));
@@ -683,6 +683,47 @@ class RealLauncher final : public Launcher {
       out.pid = -1;
       return fail("pidfd_open for pid " + std::to_string(pid));
     }
+    return out;
+  }
+
+  // startOffLoop()'s clone, on the clone thread: launch()'s vfork-style
+  // clone (CLONE_VM | CLONE_VFORK, into a cgroup2 directory through clone3):
+  // no page tables copied and no mmap_lock taken for writing (a fork-like
+  // clone on this thread made the loop's page faults wait for it, and the
+  // loop paid the copy-on-write after it); this thread alone waits for the
+  // child's setup and exec, and a failed step is an error here (the child
+  // reaped). The child shares memory only with this thread's job, which the
+  // loop does not touch.
+  static Started cloneUntilExec(const LaunchSpec& spec) {
+    Started out;
+    Prepared prepared = prepare(spec);
+    ChildFailure failure{};
+    ChildArgs args{&prepared, {}};
+    args.sink.shared = &failure;
+    int pidfd = -1;
+    pid_t pid = cloneWithSignalsBlocked(&args, &pidfd, true);
+    if (pid < 0) {
+      out.errnum = errno;
+      out.error = "clone3/fork for " + spec.argv[0];
+      return out;
+    }
+    UniqueFd pidfdOwner(pidfd);
+    if (static_cast<int>(failure.step) != 0) {
+      siginfo_t info{};
+      while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED) != 0 && errno == EINTR) {
+      }
+      out.errnum = failure.errnum;
+      out.error = describeFailure(failure, spec);
+      return out;
+    }
+    if (pidfd < 0) {
+      out.errnum = errno;
+      out.error = "pidfd_open for pid " + std::to_string(pid);
+      (void)::kill(pid, SIGKILL);  // our unreaped child: its pid is not reused
+      return out;
+    }
+    out.pid = pid;
+    out.pidfd = std::move(pidfdOwner);
     return out;
   }
 

@@ -12,10 +12,11 @@
 // triggers that orphan reaping, which does nothing unless the process is a
 // subreaper: see becomeSubreaper below.)
 //
-// startOffLoop() makes start()'s clone on the launcher's own thread (the
-// "allot-clone" thread): the agent's loop never waits for the page-table
-// copy, cgroup_mutex (CLONE_INTO_CGROUP) or the tasklist lock a fork bomb
-// hammers; the pid (or the clone's error) comes back on the loop.
+// startOffLoop() makes launch()'s vfork-style clone on the launcher's own
+// thread (the "allot-clone" thread), which alone waits for the child's
+// setup and exec: the agent's loop never waits for cgroup_mutex
+// (CLONE_INTO_CGROUP), the tasklist lock a fork bomb hammers, or the
+// child's cgroup joins; the pid (or what failed) comes back on the loop.
 //
 // Thread: everything on the daemon's io_context thread; callbacks too.
 #pragma once
@@ -157,10 +158,11 @@ class Launcher {
   // Default (launchers with nothing to wait for, e.g. fakes): launch().
   virtual Result<pid_t> start(const LaunchSpec& spec, ExitCallback onExit) { return launch(spec, std::move(onExit)); }
 
-  // start() with the clone made off the caller's thread: `onStarted` runs
-  // later on the io_context's thread with the pid (the process supervised
-  // from then on: onExit fires once, as for start(), setupError included)
-  // or the clone's error (onExit never fires). Exactly once, unless the
+  // launch() with the clone, the child's setup and its exec waited for off
+  // the caller's thread: `onStarted` runs later on the io_context's thread
+  // with the pid (the process has exec'd and is supervised from then on:
+  // onExit fires once) or the error of the clone or of the step that failed
+  // ("exec /no/such/binary": onExit never fires). Exactly once, unless the
   // launcher is destroyed first: a process cloned meanwhile is then killed
   // (SIGKILL through its pidfd) and neither callback runs. The spec is
   // copied (its ChildSetup descriptors duplicated): the caller may close
@@ -168,7 +170,8 @@ class Launcher {
   // orphan reaping for later, so that a child that exits before it is
   // supervised keeps its exit status.
   // Default (launchers with nothing to wait for, e.g. fakes): onStarted
-  // with start()'s result, before returning.
+  // with start()'s result, before returning (a setup failure then comes as
+  // the exit's setupError, as start()'s).
   virtual void startOffLoop(const LaunchSpec& spec, ExitCallback onExit, StartCallback onStarted) {
     onStarted(start(spec, std::move(onExit)));
   }

@@ -10,9 +10,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <thread>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "base/asio.h"
+#include "base/unique_fd.h"
 #include "base/uring_poller.h"
 #include "isolators/cgroup_host.h"
 #include "isolators/cgroup_values.h"
@@ -494,6 +499,36 @@ TEST_F(FakeCgroups, NoCgroupToHoldExecutorsIsAnError) {
   auto made = createIsolatorsOn(host_, "", options_);
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.error().message.find("freezer"), std::string::npos);
+}
+
+// A cgroup file write the kernel interrupts for a pending signal (EINTR;
+// here: a write blocked on a full pipe, reopened through /proc/self/fd,
+// and a signal whose handler does not restart calls) is tried again.
+void noteSignal(int) {}
+
+TEST(CgroupFsWrite, AWriteInterruptedByASignalIsTriedAgain) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  UniqueFd readEnd(fds[0]), writeEnd(fds[1]);
+  int capacity = fcntl(writeEnd.get(), F_GETPIPE_SZ);
+  ASSERT_GT(capacity, 0);
+  std::string fill(static_cast<size_t>(capacity), 'x');
+  ASSERT_EQ(write(writeEnd.get(), fill.data(), fill.size()), static_cast<ssize_t>(fill.size()));
+  struct sigaction action {}, previous {};
+  action.sa_handler = noteSignal;  // no SA_RESTART: a blocked write returns EINTR
+  ASSERT_EQ(sigaction(SIGUSR2, &action, &previous), 0);
+  pthread_t writer = pthread_self();
+  std::thread helper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    pthread_kill(writer, SIGUSR2);  // interrupts the blocked write
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::string drained(static_cast<size_t>(capacity), '\0');
+    (void)!read(readEnd.get(), drained.data(), drained.size());  // lets the next attempt through
+  });
+  Status st = cgroupfs::writeFile("/proc/self/fd/" + std::to_string(writeEnd.get()), "12345");
+  helper.join();
+  sigaction(SIGUSR2, &previous, nullptr);
+  EXPECT_TRUE(st.ok()) << st.error().describe();
 }
 
 }  // namespace

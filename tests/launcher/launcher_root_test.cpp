@@ -220,19 +220,25 @@ TEST_F(LauncherRootTest, StartOffLoopBringsThePidBackOnTheLoopAndTheChildIntoIts
   EXPECT_EQ(launcher_->supervisedCount(), 0u);
 }
 
-// A child cloned off the loop that cannot exec: its pid comes back, then
-// its exit with the step that failed (as start()'s).
-TEST_F(LauncherRootTest, StartOffLoopReportsASetupFailureWithTheExit) {
+// A child cloned off the loop that cannot exec: the clone thread waited
+// for it (vfork-style), so the start itself fails, naming the step, and no
+// exit follows; the child is reaped.
+TEST_F(LauncherRootTest, StartOffLoopReportsASetupFailureAsTheStartsError) {
   LaunchSpec spec = shell("true");
   spec.argv = {"/no/such/binary"};
   std::optional<Result<pid_t>> started;
-  std::optional<ExitInfo> exit;
-  launcher_->startOffLoop(spec, [&](const ExitInfo& e) { exit = e; },
+  bool exited = false;
+  launcher_->startOffLoop(spec, [&](const ExitInfo&) { exited = true; },
                           [&](Result<pid_t> pid) { started = std::move(pid); });
-  ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 10s));
-  ASSERT_TRUE(started && started->ok());
-  EXPECT_EQ(exit->exitCode, 127);
-  EXPECT_NE(exit->setupError.find("exec /no/such/binary"), std::string::npos) << exit->setupError;
+  ASSERT_TRUE(runUntil(io_, [&] { return started.has_value(); }, 10s));
+  ASSERT_FALSE(started->ok());
+  EXPECT_NE(started->error().describe().find("exec /no/such/binary"), std::string::npos)
+      << started->error().describe();
+  EXPECT_EQ(started->error().errnum, ENOENT);
+  runUntil(io_, [] { return false; }, 50ms);
+  EXPECT_FALSE(exited);
+  EXPECT_EQ(launcher_->supervisedCount(), 0u);
+  EXPECT_EQ(testing::childrenInState(""), 0) << "the failed child was not reaped";
 }
 
 // The launcher goes while a child it cloned off the loop has not been
