@@ -37,7 +37,11 @@ inline void runFor(asio::io_context& io, std::chrono::milliseconds span) {
 // The whole file ("" when it cannot be read).
 inline std::string readFile(const std::string& path) {
   std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  try {
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  } catch (const std::ios_base::failure&) {
+    return "";  // e.g. /proc/<pid>/stat of a process that ended meanwhile (ESRCH)
+  }
 }
 
 // The port number a daemon wrote to `file` (0 when there is none).
