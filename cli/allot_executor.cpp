@@ -93,8 +93,14 @@ const char* stepName(int step) {
 
 class CommandExecutor final : public Executor {
  public:
-  explicit CommandExecutor(asio::io_context& io) : io_(io), quiescenceTimer_(io), sigchld_(io, SIGCHLD) {
-    reapOrphans();
+  // Only its namespace's pid 1 inherits orphans: anywhere else SIGCHLD
+  // stays ignored (no signal, pipe write and waitid per task that ends:
+  // the pidfd watch alone finishes a task).
+  explicit CommandExecutor(asio::io_context& io) : io_(io), quiescenceTimer_(io), sigchld_(io) {
+    if (getpid() == 1) {
+      sigchld_.add(SIGCHLD);
+      reapOrphans();
+    }
   }
 
   void setDriver(ExecutorDriver* driver) { driver_ = driver; }

@@ -1,11 +1,14 @@
 // allot-executor and the executor library against a test-owned agent
 // socket: the real executor binary, a hand-driven agent side.
+#include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -70,7 +73,10 @@ class ExecutorTest : public ::testing::Test {
     });
   }
 
-  void spawn(double recoveryTimeoutS = 30, bool withEnv = true) {
+  // With ownPidNamespace (root) the executor is pid 1 of a new PID
+  // namespace, as the namespaces/pid isolator starts it. False when the
+  // kernel refuses that namespace.
+  bool spawn(double recoveryTimeoutS = 30, bool withEnv = true, bool ownPidNamespace = false) {
     std::string err = dir_ + "/executor.stderr";
     std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
     if (withEnv) {
@@ -81,7 +87,9 @@ class ExecutorTest : public ::testing::Test {
       env.push_back("ALLOT_SANDBOX_DIR=" + sandbox_);
       env.push_back("ALLOT_RECOVERY_TIMEOUT_S=" + std::to_string(recoveryTimeoutS));
     }
-    pid_ = fork();
+    // A raw clone is fork() with CLONE_NEWPID; the child only execs.
+    pid_ = ownPidNamespace ? static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0)) : fork();
+    if (pid_ < 0) return false;
     if (pid_ == 0) {
       setsid();
       freopen(err.c_str(), "w", stderr);
@@ -92,6 +100,22 @@ class ExecutorTest : public ::testing::Test {
       execve(binary_.c_str(), argv, envp.data());
       _exit(127);
     }
+    return true;
+  }
+
+  // Whether `pid` has a handler for `signal` (SigCgt of /proc/<pid>/status).
+  static bool catches(pid_t pid, int signal) {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (signal - 1)) & 1;
+    }
+    return false;
+  }
+
+  // The pids of `pid`'s children (zombies included: they are children
+  // until reaped).
+  static std::string childrenOf(pid_t pid) {
+    return readFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
   }
 
   // Waits for the executor to connect and register; answers ExecutorRegistered.
@@ -283,6 +307,32 @@ TEST_F(ExecutorTest, GivesUpWhenTheAgentStaysAwayPastTheRecoveryTimeout) {
   int status = 0;
   ASSERT_TRUE(waitExit(&status, 10s));
   EXPECT_TRUE(WIFEXITED(status));
+}
+
+// Outside a PID namespace orphans go to init, not to the executor: it
+// leaves SIGCHLD ignored (no signal, pipe and waitid per task that ends;
+// docs/benchmarks.md, the plain launch) and finishes tasks by their pidfds.
+TEST_F(ExecutorTest, OutsideAPidNamespaceSigchldIsNotCaught) {
+  spawn();
+  ASSERT_NE(registration(), nullptr);
+  launch("one", "exit 0");
+  ASSERT_TRUE(waitState("one", wire::TASK_FINISHED));
+  EXPECT_FALSE(catches(pid_, SIGCHLD));
+  EXPECT_EQ(childrenOf(pid_), "");
+}
+
+// As its namespace's pid 1 the executor inherits its tasks' orphans and
+// reaps them: a task's background sleeper, re-parented to it, leaves no
+// zombie once it ends.
+TEST_F(ExecutorTest, AsPidOneOfItsNamespaceItReapsOrphans) {
+  if (geteuid() != 0) GTEST_SKIP() << "a new PID namespace needs root";
+  ASSERT_TRUE(spawn(30, true, /*ownPidNamespace=*/true)) << "clone(CLONE_NEWPID): " << std::strerror(errno);
+  ASSERT_NE(registration(), nullptr);
+  EXPECT_TRUE(catches(pid_, SIGCHLD));
+  launch("parent", "sleep 0.3 & exit 0");
+  ASSERT_TRUE(waitState("parent", wire::TASK_FINISHED));
+  EXPECT_TRUE(runUntil(io_, [&] { return childrenOf(pid_).empty(); }, 10s))
+      << "left as children (zombies): " << childrenOf(pid_);
 }
 
 TEST_F(ExecutorTest, MissingEnvironmentIsAClearError) {
