@@ -208,14 +208,19 @@ void ExecutorManager::startProcess(Container& c) {
     // The manager or its container went while the clone was under way:
     // nothing would supervise the process.
     Container* c = alive.expired() ? nullptr : byName(name, gen);
+    if (!alive.expired()) --startsUnderWay_;
     if (!c) {
       if (pid) (void)launcher.signal(*pid, SIGKILL);
+      if (!alive.expired()) listener_.startFinished();
       return;
     }
     auto timer = timed(AgentSection::kLaunch);
     onStarted(*c, executable, std::move(pid));
+    // The new executor may have connected before its pid came back.
+    listener_.startFinished();
   };
   c.starting = true;
+  ++startsUnderWay_;
   auto timer = timed(AgentSection::kLauncherStart);
   launcher_.startOffLoop(spec, onExited, onCloned);
 }

@@ -96,15 +96,41 @@ void ExecutorListener::accept() {
     ucred peer{};
     socklen_t len = sizeof peer;
     if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) peer.pid = 0;
-    std::string owner = peer.pid > 0 ? containerOfProcess(peer.pid) : "";
-    if (owner.empty()) {
-      LOG_WARNING("refused an executor connection from pid " << peer.pid << " (uid " << peer.uid
-                                                             << "): not a process of any executor of this agent");
-    } else {
-      onConnection(Connection::create(StreamSocket(std::move(socket)), executorLinkOptions()), owner, peer.pid);
-    }
+    admit(std::move(socket), peer);
     accept();
   });
+}
+
+void ExecutorListener::admit(asio::local::stream_protocol::socket socket, const ucred& peer) {
+  std::string owner = peer.pid > 0 ? containerOfProcess(peer.pid) : "";
+  if (!owner.empty()) {
+    return onConnection(Connection::create(StreamSocket(std::move(socket)), executorLinkOptions()), owner, peer.pid);
+  }
+  bool startsUnderWay = callbacks_.startsUnderWay && callbacks_.startsUnderWay() > 0;
+  if (peer.pid > 0 && startsUnderWay && awaiting_.size() < kAwaitingStartMax) {
+    awaiting_.push_back(Awaiting{std::move(socket), peer, SteadyClock::now()});
+    return;
+  }
+  refuse(peer);
+}
+
+void ExecutorListener::refuse(const ucred& peer) {
+  LOG_WARNING("refused an executor connection from pid " << peer.pid << " (uid " << peer.uid
+                                                         << "): not a process of any executor of this agent");
+}
+
+// Linear in the waiting connections (at most kAwaitingStartMax).
+void ExecutorListener::startFinished() {
+  auto waiting = std::move(awaiting_);
+  awaiting_.clear();
+  auto now = SteadyClock::now();
+  for (auto& w : waiting) {
+    if (now - w.since >= options_.handshakeTimeout) {
+      refuse(w.peer);
+      continue;
+    }
+    admit(std::move(w.socket), w.peer);
+  }
 }
 
 std::string ExecutorListener::containerOfProcess(pid_t pid) const {

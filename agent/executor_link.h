@@ -6,7 +6,12 @@
 // - Accept: only a process of a running executor's tree may talk at all
 //   (its SO_PEERCRED pid, walked up its parents, must reach a pid that
 //   executorPids() names); the rest is closed at once, so it cannot hold a
-//   slot an executor needs.
+//   slot an executor needs. Except while an executor's clone is under way
+//   off the loop (startsUnderWay() > 0): the new executor may connect
+//   before its pid is back on the loop, so an unknown peer waits (at most
+//   kAwaitingStartMax of them) and is looked up again at each
+//   startFinished(): one still unknown is closed once no start is under
+//   way, or when it has waited handshakeTimeout.
 // - Before registration: at most pendingMax unregistered connections in
 //   all, kUnregisteredPerExecutorMax per container; one that sends no
 //   RegisterExecutor within handshakeTimeout is closed. Every message is
@@ -20,6 +25,7 @@
 // Thread: the agent's io_context thread.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -28,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/asio.h"
 #include "base/clock.h"
@@ -59,6 +66,8 @@ class ExecutorListener {
   struct Callbacks {
     // The pid of every running executor, to its container's name.
     std::function<std::unordered_map<pid_t, std::string>()> executorPids;
+    // Executor clones under way off the loop (their pids not known yet).
+    std::function<size_t()> startsUnderWay;
     // A RegisterExecutor from a process of container `owner`; the binding
     // when the connection now belongs to a container, nullopt when refused
     // (onRegister answered and closed it).
@@ -82,8 +91,15 @@ class ExecutorListener {
   ExecutorListener(const ExecutorListener&) = delete;
   ExecutorListener& operator=(const ExecutorListener&) = delete;
 
+  // Connections from unknown peers waiting for a start under way.
+  static constexpr size_t kAwaitingStartMax = 64;
+
   // Binds the socket (replacing a stale one) and starts accepting.
   Status listen();
+  // An executor's clone came back (its pid now in executorPids(), or it
+  // failed): the connections waiting for it are looked up again.
+  void startFinished();
+  size_t awaitingStart() const { return awaiting_.size(); }
   const std::string& path() const { return options_.path; }
   // Each accepted connection's owner lookup is timed as `section` of
   // `sections` (the agent's late-tick attribution).
@@ -93,7 +109,15 @@ class ExecutorListener {
   }
 
  private:
+  // A connection from a peer no executor's tree names (yet).
+  struct Awaiting {
+    asio::local::stream_protocol::socket socket;
+    ucred peer;
+    TimePoint since;
+  };
   void accept();
+  void admit(asio::local::stream_protocol::socket socket, const ucred& peer);
+  static void refuse(const ucred& peer);
   // The container whose executor is `pid` or an ancestor of it ("": none).
   std::string containerOfProcess(pid_t pid) const;
   void onConnection(std::shared_ptr<Connection> conn, const std::string& owner, pid_t peerPid);
@@ -109,6 +133,7 @@ class ExecutorListener {
   LoopSections::Id section_ = 0;
   std::optional<asio::local::stream_protocol::acceptor> acceptor_;
   std::map<std::shared_ptr<Connection>, std::string> unregistered_;  // -> the peer's container
+  std::vector<Awaiting> awaiting_;  // in arrival order, at most kAwaitingStartMax
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 

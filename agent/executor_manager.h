@@ -259,6 +259,8 @@ class ExecutorManager {
   // startReady(); each container at most once, so at most executorsMax.
   std::deque<std::pair<std::string, uint64_t>> readyToStart_;
   bool startsPosted_ = false;
+  // Executor clones on the launcher's thread whose answer has not come back.
+  size_t startsUnderWay_ = 0;
   ExecutorListener listener_;
   // One thread, so its jobs run in the order they were submitted: a GC
   // pass never sees a sandbox made after its list of those in use, and a

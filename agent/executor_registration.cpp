@@ -45,6 +45,7 @@ ExecutorListener::Callbacks ExecutorManager::listenerCallbacks() {
     }
     return pids;
   };
+  cb.startsUnderWay = [this] { return startsUnderWay_; };
   cb.onRegister = [this, alive](const std::shared_ptr<Connection>& conn, const wire::RegisterExecutor& m,
                                 const std::string& owner) -> std::optional<ExecutorBinding> {
     if (alive.expired()) return std::nullopt;

@@ -518,6 +518,58 @@ TEST_F(ExecutorManagerTest, AKillWhileTheCloneIsUnderWayKillsTheNewProcessAndLos
   EXPECT_EQ(terminal, 1u) << "one terminal update, decided once";
 }
 
+// The executor's clone runs off the loop, so the new executor can connect
+// before its pid is back on the loop (an executor that connects at once,
+// as agent_robustness_integration's hostile ones do): its connection
+// waits for the clone's answer instead of being refused as a stranger's,
+// then registers and gets its task.
+TEST_F(ExecutorManagerTest, AnExecutorThatConnectsBeforeItsPidIsBackWaitsAndRegisters) {
+  launcher_->holdStarts(true);
+  launcher_->nextPid(::getpid());
+  manager_->runTask(framework(), task("t1", 0.5));
+  ASSERT_TRUE(runUntil([&] { return launcher_->heldStarts() == 1; }));
+  TestExecutor exec;
+  wire::RegisterExecutor reg;
+  reg.set_framework_id(kFramework);
+  reg.set_executor_id(kExecutor);
+  reg.set_executor_secret(launcher_->heldEnv(0, "ALLOT_EXECUTOR_SECRET"));
+  exec.connect(io_, manager_->socketPath(), reg);
+  runFor(50ms);
+  EXPECT_FALSE(exec.closed()) << "refused while its clone was under way";
+  EXPECT_EQ(exec.count(wire::Envelope::kExecutorRegistered), 0u);
+  launcher_->releaseStarts();
+  ASSERT_TRUE(runUntil([&] { return exec.launched("t1"); }));
+  EXPECT_EQ(exec.count(wire::Envelope::kExecutorRegistered), 1u);
+  EXPECT_EQ(phase(), "running");
+}
+
+// A process of no executor that connects while a clone is under way waits
+// only for that clone: once no start is under way it is closed. Past
+// kAwaitingStartMax waiting, one more is closed at once.
+TEST_F(ExecutorManagerTest, AStrangerConnectingDuringACloneIsClosedWhenTheCloneComesBack) {
+  launcher_->holdStarts(true);
+  manager_->runTask(framework(), task("t1", 0.5));  // a fake pid: not this test's
+  ASSERT_TRUE(runUntil([&] { return launcher_->heldStarts() == 1; }));
+  std::vector<TestExecutor> strangers(ExecutorListener::kAwaitingStartMax + 1);
+  wire::RegisterExecutor reg;
+  reg.set_framework_id(kFramework);
+  reg.set_executor_id(kExecutor);
+  for (size_t i = 0; i + 1 < strangers.size(); ++i) strangers[i].connect(io_, manager_->socketPath(), reg);
+  runFor(50ms);
+  for (const auto& s : strangers) ASSERT_FALSE(s.closed());
+  strangers.back().connect(io_, manager_->socketPath(), reg);
+  ASSERT_TRUE(runUntil([&] { return strangers.back().closed(); })) << "a waiting connection past the bound";
+  for (size_t i = 0; i + 1 < strangers.size(); ++i) EXPECT_FALSE(strangers[i].closed());
+  launcher_->releaseStarts();
+  ASSERT_TRUE(runUntil([&] {
+    for (const auto& s : strangers) {
+      if (!s.closed()) return false;
+    }
+    return true;
+  }));
+  for (const auto& s : strangers) EXPECT_EQ(s.count(wire::Envelope::kExecutorRegistered), 0u);
+}
+
 // A clone that fails off the loop fails the task as an exec failure, with
 // the launcher's error, and leaves nothing; a kill that came meanwhile
 // does not make it a second end.

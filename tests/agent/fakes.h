@@ -63,6 +63,8 @@ class FakeLauncher final : public Launcher {
   // order, each from the loop; not held: they complete before returning.
   void holdStarts(bool hold) { holdStarts_ = hold; }
   size_t heldStarts() const { return held_.size(); }
+  // The value of NAME in the environment of held start `i`.
+  std::string heldEnv(size_t i, const std::string& name) const { return envOf(held_.at(i).spec, name); }
   void releaseStarts() {
     auto held = std::move(held_);
     held_.clear();
@@ -138,8 +140,9 @@ class FakeLauncher final : public Launcher {
   const std::vector<pid_t>& watched() const { return watched_; }
 
   // The value of NAME in the environment process `pid` was started with.
-  std::string env(pid_t pid, const std::string& name) const {
-    for (const auto& kv : process(pid).spec.env) {
+  std::string env(pid_t pid, const std::string& name) const { return envOf(process(pid).spec, name); }
+  static std::string envOf(const LaunchSpec& spec, const std::string& name) {
+    for (const auto& kv : spec.env) {
       if (kv.rfind(name + "=", 0) == 0) return kv.substr(name.size() + 1);
     }
     return "";
