@@ -592,37 +592,15 @@ class RealLauncher final : public Launcher {
     std::shared_ptr<const LaunchSpec> spec;
   };
 
-  // launch() (waitForExec) and start(): see launcher.h.
+  // launch() (waitForExec) and start(): see launcher.h. launch() makes the
+  // clone thread's vfork-style clone (cloneUntilExec) on the caller's
+  // thread: the child has exec'd or failed a step when it returns, so "no
+  // such executable" is an error of launch() instead of an exit 127.
   Result<pid_t> spawn(const LaunchSpec& spec, ExitCallback onExit, bool waitForExec) {
     if (spec.argv.empty()) return Error{"launch: empty argv"};
-    if (!waitForExec) {
-      auto spawned = std::make_shared<const LaunchSpec>(spec);
-      return superviseStarted(cloneStarted(*spawned), spawned, std::move(onExit));
-    }
-    Prepared prepared = prepare(spec);
-    // launch()'s vfork-style clone shares memory (see startChild): the
-    // child's failure is in `failure` once clone returns.
-    ChildFailure failure{};
-    ChildArgs args{&prepared, {}};
-    args.sink.shared = &failure;
-    int pidfd = -1;
-    pid_t pid = cloneWithSignalsBlocked(&args, &pidfd, true);
-    if (pid < 0) return Error::fromErrno("clone3/fork for " + spec.argv[0]);
-    UniqueFd pidfdOwner(pidfd);
-    // The child has exec'd or failed a step by now (vfork): "no such
-    // executable" is an error of launch() instead of an exit 127.
-    if (static_cast<int>(failure.step) != 0) {
-      siginfo_t info{};
-      // io_uring task work can interrupt blocking calls on this thread.
-      while (waitid(P_PID, pid, &info, WEXITED) != 0 && errno == EINTR) {
-      }
-      return Error{describeFailure(failure, spec), failure.errnum};
-    }
-    if (pidfd < 0) return Error::fromErrno("pidfd_open for pid " + std::to_string(pid));
-    if (Status st = supervise(pid, std::move(pidfdOwner), true, std::move(onExit)); !st) {
-      return st.error();
-    }
-    return pid;
+    if (waitForExec) return superviseStarted(cloneUntilExec(spec), nullptr, std::move(onExit));
+    auto spawned = std::make_shared<const LaunchSpec>(spec);
+    return superviseStarted(cloneStarted(*spawned), spawned, std::move(onExit));
   }
 
   // start()'s child: cloned (on any thread; the fork-like clone3 shares
@@ -686,14 +664,15 @@ class RealLauncher final : public Launcher {
     return out;
   }
 
-  // startOffLoop()'s clone, on the clone thread: launch()'s vfork-style
-  // clone (CLONE_VM | CLONE_VFORK, into a cgroup2 directory through clone3):
-  // no page tables copied and no mmap_lock taken for writing (a fork-like
-  // clone on this thread made the loop's page faults wait for it, and the
-  // loop paid the copy-on-write after it); this thread alone waits for the
-  // child's setup and exec, and a failed step is an error here (the child
-  // reaped). The child shares memory only with this thread's job, which the
-  // loop does not touch.
+  // The vfork-style clone (CLONE_VM | CLONE_VFORK, into a cgroup2
+  // directory through clone3) of launch(), on its caller's thread, and of
+  // startOffLoop(), on the clone thread: no page tables copied and no
+  // mmap_lock taken for writing (a fork-like clone on the clone thread made
+  // the loop's page faults wait for it, and the loop paid the copy-on-write
+  // after it); the calling thread alone waits for the child's setup and
+  // exec, and a failed step is an error here (the child reaped). The child
+  // shares memory only with the caller's job (on the clone thread: one the
+  // loop does not touch).
   static Started cloneUntilExec(const LaunchSpec& spec) {
     Started out;
     Prepared prepared = prepare(spec);
@@ -727,8 +706,9 @@ class RealLauncher final : public Launcher {
     return out;
   }
 
-  // On the loop: the started child supervised, its failure pipe kept for
-  // its exit. Its pid, or why it could not be supervised (killed then).
+  // On the loop: the started child supervised, its failure pipe (start()'s
+  // fork-like clone; none after a vfork-style one) kept for its exit. Its
+  // pid, or why it could not be supervised (killed then).
   Result<pid_t> superviseStarted(Started started, std::shared_ptr<const LaunchSpec> spec, ExitCallback onExit) {
     if (started.pid < 0) return Error{started.error, started.errnum};
     pid_t pid = started.pid;
