@@ -10,6 +10,7 @@
 // kernel keeps the rest of the agent's subtree off its cores; otherwise the
 // split holds among the agent's executors only. Grants are not checkpointed:
 // after a restart they are rebuilt by the next update() of each executor.
+#include <cerrno>
 #include <cmath>
 #include <map>
 #include <set>
@@ -80,14 +81,14 @@ class CpusetIsolator final : public CgroupIsolator {
     } else if (Status st = setPartition(id, false); !st) {
       return st;
     }
-    return rewriteShared(*pool);
+    return rewriteShared(*pool, key);
   }
 
   void forget(const ContainerId& id) override {
     ids_.erase(id.name());
     if (exclusive_.erase(id.name()) == 0) return;
     auto pool = readPool();
-    if (pool) (void)rewriteShared(*pool);
+    if (pool) (void)rewriteShared(*pool, "");
   }
 
  private:
@@ -124,12 +125,17 @@ class CpusetIsolator final : public CgroupIsolator {
     return fs().writeFile(file(id, "cpuset.cpus.partition"), exclusive ? "root" : "member");
   }
 
-  // Every shared executor gets the cores nobody holds.
-  Status rewriteShared(const Cpus& pool) {
+  // Every shared executor gets the cores nobody holds. Another executor
+  // whose directory is gone needs none (its executor ended: the containment
+  // isolator removes its cgroups off the loop before cleanup() forgets it
+  // here; a launch under the hog's CPU hog failed on that once); `own`'s
+  // directory must be there.
+  Status rewriteShared(const Cpus& pool, const std::string& own) {
     Cpus shared = sharedCores(pool);
     for (const auto& [name, id] : ids_) {
       if (exclusive_.count(name)) continue;
-      if (Status st = writeCpus(id, shared); !st) return st;
+      Status st = writeCpus(id, shared);
+      if (!st && (name == own || st.error().errnum != ENOENT)) return st;
     }
     return okStatus();
   }

@@ -313,6 +313,22 @@ TEST_F(FakeCgroups, CpusetGivesWholeCpusTheirOwnCoresAndSharesTheRest) {
   ASSERT_TRUE(cleanupAll(b).ok());
 }
 
+// An executor that ended has its cgroups removed off the loop before its
+// cleanup() reaches the cpuset isolator: a launch meanwhile (which rewrites
+// every sharing executor's cpuset) must not fail on the removed one.
+TEST_F(FakeCgroups, CpusetSkipsASharingExecutorWhoseCgroupIsAlreadyGone) {
+  make(CgroupMode::kLegacy, "cgroups/cpuset");
+  ASSERT_TRUE(fs_->writeFile(dir_ + "/cpuset/allot/cpuset.cpus", "0-3\n").ok());
+  ContainerId gone{"fw", "gone"}, next{"fw", "next"};
+  ChildSetup sg, sn;
+  ASSERT_TRUE(prepareAll(gone, res("cpus:0.5"), &sg).ok());
+  fs::remove_all(dir_ + "/cpuset/allot/" + gone.name());
+  Status st = prepareAll(next, res("cpus:1"), &sn);
+  ASSERT_TRUE(st.ok()) << st.error().describe();
+  EXPECT_EQ(read(dir_ + "/cpuset/allot/" + next.name() + "/cpuset.cpus"), "0");
+  ASSERT_TRUE(cleanupAll(next).ok());
+}
+
 TEST_F(FakeCgroups, RecoverDestroysUnknownContainersOnly) {
   make(CgroupMode::kLegacy, "cgroups/cpu,cgroups/pids");
   ChildSetup a, b;
