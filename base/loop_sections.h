@@ -28,6 +28,7 @@
 #include <chrono>
 #include <iterator>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +51,7 @@ class LoopSections {
           id_(id),
           start_(std::chrono::steady_clock::now()) {
       if (owner_) {
+        if (!owner_->innermost_ && owner_->onOutermostStart_) owner_->onOutermostStart_();
         outer_ = owner_->innermost_;
         owner_->innermost_ = this;
       }
@@ -118,12 +120,17 @@ class LoopSections {
 
   const std::vector<std::string>& names() const { return names_; }
 
+  // Runs `f` as each outermost section starts (not a nested one): the loop
+  // has work (a resting LoopStallMeter's wake()). One call per handler.
+  void onOutermostStart(std::function<void()> f) { onOutermostStart_ = std::move(f); }
+
  private:
   std::vector<std::string> names_;
   std::vector<Spent> spent_;
   std::vector<Runs> runs_;
   Nesting nesting_;
   Timer* innermost_ = nullptr;  // the timer running now, if any
+  std::function<void()> onOutermostStart_;
 };
 
 }  // namespace allot

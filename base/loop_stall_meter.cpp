@@ -31,7 +31,9 @@ void LoopStallMeter::start() {
   stealThenAt_ = {};  // the first tick takes the first snapshot
   due_ = Clock::now();
   lastTick_ = due_;
-  arm();
+  resting_ = false;
+  idleRun_ = 0;
+  arm(options_.period);
 }
 
 void LoopStallMeter::stop() {
@@ -39,12 +41,29 @@ void LoopStallMeter::stop() {
   timer_.cancel();
 }
 
-void LoopStallMeter::arm() {
-  due_ += options_.period;
+// A wait that a later arm() replaced does not tick, even when it had
+// already expired and its handler was queued (cancel cannot stop that).
+void LoopStallMeter::arm(std::chrono::milliseconds after) {
+  due_ += after;
   timer_.expires_at(due_);
-  timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec && running_) tick();
+  timer_.async_wait([this, armed = ++armed_](const boost::system::error_code& ec) {
+    if (!ec && running_ && armed == armed_) tick();
   });
+}
+
+void LoopStallMeter::unrest() {
+  resting_ = false;
+  idleRun_ = 0;
+  if (!running_) return;
+  due_ = Clock::now();
+  arm(options_.period);
+}
+
+void LoopStallMeter::noteIdle(double lateMs, int64_t runNs) {
+  if (options_.idlePeriod.count() <= 0) return;
+  bool idle = runNs >= 0 && static_cast<double>(runNs) / 1e6 < kIdleRunMs && lateMs < 1;
+  idleRun_ = idle ? idleRun_ + 1 : 0;
+  resting_ = idleRun_ >= options_.idleTicks;
 }
 
 // Two reads per tick: schedstat's "run time, run delay, timeslices" (pread
@@ -184,10 +203,11 @@ void LoopStallMeter::tick() {
     LOG_WARNING("the loop ran " << lateMs << " ms late (" << cpuWaitMs << " ms of it waiting for a CPU; "
                                 << lastSplit_.describe() << "; tick at " << at << " s monotonic)");
   }
+  noteIdle(lateMs, runNs);
   if (onTick_) onTick_(lateMs / 1000);
   // After a long stall, start again from now: no burst of catch-up ticks.
   if (lateMs > static_cast<double>(options_.period.count())) due_ = now;
-  if (running_) arm();  // onTick may have stopped the meter
+  if (running_) arm(resting_ ? options_.idlePeriod : options_.period);  // onTick may have stopped the meter
 }
 
 }  // namespace allot

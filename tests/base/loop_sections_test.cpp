@@ -112,5 +112,22 @@ TEST(LoopSections, RunsFallInTheirBucketsAndOutliveTake) {
   EXPECT_LT(sections.runs()[0].longestNs, call.longestNs) << "the handler's own part only";
 }
 
+// The hook runs once per outermost section, never for a nested one (a
+// resting stall meter's wake(): one call per handler).
+TEST(LoopSections, OnOutermostStartRunsOncePerOutermostSection) {
+  LoopSections s({"handler", "call"}, LoopSections::Nesting::kExclusive);
+  int calls = 0;
+  s.onOutermostStart([&] { ++calls; });
+  {
+    auto outer = s.time(0);
+    auto inner = s.time(1);
+  }
+  EXPECT_EQ(calls, 1);
+  { auto again = s.time(1); }
+  EXPECT_EQ(calls, 2);
+  { LoopSections::Timer none(nullptr, 0); }
+  EXPECT_EQ(calls, 2);
+}
+
 }  // namespace
 }  // namespace allot

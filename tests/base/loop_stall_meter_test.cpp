@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -240,6 +241,77 @@ TEST(LoopStallMeter, StopsTickingWhenStopped) {
   io.run();  // returns: nothing re-arms after stop()
   EXPECT_EQ(meter.stats().ticks, 3u);
   EXPECT_EQ(ticks, 3);
+}
+
+// Resting: an idle loop's meter ticks every idlePeriod after idleTicks
+// idle ticks, and wake() brings the period back at once. Counts, not
+// times: a loaded machine makes ticks later, never more frequent.
+TEST(LoopStallMeter, AnIdleLoopRestsAndAWakeBringsThePeriodBack) {
+  asio::io_context io;
+  LoopStallMeter meter(io, {.period = 5ms, .idlePeriod = 200ms, .idleTicks = 4});
+  meter.start();
+  io.run_for(500ms);
+  // Without resting: ~100 ticks. Resting after 4 (~20 ms): 4 + at most 3.
+  EXPECT_LE(meter.stats().ticks, 8u);
+  EXPECT_GE(meter.stats().ticks, 4u);
+  EXPECT_TRUE(meter.resting());
+  uint64_t before = meter.stats().ticks;
+  meter.wake();
+  EXPECT_FALSE(meter.resting());
+  io.run_for(100ms);
+  // Woken: 5 ms ticks until 4 idle ones in a row rest it again.
+  EXPECT_GE(meter.stats().ticks - before, 4u);
+  EXPECT_TRUE(meter.resting());
+  meter.stop();
+}
+
+// A handler that wakes the resting meter and then blocks 40 ms is measured
+// as when the meter never rested (a timed section of the agent's wakes it).
+TEST(LoopStallMeter, AStallRightAfterAWakeIsMeasured) {
+  asio::io_context io;
+  LoopStallMeter meter(io, {.period = 5ms, .idlePeriod = 1000ms, .idleTicks = 2});
+  meter.start();
+  io.run_for(100ms);
+  ASSERT_TRUE(meter.resting());
+  asio::post(io, [&] {
+    meter.wake();
+    std::this_thread::sleep_for(40ms);
+  });
+  io.run_for(80ms);
+  EXPECT_GE(meter.stats().maxLateMs, 35.0) << "a 40 ms block, 5 ms period after the wake";
+  meter.stop();
+}
+
+// Busy ticks (the loop ran more than kIdleRunMs between them) never rest;
+// without an idle period the meter never rests.
+TEST(LoopStallMeter, ABusyLoopDoesNotRestNorOneWithoutAnIdlePeriod) {
+  asio::io_context io;
+  LoopStallMeter busy(io, {.period = 5ms, .idlePeriod = 200ms, .idleTicks = 2});
+  LoopStallMeter plain(io, {.period = 5ms});
+  busy.start();
+  plain.start();
+  asio::steady_timer work(io);
+  bool resting = false;
+  std::function<void()> spin = [&] {
+    auto end = std::chrono::steady_clock::now() + 1ms;
+    volatile uint64_t n = 0;
+    while (std::chrono::steady_clock::now() < end) n = n + 1;
+    resting = resting || busy.resting();
+    work.expires_after(2ms);
+    work.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) spin();
+    });
+  };
+  spin();
+  io.run_for(200ms);
+  EXPECT_FALSE(resting);
+  work.cancel();
+  busy.stop();
+  uint64_t before = plain.stats().ticks;
+  io.run_for(300ms);  // idle now: the meter without an idle period ticks on
+  EXPECT_FALSE(plain.resting());
+  EXPECT_GE(plain.stats().ticks - before, 10u) << "~60 at 5 ms";
+  plain.stop();
 }
 
 }  // namespace
