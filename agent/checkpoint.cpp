@@ -91,20 +91,6 @@ Result<ExecutorCheckpoint> decodeCheckpoint(const std::string& bytes) {
   return c;
 }
 
-Result<uint64_t> processStartTime(pid_t pid) {
-  auto stat = readFile("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return stat.error();
-  size_t close = stat->rfind(')');
-  if (close == std::string::npos) return Error{"/proc/" + std::to_string(pid) + "/stat: no comm"};
-  std::istringstream in(stat->substr(close + 2));
-  std::string field;
-  // Fields after comm start at 3 (state); start time is field 22.
-  for (int i = 3; i < 22; ++i) in >> field;
-  uint64_t start = 0;
-  if (!(in >> start)) return Error{"/proc/" + std::to_string(pid) + "/stat: short"};
-  return start;
-}
-
 CheckpointStore::CheckpointStore(std::string metaDir) : dir_(std::move(metaDir)) {}
 
 CheckpointStore::~CheckpointStore() {

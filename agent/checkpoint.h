@@ -103,8 +103,4 @@ class CheckpointStore {
 std::string encodeCheckpoint(const ExecutorCheckpoint& checkpoint);
 Result<ExecutorCheckpoint> decodeCheckpoint(const std::string& bytes);
 
-// Field 22 of /proc/<pid>/stat (start time in clock ticks since boot);
-// an Error when the process does not exist.
-Result<uint64_t> processStartTime(pid_t pid);
-
 }  // namespace allot

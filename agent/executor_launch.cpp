@@ -239,7 +239,7 @@ void ExecutorManager::onStarted(Container& c, const std::string& executable, Res
   }
   c.pid = *pid;
   (void)c.life.on(ContainerEvent::kLaunched);
-  if (auto start = processStartTime(c.pid)) c.startTime = *start;
+  if (auto start = launcher_.startTimeOf(c.pid)) c.startTime = *start;
   LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
                                << " (pid " << c.pid << ") in " << c.sandbox);
   if (c.life.killRequested()) {

@@ -7,6 +7,7 @@
 #include "agent/executor_manager.h"
 #include "agent/executor_manager_types.h"
 #include "base/log.h"
+#include "launcher/process_tree.h"
 #include "proto/input_limits.h"
 
 namespace allot {
@@ -270,7 +271,7 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
       auto l = ck.latest.find(t.task_id());
       if (l != ck.latest.end()) task.latest = l->second;
     }
-    auto start = processStartTime(ck.pid);
+    auto start = processStartTimeOf(ck.pid);
     Status watched = Error{"executor pid " + std::to_string(ck.pid) + " is gone"};
     if (start && *start == ck.startTime) {
       watched = launcher_.watch(ck.pid, [this, alive, name = c.name, gen = c.generation](const ExitInfo& e) {

@@ -27,6 +27,7 @@
 #include "base/unique_fd.h"
 #include "base/worker_pool.h"
 #include "launcher/clone_vm.h"
+#include "launcher/process_tree.h"
 
 namespace allot {
 namespace {
@@ -541,7 +542,11 @@ class RealLauncher final : public Launcher {
     std::shared_ptr<const LaunchSpec> spawned = copy;
     ++startsUnderWay_;
     Status queued = clones_->submit<Started>(
-        [spawned, owned] { return cloneUntilExec(*spawned); },
+        [spawned, owned] {
+          Started started = cloneUntilExec(*spawned);
+          if (started.pid > 0) started.startTime = processStartTimeOf(started.pid);
+          return started;
+        },
         [this, spawned, owned, onExit = std::move(onExit), onStarted](Started started) mutable {
           owned->clear();
           auto pid = superviseStarted(std::move(started), std::move(spawned), std::move(onExit));
@@ -578,6 +583,12 @@ class RealLauncher final : public Launcher {
     return copy;
   }
 
+  std::optional<uint64_t> startTimeOf(pid_t pid) const override {
+    auto it = children_.find(pid);
+    if (it != children_.end() && it->second.startTime) return it->second.startTime;
+    return Launcher::startTimeOf(pid);
+  }
+
   size_t supervisedCount() const override { return children_.size(); }
   uint64_t orphansReaped() const override { return orphansReaped_; }
 
@@ -590,6 +601,7 @@ class RealLauncher final : public Launcher {
     // start(): the child's failure pipe (non-blocking) and what it ran.
     UniqueFd failurePipe;
     std::shared_ptr<const LaunchSpec> spec;
+    std::optional<uint64_t> startTime;  // startOffLoop(): read off the loop
   };
 
   // launch() (waitForExec) and start(): see launcher.h. launch() makes the
@@ -612,6 +624,7 @@ class RealLauncher final : public Launcher {
     UniqueFd failurePipe;  // read end; the child's write end is closed on exec
     std::string error;     // the clone or the pipe failed (pid -1)
     int errnum = 0;
+    std::optional<uint64_t> startTime;  // read where it was cloned (startOffLoop)
     Started() = default;
     Started(Started&&) = default;
     Started& operator=(Started&&) = default;
@@ -720,6 +733,7 @@ class RealLauncher final : public Launcher {
     Child& child = children_.at(pid);
     child.failurePipe = std::move(started.failurePipe);
     child.spec = std::move(spec);
+    child.startTime = started.startTime;
     return pid;
   }
 
@@ -823,6 +837,8 @@ const uint64_t kRootTaskCapabilities = [] {
   }
   return mask;
 }();
+
+std::optional<uint64_t> Launcher::startTimeOf(pid_t pid) const { return processStartTimeOf(pid); }
 
 Result<std::unique_ptr<Launcher>> Launcher::create(asio::io_context& io, UringPoller& poller) {
   return std::unique_ptr<Launcher>(new RealLauncher(io, poller));

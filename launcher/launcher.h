@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,15 @@ class Launcher {
   virtual void startOffLoop(const LaunchSpec& spec, ExitCallback onExit, StartCallback onStarted) {
     onStarted(start(spec, std::move(onExit)));
   }
+
+  // A supervised process's start time (field 22 of /proc/<pid>/stat: what
+  // guards its pid against reuse after an agent restart), nullopt when
+  // unknown. startOffLoop()'s processes had it read off the caller's
+  // thread, right after their exec: reading /proc/<pid>/stat waits for the
+  // process's exec locks, which a new process preempted mid-exec on a busy
+  // CPU holds for as long as it waits (19 ms on the agent's loop once,
+  // under the hog's CPU hog). Default: read now, on the caller's thread.
+  virtual std::optional<uint64_t> startTimeOf(pid_t pid) const;
 
   // Supervises a process this launcher did not start (e.g. an executor
   // recovered after an agent restart). Its exit status is unknown.

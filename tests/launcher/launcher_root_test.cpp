@@ -32,6 +32,7 @@
 #include "base/unique_fd.h"
 #include "base/uring_poller.h"
 #include "launcher/launcher.h"
+#include "launcher/process_tree.h"
 
 namespace allot {
 namespace {
@@ -216,8 +217,28 @@ TEST_F(LauncherRootTest, StartOffLoopBringsThePidBackOnTheLoopAndTheChildIntoIts
   EXPECT_TRUE(exit->statusKnown);
   std::string out = readFile(spec.stdoutPath);
   EXPECT_NE(out.find("0::/" + fs::path(cg).filename().string()), std::string::npos) << out;
-  if (!pids.empty()) EXPECT_NE(out.find("pids:/" + fs::path(pids).filename().string()), std::string::npos) << out;
+  if (!pids.empty()) {
+    EXPECT_NE(out.find("pids:/" + fs::path(pids).filename().string()), std::string::npos) << out;
+  }
   EXPECT_EQ(launcher_->supervisedCount(), 0u);
+}
+
+// startOffLoop()'s process comes back with its start time, read on the
+// clone thread (a read of /proc/<pid>/stat on the loop waited for a new
+// process's exec locks under the hog): the same as /proc says.
+TEST_F(LauncherRootTest, StartOffLoopKnowsTheProcessStartTime) {
+  std::optional<Result<pid_t>> started;
+  bool exited = false;
+  launcher_->startOffLoop(shell("exec sleep 30"), [&](const ExitInfo&) { exited = true; },
+                          [&](Result<pid_t> pid) { started = std::move(pid); });
+  ASSERT_TRUE(runUntil(io_, [&] { return started.has_value(); }, 10s));
+  ASSERT_TRUE(started->ok()) << started->error().describe();
+  pid_t pid = **started;
+  std::optional<uint64_t> known = launcher_->startTimeOf(pid);
+  ASSERT_TRUE(known.has_value());
+  EXPECT_EQ(known, processStartTimeOf(pid));
+  ASSERT_TRUE(launcher_->signal(pid, SIGKILL).ok());
+  ASSERT_TRUE(runUntil(io_, [&] { return exited; }, 10s));
 }
 
 // A child cloned off the loop that cannot exec: the clone thread waited
