@@ -8,6 +8,7 @@
 #                    [--no-build] [--agent-flags "FLAGS for the iso agent"] [--no-node]
 #                    [--sample-loop] [--client-cpus auto|none|LIST] [--client-fifo N]
 #                    [--no-sched-trace] [--launch-probe MS] [--steal-sample-ms MS]
+#                    [--unit-placement]
 #
 # It installs what is missing (Debian packages), builds allot-master,
 # allot-agent, allot-execute and allot-executor into --build (default
@@ -38,6 +39,15 @@
 # hog-results.dat, hog-latency.png. --sample-loop also samples the agent's
 # loop thread every ms (bench/agent/loop_sampler.py) and appends what it was
 # doing when it ran late (attribution; it costs a few % of a core).
+# --unit-placement (implies --no-node): the isolated agent as the packaged
+# systemd units place it, emulated in the cgroup trees (this machine's PID 1
+# is not systemd): a slice hogunits-PID.slice standing for system.slice
+# (default weight: cpu.shares 1024), in it allot-executors.service
+# (CPUWeight=10000: cpu.shares 102400; a `sleep infinity` placeholder;
+# trusted.delegate=1 on its cgroup2 directory, as systemd marks Delegate=yes)
+# and allot-agent.service (cpu.shares 102400) where the agent starts, with
+# --cgroups-root=hogunits-PID.slice/allot-executors.service as the unit
+# passes it.
 # --launch-probe MS: during every phase, launch_probe.py starts a short task
 # in a new executor every MS ms (the agent gets --http-listen and 0.5 cpus,
 # 256 MiB more to offer for them) and the report gets a "launch probe"
@@ -90,6 +100,7 @@ hogUser=allot-hog
 probeMs=0          # --launch-probe: ms between the probe's launches (0: no probe)
 stealMs=10         # --steal-sample-ms: ms between steal samples (0: no sampler)
 probePid=""
+unitPlacement=0    # --unit-placement: the packaged units' cgroups, emulated
 
 origArgs="$*"
 usage() { sed -n '2,42p' "$0"; exit 2; }
@@ -113,6 +124,7 @@ while [ $# -gt 0 ]; do
     --no-sched-trace) schedTrace=0; shift ;;
     --launch-probe) probeMs=$2; shift 2 ;;
     --steal-sample-ms) stealMs=$2; shift 2 ;;
+    --unit-placement) unitPlacement=1; useNode=0; shift ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -198,6 +210,8 @@ cgroupsRoot="$nodeCgroup/allot"
 # top-level, and the stock kernel's autogroup (one CPU group per session)
 # applies to the unisolated tasks; other load on the machine then counts.
 [ "$useNode" -eq 1 ] || cgroupsRoot="$nodeCgroup"
+unitSlice="hogunits-$$.slice"
+[ "$unitPlacement" -eq 1 ] && cgroupsRoot="$unitSlice/allot-executors.service"
 mkdir -p "$out"
 log "run directory $run; results to $out"
 
@@ -253,8 +267,47 @@ makeNodeCgroup() {
   echo "$nodeShares" > "/sys/fs/cgroup/cpu/$nodeCgroup/cpu.shares"
 }
 
+# --unit-placement: the slice and the two units' cgroups in every
+# hierarchy, as systemd makes them for the packaged units; the placeholder
+# in allot-executors.service. Sets holderPid.
+holderPid=""
+makeUnitCgroups() {
+  [ "$unitPlacement" -eq 1 ] || return 0
+  local h unit
+  for h in /sys/fs/cgroup/*/; do
+    [ -f "$h/cgroup.procs" ] || continue
+    case "$h" in */systemd/) continue ;; esac
+    for unit in "" allot-executors.service allot-agent.service; do
+      mkdir -p "$h/$unitSlice/$unit"
+      if [ -f "$h/cpuset.cpus" ]; then
+        cat "$h/cpuset.cpus" > "$h/$unitSlice/$unit/cpuset.cpus"
+        cat "$h/cpuset.mems" > "$h/$unitSlice/$unit/cpuset.mems"
+      fi
+    done
+  done
+  echo 102400 > "/sys/fs/cgroup/cpu/$unitSlice/allot-executors.service/cpu.shares"
+  echo 102400 > "/sys/fs/cgroup/cpu/$unitSlice/allot-agent.service/cpu.shares"
+  [ -d /sys/fs/cgroup/unified ] &&
+    python3 -c 'import os, sys; os.setxattr(sys.argv[1], "trusted.delegate", b"1")' \
+      "/sys/fs/cgroup/unified/$unitSlice/allot-executors.service"
+  sleep infinity &
+  holderPid=$!
+  bgPids+=($holderPid)
+  joinUnit "$holderPid" allot-executors.service
+}
+
+# joinUnit PID UNIT: the process into the unit's cgroup in every hierarchy.
+joinUnit() {
+  local h
+  for h in /sys/fs/cgroup/*/; do
+    [ -d "$h/$unitSlice/$2" ] && echo "$1" > "$h/$unitSlice/$2/cgroup.procs"
+  done
+  return 0
+}
+
 # joinNode PID: the process (and the children it starts later) into the node.
 joinNode() {
+  [ "$unitPlacement" -eq 1 ] && { joinUnit "$1" allot-agent.service; return 0; }
   [ "$useNode" -eq 1 ] || return 0
   echo "$1" > "/sys/fs/cgroup/cpu/$nodeCgroup/cgroup.procs"
 }
@@ -267,7 +320,7 @@ joinNode() {
 removeCgroups() {
   local dir defaultRoots
   defaultRoots="allot.$(printf '%s' "${run#/}" | sed 's/\./%2E/g; s|/|.|g')."
-  for dir in /sys/fs/cgroup/*/"$nodeCgroup" /sys/fs/cgroup/*/"$defaultRoots"*; do
+  for dir in /sys/fs/cgroup/*/"$nodeCgroup" /sys/fs/cgroup/*/"$unitSlice" /sys/fs/cgroup/*/"$defaultRoots"*; do
     [ -d "$dir" ] || continue
     find "$dir" -depth -type d -exec rmdir {} \; 2>/dev/null || true
     [ -d "$dir" ] && log "warning: could not remove $dir"
@@ -352,7 +405,14 @@ startAgent() {
     [ -n "$agentFlags" ] && args+=($agentFlags)
   fi
   echo "${args[*]}" > "$run/agent-$mode.args"
-  "$agent" "${args[@]}" > "$run/agent-$mode.log" 2>&1 &
+  if [ "$unitPlacement" -eq 1 ]; then
+    # Born in allot-agent.service, as systemd starts it (it reads its own
+    # cgroups at start).
+    bash -c 'for d in /sys/fs/cgroup/*/"$1"/allot-agent.service; do echo $$ > "$d/cgroup.procs"; done
+             shift; exec "$@"' unit "$unitSlice" "$agent" "${args[@]}" > "$run/agent-$mode.log" 2>&1 &
+  else
+    "$agent" "${args[@]}" > "$run/agent-$mode.log" 2>&1 &
+  fi
   agentPid=$!
   bgPids+=($agentPid)
   joinNode "$agentPid"
@@ -727,6 +787,7 @@ if [ "$schedTrace" -eq 1 ] && ! perf record -q -e sched:sched_switch -a -o /dev/
 fi
 prepareVictim
 makeNodeCgroup
+makeUnitCgroups
 startMaster
 : > "$run/phases.jsonl"
 for mode in $modes; do
@@ -753,7 +814,8 @@ python3 "$here/report.py" --phases "$run/phases.jsonl" --out "$out" \
   --command "bench/hog/run.sh $origArgs" --rate "$rate" --duration "$duration" --warmup "$warmup" \
   --spinners "$spinners" \
   --page-cost "$(cat "$run/page-cost-ms")" --isolation "$isolation" \
-  --node "$([ "$useNode" -eq 1 ] && echo "cgroup $nodeCgroup, cpu.shares $nodeShares" || echo none)" \
+  --node "$([ "$useNode" -eq 1 ] && echo "cgroup $nodeCgroup, cpu.shares $nodeShares" ||
+    { [ "$unitPlacement" -eq 1 ] && echo "none; the packaged units' placement emulated: $cgroupsRoot (cpu.shares 102400) in a slice at cpu.shares 1024, the agent in its own unit beside it" || echo none; })" \
   --uptime-start "$(cat "$run/uptime-start")" --uptime-end "$(cat "$run/uptime-end")"
 { echo; echo "agent loop stalls (lateness of a 5 ms timer on the agent's loop over the whole mode; target < 10 ms):"
   cat "$run/loop-stalls.txt" 2>/dev/null
