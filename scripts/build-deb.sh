@@ -52,7 +52,7 @@ fi
 # The units as systemd/meson.build configures them, for /usr.
 units=$stage/usr/lib/systemd/system
 mkdir -p "$units"
-for unit in allot-master.service allot-agent.service allot-executors.service; do
+for unit in allot-master.service allot-agent.service allot-executors.service allot.slice; do
   sed -e 's|@BINDIR@|/usr/bin|g' -e 's|@DOCDIR@|/usr/share/doc/allot|g' \
     "$here/systemd/$unit.in" > "$units/$unit"
   chmod 644 "$units/$unit"

@@ -23,7 +23,7 @@ for unit in "$@"; do
 done
 # verify prints problems and exits non-zero on errors; warnings about the
 # host (no systemd as PID 1) are not errors.
-output=$(cd "$tmp" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no ./*.service 2>&1) || {
+output=$(cd "$tmp" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no ./*.service ./*.slice 2>&1) || {
   echo "$output"; exit 1; }
 if echo "$output" | grep -E "Unknown key|Unknown section|Failed to parse|Invalid|is not executable|Missing" ; then
   echo "$output"; exit 1

@@ -34,7 +34,7 @@ contents=$(dpkg-deb --contents "$deb" | awk '{print $NF}')
 for path in ./usr/bin/allot-master ./usr/bin/allot-agent ./usr/bin/allot-execute ./usr/bin/allot-executor \
             ./usr/bin/allotctl ./usr/bin/allot-certs \
             ./usr/lib/systemd/system/allot-master.service ./usr/lib/systemd/system/allot-agent.service \
-            ./usr/lib/systemd/system/allot-executors.service \
+            ./usr/lib/systemd/system/allot-executors.service ./usr/lib/systemd/system/allot.slice \
             ./etc/default/allot-master ./etc/default/allot-agent \
             ./usr/share/man/man8/allot-master.8.gz ./usr/share/man/man8/allot-agent.8.gz \
             ./usr/share/man/man1/allot-execute.1.gz ./usr/share/man/man1/allotctl.1.gz \
@@ -51,7 +51,7 @@ dpkg-deb -x "$deb" "$scratch/x"
 check "allot-agent.service starts /usr/bin/allot-agent" \
   grep -q '^ExecStart=/usr/bin/allot-agent ' "$scratch/x/usr/lib/systemd/system/allot-agent.service"
 check "allot-agent.service puts executors in allot-executors.service" \
-  grep -q -- '--cgroups-root=system.slice/allot-executors.service ' "$scratch/x/usr/lib/systemd/system/allot-agent.service"
+  grep -q -- '--cgroups-root=allot.slice/allot-executors.service ' "$scratch/x/usr/lib/systemd/system/allot-agent.service"
 check "allot-executors.service is a delegated cgroup" \
   grep -qx 'Delegate=yes' "$scratch/x/usr/lib/systemd/system/allot-executors.service"
 check "allot-master.service starts /usr/bin/allot-master" \

@@ -11,8 +11,8 @@ ok() { echo "ok: $*"; }
 bad() { echo "FAILED: $*"; fails=$((fails + 1)); }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
-unit_cg=/system.slice/allot-agent.service
-exec_cg=/system.slice/allot-executors.service
+unit_cg=/allot.slice/allot-agent.service
+exec_cg=/allot.slice/allot-executors.service
 cg_of() { sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null; }
 main_pid() { systemctl show -p MainPID --value "$1"; }
 # The pids of the tasks (`sleep <marker>`): procps is not in the image.
