@@ -8,7 +8,7 @@
 #                    [--no-build] [--agent-flags "FLAGS for the iso agent"] [--no-node]
 #                    [--sample-loop] [--client-cpus auto|none|LIST] [--client-fifo N]
 #                    [--no-sched-trace] [--launch-probe MS] [--steal-sample-ms MS]
-#                    [--unit-placement]
+#                    [--unit-placement] [--unit-slice-shares N]
 #
 # It installs what is missing (Debian packages), builds allot-master,
 # allot-agent, allot-execute and allot-executor into --build (default
@@ -41,13 +41,14 @@
 # doing when it ran late (attribution; it costs a few % of a core).
 # --unit-placement (implies --no-node): the isolated agent as the packaged
 # systemd units place it, emulated in the cgroup trees (this machine's PID 1
-# is not systemd): a slice hogunits-PID.slice standing for system.slice
-# (default weight: cpu.shares 1024), in it allot-executors.service
-# (CPUWeight=10000: cpu.shares 102400; a `sleep infinity` placeholder;
-# trusted.delegate=1 on its cgroup2 directory, as systemd marks Delegate=yes)
-# and allot-agent.service (cpu.shares 102400) where the agent starts, with
-# --cgroups-root=hogunits-PID.slice/allot-executors.service as the unit
-# passes it.
+# is not systemd): a top-level slice hogunits-PID.slice standing for
+# allot.slice (CPUWeight=10000: cpu.shares 102400; --unit-slice-shares 1024
+# for the units' earlier place, system.slice at the default weight), in it
+# allot-executors.service (cpu.shares 102400; a `sleep infinity`
+# placeholder; trusted.delegate=1 on its cgroup2 directory, as systemd marks
+# Delegate=yes) and allot-agent.service (cpu.shares 102400) where the agent
+# starts, with --cgroups-root=hogunits-PID.slice/allot-executors.service as
+# the unit passes it.
 # --launch-probe MS: during every phase, launch_probe.py starts a short task
 # in a new executor every MS ms (the agent gets --http-listen and 0.5 cpus,
 # 256 MiB more to offer for them) and the report gets a "launch probe"
@@ -101,6 +102,7 @@ probeMs=0          # --launch-probe: ms between the probe's launches (0: no prob
 stealMs=10         # --steal-sample-ms: ms between steal samples (0: no sampler)
 probePid=""
 unitPlacement=0    # --unit-placement: the packaged units' cgroups, emulated
+unitSliceShares=102400  # the slice's cpu.shares (allot.slice's CPUWeight=10000)
 
 origArgs="$*"
 usage() { sed -n '2,42p' "$0"; exit 2; }
@@ -125,6 +127,7 @@ while [ $# -gt 0 ]; do
     --launch-probe) probeMs=$2; shift 2 ;;
     --steal-sample-ms) stealMs=$2; shift 2 ;;
     --unit-placement) unitPlacement=1; useNode=0; shift ;;
+    --unit-slice-shares) unitSliceShares=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
   esac
@@ -135,6 +138,8 @@ die() { log "error: $*"; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "run as root (cgroups, apache, packages)"
 [[ "$probeMs" =~ ^[0-9]+$ ]] || die "--launch-probe takes a whole number of ms (0: none)"
+[[ "$unitSliceShares" =~ ^[0-9]+$ ]] && [ "$unitSliceShares" -ge 2 ] && [ "$unitSliceShares" -le 262144 ] ||
+  die "--unit-slice-shares takes cpu.shares, 2 to 262144"
 [[ "$stealMs" =~ ^[0-9]+$ ]] && [ "$stealMs" -le 10000 ] ||
   die "--steal-sample-ms takes a whole number of ms up to 10000 (0: none)"
 # The probe's tasks (cpus:0.1;mem:32, at most 4 at a time) fit beside the
@@ -285,6 +290,7 @@ makeUnitCgroups() {
       fi
     done
   done
+  echo "$unitSliceShares" > "/sys/fs/cgroup/cpu/$unitSlice/cpu.shares"
   echo 102400 > "/sys/fs/cgroup/cpu/$unitSlice/allot-executors.service/cpu.shares"
   echo 102400 > "/sys/fs/cgroup/cpu/$unitSlice/allot-agent.service/cpu.shares"
   [ -d /sys/fs/cgroup/unified ] &&
@@ -815,7 +821,7 @@ python3 "$here/report.py" --phases "$run/phases.jsonl" --out "$out" \
   --spinners "$spinners" \
   --page-cost "$(cat "$run/page-cost-ms")" --isolation "$isolation" \
   --node "$([ "$useNode" -eq 1 ] && echo "cgroup $nodeCgroup, cpu.shares $nodeShares" ||
-    { [ "$unitPlacement" -eq 1 ] && echo "none; the packaged units' placement emulated: $cgroupsRoot (cpu.shares 102400) in a slice at cpu.shares 1024, the agent in its own unit beside it" || echo none; })" \
+    { [ "$unitPlacement" -eq 1 ] && echo "none; the packaged units' placement emulated: $cgroupsRoot (cpu.shares 102400) in a top-level slice at cpu.shares $unitSliceShares, the agent in its own unit beside it" || echo none; })" \
   --uptime-start "$(cat "$run/uptime-start")" --uptime-end "$(cat "$run/uptime-end")"
 { echo; echo "agent loop stalls (lateness of a 5 ms timer on the agent's loop over the whole mode; target < 10 ms):"
   cat "$run/loop-stalls.txt" 2>/dev/null
