@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,7 +37,7 @@ namespace {
 enum class Step : int {
   kSignals = 1, kSetsid, kStdin, kStdout, kStderr, kChdir, kCgroup, kNetns,
   kSetgroups, kSetgid, kSetuid, kNoNewPrivs, kSeccomp, kExec, kCapBound, kCaps,
-  kMountNs, kCgroupNs, kReadOnly, kReadOnlyHost, kMountProc, kWritable, kShm,
+  kMountNs, kCgroupNs, kReadOnly, kReadOnlyHost, kMountProc, kWritable, kShm, kNice,
 };
 
 const char* stepName(Step step) {
@@ -64,6 +65,7 @@ const char* stepName(Step step) {
     case Step::kMountProc: return "mount /proc for the PID namespace";
     case Step::kWritable: return "bind-mount a writable directory";
     case Step::kShm: return "mount a private tmpfs at /dev/shm";
+    case Step::kNice: return "take the agent's nice value back (setpriority)";
   }
   return "setup";
 }
@@ -108,6 +110,9 @@ struct Prepared {
   int capLastCap = 0;  // /proc/sys/kernel/cap_last_cap, read before clone
   std::string workDirPath;  // spec.workDir, for the child to write into (makeDirs)
   std::string keepVisiblePath;  // setup.keepVisibleDir when it lies under /tmp
+  // The nice value the child takes before anything else: the launcher's
+  // creator's (the loop's), not the niced clone thread's it would inherit.
+  int nice = 0;
   char pidText[24] = {};
 };
 
@@ -120,9 +125,10 @@ int readCapLastCap() {
   return last;
 }
 
-Prepared prepare(const LaunchSpec& spec) {
+Prepared prepare(const LaunchSpec& spec, int nice) {
   Prepared p;
   p.spec = &spec;
+  p.nice = nice;
   p.storage.reserve(spec.argv.size() + spec.env.size());
   for (const auto& a : spec.argv) p.storage.push_back(a);
   for (const auto& e : spec.env) p.storage.push_back(e);
@@ -344,6 +350,10 @@ void setUpMountNamespace(Prepared& p, bool confine, bool newPid, const FailureSi
   sigset_t none;
   sigemptyset(&none);
   if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) childFail(sink, Step::kSignals);
+  // A child of the clone thread inherits its nice value: executors and
+  // their tasks would all run niced. Before setuid, which could take away
+  // the right to lower it (the launcher niced that thread only with it).
+  if (setpriority(PRIO_PROCESS, 0, p.nice) != 0) childFail(sink, Step::kNice);
   if (setsid() < 0) childFail(sink, Step::kSetsid);
   int in = open("/dev/null", O_RDONLY);
   if (in < 0 || dup2(in, 0) < 0) childFail(sink, Step::kStdin);
@@ -494,6 +504,28 @@ ExitInfo exitInfoFrom(pid_t pid, const siginfo_t& info) {
 // The clone thread's nice level above the agent's (startOffLoop).
 constexpr int kCloneThreadNiceness = 10;
 
+// The calling thread's nice value (the launcher's creator: the loop's).
+int ownNice() {
+  errno = 0;
+  int nice = getpriority(PRIO_PROCESS, 0);
+  return errno == 0 ? nice : 0;
+}
+
+// Whether this process may lower a nice value back to `nice` (CAP_SYS_NICE,
+// or RLIMIT_NICE's floor of 20 - its value): the clone thread is niced only
+// then, since every child it clones must take `nice` back.
+bool mayLowerNiceTo(int nice) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, caps) == 0 &&
+      (caps[CAP_TO_INDEX(CAP_SYS_NICE)].effective & CAP_TO_MASK(CAP_SYS_NICE)) != 0) {
+    return true;
+  }
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NICE, &limit) != 0) return false;
+  return limit.rlim_cur == RLIM_INFINITY || 20 - static_cast<long long>(limit.rlim_cur) <= nice;
+}
+
 // Bounds one reaping pass (the rest waits for the next exit or SIGCHLD).
 constexpr int kMaxReapsPerPass = 4096;
 
@@ -502,13 +534,17 @@ class RealLauncher final : public Launcher {
   RealLauncher(asio::io_context& io, UringPoller& poller)
       : poller_(poller),
         sigchld_(io, SIGCHLD),
+        childNice_(ownNice()),
         // Niced: woken by the loop, the clone thread must not preempt it
         // on its CPU (a sleeper's wake-up preemption would put the clone
         // back on the loop's time); it competes only with the agent's own
-        // threads, which leave it the CPU whenever the loop waits.
-        clones_(std::make_unique<WorkerPool>(io, WorkerPoolOptions{.threads = 1, .queueMax = 4096,
-                                                                   .niceness = kCloneThreadNiceness,
-                                                                   .name = "allot-clone"})) {
+        // threads, which leave it the CPU whenever the loop waits. Its
+        // children take childNice_ back (runChild); where the process may
+        // not lower a nice value, the thread is not niced.
+        clones_(std::make_unique<WorkerPool>(
+            io, WorkerPoolOptions{.threads = 1, .queueMax = 4096,
+                                  .niceness = mayLowerNiceTo(childNice_) ? kCloneThreadNiceness : 0,
+                                  .name = "allot-clone"})) {
     waitForOrphans();
   }
 
@@ -542,8 +578,8 @@ class RealLauncher final : public Launcher {
     std::shared_ptr<const LaunchSpec> spawned = copy;
     ++startsUnderWay_;
     Status queued = clones_->submit<Started>(
-        [spawned, owned] {
-          Started started = cloneUntilExec(*spawned);
+        [spawned, owned, nice = childNice_] {
+          Started started = cloneUntilExec(*spawned, nice);
           if (started.pid > 0) started.startTime = processStartTimeOf(started.pid);
           return started;
         },
@@ -610,9 +646,9 @@ class RealLauncher final : public Launcher {
   // such executable" is an error of launch() instead of an exit 127.
   Result<pid_t> spawn(const LaunchSpec& spec, ExitCallback onExit, bool waitForExec) {
     if (spec.argv.empty()) return Error{"launch: empty argv"};
-    if (waitForExec) return superviseStarted(cloneUntilExec(spec), nullptr, std::move(onExit));
+    if (waitForExec) return superviseStarted(cloneUntilExec(spec, childNice_), nullptr, std::move(onExit));
     auto spawned = std::make_shared<const LaunchSpec>(spec);
-    return superviseStarted(cloneStarted(*spawned), spawned, std::move(onExit));
+    return superviseStarted(cloneStarted(*spawned, childNice_), spawned, std::move(onExit));
   }
 
   // start()'s child: cloned (on any thread; the fork-like clone3 shares
@@ -648,14 +684,14 @@ class RealLauncher final : public Launcher {
   // start()'s fork-like clone (no shared memory: a close-on-exec pipe
   // carries a failed step, read at the exit). Touches nothing of the
   // launcher: runs on the loop (start()) or the clone thread (startOffLoop()).
-  static Started cloneStarted(const LaunchSpec& spec) {
+  static Started cloneStarted(const LaunchSpec& spec, int nice) {
     Started out;
     auto fail = [&](const std::string& what) {
       out.errnum = errno;
       out.error = what;
       return std::move(out);
     };
-    Prepared prepared = prepare(spec);
+    Prepared prepared = prepare(spec, nice);
     int pipeFds[2];
     if (pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) return fail("pipe2");
     out.failurePipe = UniqueFd(pipeFds[0]);
@@ -686,9 +722,9 @@ class RealLauncher final : public Launcher {
   // exec, and a failed step is an error here (the child reaped). The child
   // shares memory only with the caller's job (on the clone thread: one the
   // loop does not touch).
-  static Started cloneUntilExec(const LaunchSpec& spec) {
+  static Started cloneUntilExec(const LaunchSpec& spec, int nice) {
     Started out;
-    Prepared prepared = prepare(spec);
+    Prepared prepared = prepare(spec, nice);
     ChildFailure failure{};
     ChildArgs args{&prepared, {}};
     args.sink.shared = &failure;
@@ -823,6 +859,7 @@ class RealLauncher final : public Launcher {
   std::unordered_map<pid_t, Child> children_;
   size_t startsUnderWay_ = 0;   // startOffLoop()s not handed back yet
   bool orphansWaiting_ = false;  // reapOrphans() deferred by them
+  int childNice_ = 0;            // every child's nice value: the loop's
   std::unique_ptr<WorkerPool> clones_;  // the clone thread; destroyed first
 };
 

@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -260,6 +261,26 @@ TEST_F(LauncherRootTest, StartOffLoopReportsASetupFailureAsTheStartsError) {
   EXPECT_FALSE(exited);
   EXPECT_EQ(launcher_->supervisedCount(), 0u);
   EXPECT_EQ(testing::childrenInState(""), 0) << "the failed child was not reaped";
+}
+
+// The clone thread runs niced (so that it never preempts the loop), and a
+// child inherits its cloning thread's nice value: every executor, and so
+// every task, ran at nice 10. Each child takes the loop's back before its
+// setup, whichever way it was cloned.
+TEST_F(LauncherRootTest, EveryChildRunsAtTheLoopsNiceValueNotTheCloneThreads) {
+  errno = 0;
+  int loopNice = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  std::optional<Result<pid_t>> started;
+  std::optional<ExitInfo> exit;
+  launcher_->startOffLoop(shell("nice > " + (dir_ / "off-loop").string()), [&](const ExitInfo& e) { exit = e; },
+                          [&](Result<pid_t> pid) { started = std::move(pid); });
+  ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 10s));
+  ASSERT_TRUE(started && started->ok());
+  EXPECT_EQ(exit->exitCode, 0);
+  EXPECT_EQ(readFile(dir_ / "off-loop"), std::to_string(loopNice) + "\n") << "started off the loop";
+  EXPECT_EQ(run(shell("nice > " + (dir_ / "launched").string())).exitCode, 0);
+  EXPECT_EQ(readFile(dir_ / "launched"), std::to_string(loopNice) + "\n") << "launch() on the loop";
 }
 
 // The launcher goes while a child it cloned off the loop has not been
