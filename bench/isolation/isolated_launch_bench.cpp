@@ -104,7 +104,7 @@ std::vector<double> allotLaunches(int count, const std::string& isolation) {
   options.network = benchNetwork();
   options.io = &io;
   auto isolators = createIsolators(isolation, options);
-  WorkerPool reaper(io, {.threads = 2, .queueMax = 1024});
+  std::optional<WorkerPool> reaper(std::in_place, io, WorkerPoolOptions{.threads = 2, .queueMax = 1024});
   if (!isolators) {
     std::fprintf(stderr, "isolators: %s\n", isolators.error().describe().c_str());
     std::exit(1);
@@ -138,10 +138,15 @@ std::vector<double> allotLaunches(int count, const std::string& isolation) {
       io.restart();
       io.run_one_for(std::chrono::milliseconds(100));
     }
-    reap(io, reaper, *isolators, id);
+    reap(io, *reaper, *isolators, id);
   }
   // The isolators first: their layer moves this process out of <root>/agent
-  // and removes the root it made; then whatever is left.
+  // and removes the root it made; then whatever is left. The reaper's
+  // workers are joined before: a worker may still hold its last job (the
+  // isolators' reap jobs and, through them, the layer) after the loop saw
+  // the result, and the layer then went later, on that worker: "removing
+  // cpu/allot-bench-<pid>: Device or resource busy" between the passes.
+  reaper.reset();
   isolators->clear();
   for (const char* c : {"cpu", "cpuacct", "memory", "freezer", "pids"}) {
     std::error_code ec;
