@@ -25,9 +25,6 @@
 namespace allot {
 namespace {
 
-// The reaping workers' nice level above the agent's.
-constexpr int kWorkerNiceness = 10;
-
 bool isBuiltin(const wire::ExecutorInfo& e) {
   return e.command().shell().empty() && e.command().argv().empty();
 }
@@ -90,7 +87,7 @@ ExecutorManager::ExecutorManager(asio::io_context& io, Launcher& launcher,
       // launch path: not niced.
       pool_(io, {.threads = options_.workerThreads,
                  .queueMax = options_.workerQueueMax,
-                 .niceness = kWorkerNiceness,
+                 .niceness = kBackgroundNiceness,
                  .name = "allot-reap"}) {
   updatePrefix_ = "agent-" + std::to_string(getpid()) + "-" +
                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-";

@@ -296,7 +296,8 @@ int run(Settings& settings, AgentConfig config) {
   // The isolators' own blocking work (disk/du's sandbox scans), apart from
   // the executor manager's reaping: a long scan never delays a reap.
   // Niced, as the reaping workers are: a scan never takes the loop's CPU.
-  WorkerPool isolatorPool(io, {.threads = 1, .queueMax = 4096, .niceness = 10, .name = "allot-isolate"});
+  WorkerPool isolatorPool(io,
+                          {.threads = 1, .queueMax = 4096, .niceness = kBackgroundNiceness, .name = "allot-isolate"});
   auto isolators = makeIsolators(settings, **poller, io, isolatorPool);
   if (!isolators) {
     std::fprintf(stderr, "allot-agent: %s\n", isolators.error().describe().c_str());

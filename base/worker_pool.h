@@ -28,6 +28,11 @@
 
 namespace allot {
 
+// How many nice levels a daemon's background workers (the agent's clone
+// thread, reaping and scan workers) run above its loop's thread, so that
+// they run when the loop waits and never take its CPU from it.
+constexpr int kBackgroundNiceness = 10;
+
 struct WorkerPoolOptions {
   size_t threads = 2;
   size_t queueMax = 1024;  // jobs waiting for a worker

@@ -1,0 +1,82 @@
+// The launcher's child side (internal to launcher/): what a child does
+// between clone and exec, and how it is cloned. Everything the child needs
+// is prepared before the clone (prepare()), so that the child makes only
+// async-signal-safe calls; a step that fails is reported through a
+// FailureSink (the parent's memory after a vfork-style clone, else a
+// close-on-exec pipe) and named by describeFailure().
+// Thread: any; a Prepared and its ChildArgs belong to the thread that
+// clones with them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "launcher/launcher.h"
+
+namespace allot::launch_child {
+
+// What the child reports through the close-on-exec pipe when a step fails.
+enum class Step : int {
+  kSignals = 1, kSetsid, kStdin, kStdout, kStderr, kChdir, kCgroup, kNetns,
+  kSetgroups, kSetgid, kSetuid, kNoNewPrivs, kSeccomp, kExec, kCapBound, kCaps,
+  kMountNs, kCgroupNs, kReadOnly, kReadOnlyHost, kMountProc, kWritable, kShm, kNice,
+};
+
+struct ChildFailure {
+  Step step;
+  int errnum;
+  int index;  // which cgroup file (kCgroup), read-only path (kReadOnly) or writable bind (kWritable)
+};
+
+// Everything the child needs, prepared before clone so the child only
+// makes async-signal-safe calls.
+struct Prepared {
+  // Set by startChild() when the clone could not put the child into
+  // ChildSetup::cgroupDirFd itself (no CLONE_INTO_CGROUP): the child writes
+  // its pid into that directory's cgroup.procs before anything else.
+  bool joinCgroupDir = false;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::vector<std::string> storage;
+  const LaunchSpec* spec = nullptr;
+  // Signals whose disposition is not SIG_DFL in the agent (ignored or
+  // caught): the child resets them before it unblocks signals.
+  std::vector<int> nonDefaultSignals;
+  int capLastCap = 0;  // /proc/sys/kernel/cap_last_cap, read before clone
+  std::string workDirPath;  // spec.workDir, for the child to write into (makeDirs)
+  std::string keepVisiblePath;  // setup.keepVisibleDir when it lies under /tmp
+  // The nice value the child takes before anything else: the launcher's
+  // creator's (the loop's), not the niced clone thread's it would inherit.
+  int nice = 0;
+  char pidText[24] = {};
+};
+
+// Copies what the child needs out of `spec` (which must outlive the
+// Prepared); `nice` is the nice value the child takes first.
+Prepared prepare(const LaunchSpec& spec, int nice);
+
+// Where the child reports a failed step: straight into the parent's memory
+// when it shares it (the vfork-style clone: the parent reads it once clone
+// returns, with no extra wake-up), else a close-on-exec pipe.
+struct FailureSink {
+  int pipeFd = -1;
+  ChildFailure* shared = nullptr;
+};
+
+// What childMain gets: the clone passes one pointer.
+struct ChildArgs {
+  Prepared* prepared;
+  FailureSink sink;
+};
+
+// Starts the child with a pidfd (see child.cpp): vfork-style when the
+// caller waits for the exec anyway (`vforkOk`). Returns its pid, or -1
+// with errno set.
+pid_t startChild(ChildArgs* args, int* pidfd, bool vforkOk);
+
+// What a failed child reported, as launch() and ExitInfo::setupError say it.
+std::string describeFailure(const ChildFailure& failure, const LaunchSpec& spec);
+
+}  // namespace allot::launch_child
