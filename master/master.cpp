@@ -19,14 +19,6 @@ std::string randomMasterId() {
 
 double toSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Compares secrets in time independent of where they differ.
-bool sameSecret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 std::string taskKey(const std::string& frameworkId, const std::string& taskId) {
   return frameworkId + "/" + taskId;
 }
@@ -88,49 +80,39 @@ void Master::sendToFramework(FrameworkRecord& fw, const wire::Envelope& e) {
 // ------------------------------------------------------------------ peers
 
 void Master::peerConnected(PeerId peer, const wire::Hello& hello, const PeerIdentity& identity) {
-  peers_[peer] = PeerBinding{hello.role(), "", identity};
-  unregistered_.emplace_back(clock_.now(), peer);
+  peers_.connect(peer, hello.role(), identity, clock_.now());
 }
 
 void Master::closeUnregistered(TimePoint now) {
-  while (!unregistered_.empty() && now - unregistered_.front().first >= options_.registrationTimeout) {
-    PeerId peer = unregistered_.front().second;
-    unregistered_.pop_front();
-    auto it = peers_.find(peer);
-    if (it == peers_.end() || !it->second.id.empty()) continue;
+  for (PeerId peer : peers_.takeUnregistered(now - options_.registrationTimeout)) {
     LOG_WARNING("peer " << peer << " did not register within "
                         << toSeconds(options_.registrationTimeout) << " s; closing");
     sendError(peer, "no registration within " + std::to_string(toSeconds(options_.registrationTimeout)) + " s", true);
   }
 }
 
-bool Master::mayTakeOver(const PeerIdentity& auth, const std::string& secret,
-                         const std::string& principal, const std::string& ownSecret) {
-  // An owner with neither was learned from an agent's re-registration (a
-  // new leader): the first peer to claim the id adopts it.
-  if (auth.tls) return principal.empty() || principal == auth.principal;
-  return ownSecret.empty() || sameSecret(secret, ownSecret);
+const std::string& Master::principalOf(const FrameworkRecord& fw) const {
+  static const std::string none;
+  const IdOwner* owner = peers_.owner(IdKind::kFramework, fw.id);
+  return owner == nullptr ? none : owner->principal;
 }
 
 void Master::peerClosed(PeerId peer) {
-  auto it = peers_.find(peer);
-  if (it == peers_.end()) return;
-  PeerBinding binding = it->second;
-  peers_.erase(it);
-  if (binding.id.empty()) return;
-  if (binding.role == wire::ROLE_SCHEDULER) {
-    auto fw = frameworks_.find(binding.id);
+  std::optional<PeerLink> link = peers_.close(peer);
+  if (!link || link->id.empty()) return;
+  if (link->role == wire::ROLE_SCHEDULER) {
+    auto fw = frameworks_.find(link->id);
     if (fw != frameworks_.end() && fw->second.peer == peer) disconnectFramework(fw->second);
-  } else if (binding.role == wire::ROLE_AGENT) {
-    auto agent = agents_.find(binding.id);
+  } else if (link->role == wire::ROLE_AGENT) {
+    auto agent = agents_.find(link->id);
     if (agent != agents_.end() && agent->second.peer == peer) disconnectAgent(agent->second);
   }
 }
 
 void Master::peerMessage(PeerId peer, const wire::Envelope& e) {
-  auto it = peers_.find(peer);
-  if (it == peers_.end()) return;
-  const PeerBinding& binding = it->second;
+  const PeerLink* link = peers_.link(peer);
+  if (link == nullptr) return;
+  const PeerLink& binding = *link;
   Status valid = binding.role == wire::ROLE_SCHEDULER ? validateFromScheduler(e)
                  : binding.role == wire::ROLE_AGENT   ? validateFromAgent(e)
                                                       : Status(Error{"unexpected role"});
@@ -227,10 +209,10 @@ Master::FrameworkRecord& Master::ensureFramework(const wire::FrameworkInfo& info
   return fw;
 }
 
-Result<FrameworkGrant> Master::authorizeFramework(const PeerBinding& binding,
+Result<FrameworkGrant> Master::authorizeFramework(const PeerLink& link,
                                                   const wire::RegisterFramework& m) {
   const wire::FrameworkInfo& info = m.info();
-  const std::string& principal = binding.auth.principal;
+  const std::string& principal = link.auth.principal;
   auto grant = options_.acls.registerFramework(principal);
   if (!grant) return Error{"principal '" + principal + "' may not register frameworks"};
   if (!grant->allowsUser(info.user())) {
@@ -250,11 +232,9 @@ Result<FrameworkGrant> Master::authorizeFramework(const PeerBinding& binding,
     }
     return *grant;
   }
-  const FrameworkRecord& fw = existing->second;
-  if (!mayTakeOver(binding.auth, m.framework_secret(), fw.principal, fw.secret)) {
-    return Error{binding.auth.tls
-                     ? "framework " + fw.id + " belongs to another principal"
-                     : "framework " + fw.id + ": framework_secret does not match"};
+  if (Status st = peers_.mayTakeOver(IdKind::kFramework, info.id(), link.auth, m.framework_secret());
+      !st) {
+    return st.error();
   }
   return *grant;
 }
@@ -264,7 +244,8 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
   if (auto g = Resources::fromWire(info.guaranteed()); !g) {
     return sendError(peer, "RegisterFramework: guaranteed: " + g.error().describe(), true);
   }
-  auto grant = authorizeFramework(peers_[peer], m);
+  const PeerLink& link = *peers_.link(peer);
+  auto grant = authorizeFramework(link, m);
   if (!grant) {
     LOG_WARNING("peer " << peer << ": RegisterFramework refused: " << grant.error().describe());
     return sendError(peer, "RegisterFramework: not authorized: " + grant.error().describe(), true);
@@ -273,23 +254,21 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
   if (!reregistered) info.set_id(newId('F'));
   // One connection speaks for one framework: registering another id on it
   // disconnects the first (its failover timer starts).
-  if (const std::string previous = peers_[peer].id; !previous.empty() && previous != info.id()) {
+  if (const std::string previous = link.id; !previous.empty() && previous != info.id()) {
     auto old = frameworks_.find(previous);
     if (old != frameworks_.end() && old->second.peer == peer) disconnectFramework(old->second);
   }
   FrameworkRecord& fw = ensureFramework(info, &*grant);
-  fw.principal = peers_[peer].auth.principal;
-  if (!reregistered) {
-    fw.secret = ids_.secret();
-  } else if (fw.secret.empty()) {
-    fw.secret = m.framework_secret().empty() ? ids_.secret() : m.framework_secret();
-  }
+  // A new id gets a new secret; an id this master knows only from agents
+  // (it is a new leader) keeps the secret its scheduler presents.
+  const IdOwner& owner = peers_.claim(IdKind::kFramework, fw.id, link.auth.principal,
+                                      reregistered ? m.framework_secret() : "", ids_);
   if (fw.peer && *fw.peer != peer) {
     sendError(*fw.peer, "framework " + fw.id + " failed over to another scheduler", true);
-    peers_[*fw.peer].id.clear();
+    peers_.bind(*fw.peer, "");
   }
   fw.peer = peer;
-  peers_[peer].id = fw.id;
+  peers_.bind(peer, fw.id);
   fw.needsOffers = m.needs_offers();
   fw.agentFilterIds.assign(m.filters().agent_ids().begin(), m.filters().agent_ids().end());
   if (auto r = Resources::fromWire(m.filters().min_free()); r) fw.minFree = *r;
@@ -304,7 +283,7 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
   r->set_framework_id(fw.id);
   r->set_master_id(options_.masterId);
   r->set_reregistered(reregistered);
-  r->set_framework_secret(fw.secret);
+  r->set_framework_secret(owner.secret);
   outbox_.send(peer, reply);
   while (!fw.pending.empty()) {
     outbox_.send(peer, fw.pending.front());
@@ -364,7 +343,8 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
       outbox_.send(*agent.peer, e);
     }
   }
-  if (fw.peer) peers_[*fw.peer].id.clear();
+  if (fw.peer) peers_.bind(*fw.peer, "");
+  peers_.forget(IdKind::kFramework, frameworkId);
   if (removedFrameworks_.insert(frameworkId).second) {
     removedOrder_.push_back(frameworkId);
     if (removedOrder_.size() > kMaxRemovedFrameworksRemembered) {
@@ -380,8 +360,8 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
 
 // ------------------------------------------------------------------ agents
 
-Status Master::authorizeAgent(const PeerBinding& binding, const wire::RegisterAgent& m) {
-  const std::string& principal = binding.auth.principal;
+Status Master::authorizeAgent(const PeerLink& link, const wire::RegisterAgent& m) {
+  const std::string& principal = link.auth.principal;
   if (!options_.acls.registerAgent(principal)) {
     return Error{"principal '" + principal + "' may not register agents"};
   }
@@ -392,23 +372,19 @@ Status Master::authorizeAgent(const PeerBinding& binding, const wire::RegisterAg
     }
     return okStatus();
   }
-  const AgentRecord& agent = existing->second;
-  if (!mayTakeOver(binding.auth, m.agent_secret(), agent.principal, agent.secret)) {
-    return Error{binding.auth.tls ? "agent " + agent.id + " belongs to another principal"
-                                  : "agent " + agent.id + ": agent_secret does not match"};
-  }
-  return okStatus();
+  return peers_.mayTakeOver(IdKind::kAgent, m.info().id(), link.auth, m.agent_secret());
 }
 
 void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   auto total = Resources::fromWire(m.info().resources());
   if (!total) return sendError(peer, "RegisterAgent: resources: " + total.error().describe(), true);
-  if (auto st = authorizeAgent(peers_[peer], m); !st) {
+  const PeerLink& link = *peers_.link(peer);
+  if (auto st = authorizeAgent(link, m); !st) {
     LOG_WARNING("peer " << peer << ": RegisterAgent refused: " << st.error().describe());
     return sendError(peer, "RegisterAgent: not authorized: " + st.error().describe(), true);
   }
   std::string id = m.info().id().empty() ? newId('A') : m.info().id();
-  if (const std::string previous = peers_[peer].id; !previous.empty() && previous != id) {
+  if (const std::string previous = link.id; !previous.empty() && previous != id) {
     auto old = agents_.find(previous);
     if (old != agents_.end() && old->second.peer == peer) disconnectAgent(old->second);
   }
@@ -418,20 +394,17 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
     // Re-registration: forget the old accounting, rebuild it from the message.
     recoverAgentHoldings(agent);
     if (agent.peer && *agent.peer != peer) {
-      peers_[*agent.peer].id.clear();
+      peers_.bind(*agent.peer, "");
       outbox_.close(*agent.peer, "agent " + id + " re-registered on a new connection");
     }
     allocator_->removeAgent(agent.handle);
     agentByHandle_.erase(agent.handle);
   }
   agent.id = id;
-  agent.principal = peers_[peer].auth.principal;
-  if (agent.secret.empty()) {
-    // A new id gets a new secret; an id this master does not know (it is a
-    // new leader) keeps the secret its agent presents.
-    bool adopt = !m.info().id().empty() && !m.agent_secret().empty();
-    agent.secret = adopt ? m.agent_secret() : ids_.secret();
-  }
+  // A new id gets a new secret; an id this master does not know (it is a
+  // new leader) keeps the secret its agent presents.
+  const IdOwner& owner = peers_.claim(IdKind::kAgent, id, link.auth.principal,
+                                      m.info().id().empty() ? "" : m.agent_secret(), ids_);
   agent.info = m.info();
   agent.info.set_id(id);
   agent.handle = allocator_->addAgent(*total);
@@ -439,7 +412,7 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   if (agent.draining) allocator_->setAgentActive(agent.handle, false);
   agent.peer = peer;
   agent.lastSeen = clock_.now();
-  peers_[peer].id = id;
+  peers_.bind(peer, id);
   if (auto st = adoptAgentTasks(agent, m); !st) LOG_WARNING("agent " << id << ": " << st.error().describe());
   for (auto& [fid, fw] : frameworks_) {
     if (!fw.agentFilterIds.empty()) applyStandingFilters(fw);
@@ -453,7 +426,7 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   r->set_agent_id(id);
   r->set_master_id(options_.masterId);
   r->set_heartbeat_interval_s(toSeconds(options_.heartbeatInterval));
-  r->set_agent_secret(agent.secret);
+  r->set_agent_secret(owner.secret);
   outbox_.send(peer, reply);
 }
 
@@ -625,9 +598,10 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
     }
   }
   if (agent.peer) {
-    peers_[*agent.peer].id.clear();
+    peers_.bind(*agent.peer, "");
     outbox_.close(*agent.peer, "agent removed: " + why);
   }
+  peers_.forget(IdKind::kAgent, agentId);
   allocator_->removeAgent(agent.handle);
   agentByHandle_.erase(agent.handle);
   setDraining(agent, false);

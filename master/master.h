@@ -43,8 +43,9 @@
 #include "master/acls.h"
 #include "master/allocator/allocator.h"
 #include "master/allocator/revocation.h"
-#include "master/metrics.h"
 #include "master/ids.h"
+#include "master/metrics.h"
+#include "master/peer_table.h"
 #include "master/policy.h"
 #include "master/role_store.h"
 #include "proto/allot.pb.h"
@@ -60,8 +61,6 @@ constexpr double kRoleWeightMax = 1e6;
 // A role name an operator may set: at most kRoleBytesMax bytes, no blanks,
 // control characters or ':'.
 Status validateRoleName(const std::string& role);
-
-using PeerId = uint64_t;
 
 class Outbox {
  public:
@@ -214,8 +213,6 @@ class Master {
     std::unordered_map<std::string, wire::ResourceUsage> usage;
     bool draining = false;       // allotctl drain: never offered until undrained
     double drainDeadlineS = 0;   // wall clock
-    std::string principal;  // who registered this id
-    std::string secret;     // handed out in AgentRegistered
     // Recently ended tasks here ("framework/task"), oldest first: their
     // resent updates and acknowledgements are still accepted.
     std::unordered_set<std::string> ended;
@@ -235,8 +232,6 @@ class Master {
     std::vector<std::string> agentFilterIds;
     Resources minFree;
     double lastSentShare = -1;
-    std::string principal;  // who registered this id
-    std::string secret;     // handed out in FrameworkRegistered
     FrameworkGrant grant;   // what the ACLs allow it (run-as users, roles)
     std::optional<TimePoint> starvedSince;  // wants offers, below its target
   };
@@ -246,12 +241,6 @@ class Master {
     std::string agentId;
     Resources resources;
     TimePoint expiry;
-  };
-
-  struct PeerBinding {
-    wire::Role role = wire::ROLE_UNKNOWN;
-    std::string id;  // framework or agent id once registered
-    PeerIdentity auth;  // who the link proved it is (TLS: the certificate)
   };
 
   friend class MasterStateView;  // state_view.h: /state reads the records
@@ -274,13 +263,10 @@ class Master {
                                    const FrameworkGrant* grant = nullptr);
   // Checks a RegisterFramework against the ACLs and the id's owner;
   // returns the grant or the reason for refusal.
-  Result<FrameworkGrant> authorizeFramework(const PeerBinding& binding,
-                                            const wire::RegisterFramework& m);
-  Status authorizeAgent(const PeerBinding& binding, const wire::RegisterAgent& m);
-  // May a peer proving `auth` (and presenting `secret`) take over an id
-  // registered by `principal` with `ownSecret`?
-  static bool mayTakeOver(const PeerIdentity& auth, const std::string& secret,
-                          const std::string& principal, const std::string& ownSecret);
+  Result<FrameworkGrant> authorizeFramework(const PeerLink& link, const wire::RegisterFramework& m);
+  Status authorizeAgent(const PeerLink& link, const wire::RegisterAgent& m);
+  // The principal that registered a framework ("" when none did).
+  const std::string& principalOf(const FrameworkRecord& fw) const;
   void rememberEnded(AgentRecord& agent, const std::string& frameworkId, const std::string& taskId);
   bool endedOn(const AgentRecord& agent, const std::string& frameworkId, const std::string& taskId) const;
   void closeUnregistered(TimePoint now);
@@ -367,7 +353,7 @@ class Master {
   const Clock& clock_;
   Outbox& outbox_;
   std::unique_ptr<Allocator> allocator_;
-  std::unordered_map<PeerId, PeerBinding> peers_;
+  PeerTable peers_;
   std::unordered_map<std::string, AgentRecord> agents_;
   std::unordered_map<std::string, FrameworkRecord> frameworks_;
   std::unordered_set<std::string> removedFrameworks_;
@@ -379,9 +365,6 @@ class Master {
   TimePoint nextFullCycle_;
   TimePoint nextTimeoutCheck_;
   RandomIds ids_;
-  // Peers in connection order, closed if still unregistered after
-  // options_.registrationTimeout.
-  std::deque<std::pair<TimePoint, PeerId>> unregistered_;
   bool allocationPending_ = false;
   bool offersHeld_ = false;
   MasterMetrics metrics_;

@@ -254,7 +254,7 @@ void Master::onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m) {
   for (const auto& t : m.tasks()) {
     if (std::string user = runAsUser(fw, t); !fw.grant.allowsUser(user)) {
       sendMasterUpdate(fw, t, wire::TASK_ERROR, wire::REASON_NOT_AUTHORIZED,
-                       "principal '" + fw.principal + "' may not run tasks as user '" + user + "'");
+                       "principal '" + principalOf(fw) + "' may not run tasks as user '" + user + "'");
       continue;
     }
     Resources charged;

@@ -119,7 +119,7 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
   // Exception: a framework this master knows only from agents (it failed
   // over; no scheduler registered here yet, so no secret) keeps the update
   // for its scheduler, which reconciles it.
-  bool learnedFromAgents = fw.secret.empty() && !fw.peer;
+  bool learnedFromAgents = !fw.peer && peers_.owner(IdKind::kFramework, fw.id) == nullptr;
   if (!placedHere && !learnedFromAgents && !endedOn(agent, fw.id, status.task_id())) {
     LOG_WARNING("agent " << agent.id << ": dropped an update for task " << status.task_id()
                          << " of framework " << fw.id << ", which does not run there");
@@ -154,8 +154,8 @@ void Master::onKill(FrameworkRecord& caller, const wire::KillTask& m) {
   FrameworkRecord* target = &caller;
   if (!m.framework_id().empty() && m.framework_id() != caller.id) {
     auto other = frameworks_.find(m.framework_id());
-    if (!options_.acls.operate(caller.principal) || other == frameworks_.end()) {
-      LOG_WARNING("framework " << caller.id << " (principal '" << caller.principal
+    if (!options_.acls.operate(principalOf(caller)) || other == frameworks_.end()) {
+      LOG_WARNING("framework " << caller.id << " (principal '" << principalOf(caller)
                                << "') may not kill tasks of framework " << m.framework_id());
       if (caller.peer) {
         sendError(*caller.peer, "KillTask: not authorized to kill tasks of framework " +
