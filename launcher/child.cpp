@@ -52,6 +52,7 @@ const char* stepName(Step step) {
     case Step::kWritable: return "bind-mount a writable directory";
     case Step::kShm: return "mount a private tmpfs at /dev/shm";
     case Step::kNice: return "take the agent's nice value back (setpriority)";
+    case Step::kRootfs: return "enter the root filesystem";
   }
   return "setup";
 }
@@ -107,6 +108,7 @@ Prepared prepare(const LaunchSpec& spec, int nice) {
   if (spec.setup.dropCapabilities || spec.setup.confineRoot) p.capLastCap = readCapLastCap();
   p.workDirPath = spec.workDir;
   if (spec.setup.keepVisibleDir.rfind("/tmp/", 0) == 0) p.keepVisiblePath = spec.setup.keepVisibleDir;
+  p.rootfs = planRootfs(spec.setup.rootfs);
   return p;
 }
 
@@ -333,7 +335,13 @@ void setUpMountNamespace(Prepared& p, bool confine, bool newPid, const FailureSi
   if (setup.netnsFd >= 0 && setns(setup.netnsFd, CLONE_NEWNET) != 0) childFail(sink, Step::kNetns);
   bool confine = setup.confineRoot && !setup.dropCapabilities;
   uint64_t keep = confine ? kRootTaskCapabilities : 0;
-  if (confine || newPidNamespace(setup)) setUpMountNamespace(p, confine, newPidNamespace(setup), sink);
+  if (p.rootfs.enabled) {
+    FailureSink rootfsSink = sink;
+    enterRootfs(p.rootfs, [](int step, void* c) { childFail(*static_cast<FailureSink*>(c), Step::kRootfs, step); },
+                &rootfsSink);
+  } else if (confine || newPidNamespace(setup)) {
+    setUpMountNamespace(p, confine, newPidNamespace(setup), sink);
+  }
   if (setup.dropCapabilities || confine) dropBoundingSet(p.capLastCap, keep, sink);
   if (setup.gid >= 0) {
     if (syscall(SYS_setgroups, setup.groups.size(), setup.groups.data()) != 0) childFail(sink, Step::kSetgroups);
@@ -436,6 +444,7 @@ std::string describeFailure(const ChildFailure& failure, const LaunchSpec& spec)
                                  : " " + spec.setup.keepVisibleDir + " under the private /tmp";
   }
   if (failure.step == Step::kChdir) what += " " + spec.workDir;
+  if (failure.step == Step::kRootfs) what += std::string(": ") + rootfsStepName(failure.index);
   if (failure.step == Step::kStdout) what += " " + spec.stdoutPath;
   if (failure.step == Step::kStderr) what += " " + spec.stderrPath;
   return what;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/child_rootfs.h"
 #include "launcher/launcher.h"
 
 namespace allot::launch_child {
@@ -21,13 +22,13 @@ namespace allot::launch_child {
 enum class Step : int {
   kSignals = 1, kSetsid, kStdin, kStdout, kStderr, kChdir, kCgroup, kNetns,
   kSetgroups, kSetgid, kSetuid, kNoNewPrivs, kSeccomp, kExec, kCapBound, kCaps,
-  kMountNs, kCgroupNs, kReadOnly, kReadOnlyHost, kMountProc, kWritable, kShm, kNice,
+  kMountNs, kCgroupNs, kReadOnly, kReadOnlyHost, kMountProc, kWritable, kShm, kNice, kRootfs,
 };
 
 struct ChildFailure {
   Step step;
   int errnum;
-  int index;  // which cgroup file (kCgroup), read-only path (kReadOnly) or writable bind (kWritable)
+  int index;  // which cgroup file (kCgroup), read-only path (kReadOnly), writable bind (kWritable) or rootfs step (kRootfs)
 };
 
 // Everything the child needs, prepared before clone so the child only
@@ -50,6 +51,7 @@ struct Prepared {
   // The nice value the child takes before anything else: the launcher's
   // creator's (the loop's), not the niced clone thread's it would inherit.
   int nice = 0;
+  RootfsPlan rootfs;  // setup.rootfs, planned (child_rootfs.h)
   char pidText[24] = {};
 };
 

@@ -107,6 +107,7 @@ class RealLauncher final : public Launcher {
 
   void startOffLoop(const LaunchSpec& spec, ExitCallback onExit, StartCallback onStarted) override {
     if (spec.argv.empty()) return onStarted(Error{"launch: empty argv"});
+    if (std::string why = launch_child::planRootfsError(spec.setup.rootfs); !why.empty()) return onStarted(Error{why});
     // The copy's descriptors are its own: the caller may close its.
     auto copy = std::make_shared<LaunchSpec>(spec);
     auto owned = std::make_shared<std::vector<UniqueFd>>();
@@ -188,6 +189,7 @@ class RealLauncher final : public Launcher {
   // such executable" is an error of launch() instead of an exit 127.
   Result<pid_t> spawn(const LaunchSpec& spec, ExitCallback onExit, bool waitForExec) {
     if (spec.argv.empty()) return Error{"launch: empty argv"};
+    if (std::string why = launch_child::planRootfsError(spec.setup.rootfs); !why.empty()) return Error{why};
     if (waitForExec) return superviseStarted(cloneUntilExec(spec, childNice_), nullptr, std::move(onExit));
     auto spawned = std::make_shared<const LaunchSpec>(spec);
     return superviseStarted(cloneStarted(*spawned, childNice_), spawned, std::move(onExit));

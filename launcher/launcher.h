@@ -47,6 +47,33 @@ namespace allot {
 // is async-signal-safe in the child (no allocation after fork; raw syscalls
 // for the credential changes, since glibc's setuid() would broadcast to the
 // agent's threads from a child sharing its memory).
+// A path of the host mounted inside a root filesystem of its own
+// (RootfsSetup): a directory (recursively) or a file, nosuid and nodev.
+struct RootfsBind {
+  std::string source;  // absolute host path
+  std::string target;  // absolute path inside the root (made if missing)
+  bool readOnly = true;
+};
+
+// A root filesystem of its own (the filesystem/linux isolator): the child
+// enters a private mount namespace, mounts an overlay of the image's layers
+// (read-only) under a writable layer of its own at mountPoint, pivot_roots
+// into it with its own /proc, a minimal /dev, /sys read-only, the kernel's
+// sensitive paths masked as runc masks them, a private /tmp and `binds`,
+// and starts in workingDir (launcher/child_rootfs.h says how). Implies a
+// private mount namespace; a PID namespace's /proc is the one mounted
+// here. Needs the launcher to run as root.
+struct RootfsSetup {
+  std::string layersDir;               // the layer store; lowerDirs are relative to it
+  std::vector<std::string> lowerDirs;  // top layer first; empty: no root of its own
+  std::string upperDir;                // the writable layer and overlay's work dir,
+  std::string workDir;                 //   on one file system, neither shared
+  std::string mountPoint;              // an empty directory the root is assembled on
+  std::vector<RootfsBind> binds;
+  std::string workingDir = "/";        // absolute inside the root
+  bool enabled() const { return !lowerDirs.empty(); }
+};
+
 struct ChildSetup {
   // v2: a cgroup directory fd for CLONE_INTO_CGROUP (the child is born in
   // it; where clone3 is refused, it writes its pid into the directory's
@@ -102,6 +129,9 @@ struct ChildSetup {
   // own path even when it lies under /tmp, below the private /tmp (the
   // agent's work dir, with the executor socket; "": none).
   std::string keepVisibleDir;
+  // A root filesystem of its own (see RootfsSetup); confineRoot's host
+  // view then does not apply: the host is out of sight.
+  RootfsSetup rootfs;
 };
 
 // The capabilities a confined root task keeps: Docker's default set
