@@ -142,6 +142,7 @@ void Agent::buildRegistration(wire::RegisterAgent* r) {
   info->set_id(agentId_);
   r->set_agent_secret(agentSecret_);
   info->set_hostname(config_.hostname);
+  info->set_http_address(config_.httpAddress);
   config_.resources.toWire(info->mutable_resources());
   for (const auto& a : config_.attributes) *info->add_attributes() = a;
   manager_->fillRegistration(r);
@@ -190,6 +191,10 @@ void Agent::onRegistered(const wire::AgentRegistered& m) {
       LOG_ERROR("saving agent secret: " << st.error().describe());
     }
   }
+  sandboxReaders_.known = true;
+  sandboxReaders_.aclsFromFile = m.acls_from_file();
+  // Bounded by the master's frame size; a few rules in practice.
+  sandboxReaders_.operators.assign(m.operate_principals().begin(), m.operate_principals().end());
   bool fresh = agentId_ != m.agent_id();
   if (fresh) {
     if (!agentId_.empty()) LOG_WARNING("master gave a new agent id " << m.agent_id() << " (was " << agentId_ << ")");

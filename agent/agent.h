@@ -34,6 +34,15 @@
 
 namespace allot {
 
+// Who may read every task's sandbox besides the task's own framework
+// principal (agent/files_api.h): the master's ACLs as the last
+// AgentRegistered told them; unknown before the first registration.
+struct SandboxReaders {
+  bool known = false;
+  bool aclsFromFile = false;
+  std::vector<std::string> operators;  // principals of `operate` rules; "*": any
+};
+
 struct AgentConfig {
   std::string master;  // "host:port" or "zk://.../path"
   std::shared_ptr<ssl::context> tls;  // null: plaintext to the master
@@ -44,6 +53,7 @@ struct AgentConfig {
   Duration statusRetry = std::chrono::seconds(10);
   Duration usageInterval = std::chrono::seconds(10);  // UsageReport to the master
   std::chrono::seconds sandboxMaxAge{7 * 24 * 3600};
+  std::string httpAddress;  // "host:port" of the HTTP endpoints; empty: none
   ExecutorManagerOptions executors;  // workDir is filled from workDir
 };
 
@@ -64,6 +74,9 @@ class Agent {
   const AgentConfig& config() const { return config_; }
   bool registered() const { return link_->registered(); }
   AgentMetrics& metrics() { return metrics_; }
+  const SandboxReaders& sandboxReaders() const { return sandboxReaders_; }
+  // Where the HTTP endpoints listen, reported at every (re-)registration.
+  void setHttpAddress(std::string address) { config_.httpAddress = std::move(address); }
   // Where the loop's time goes, for handlers outside the agent (HTTP).
   AgentSections& loopSections() { return sections_; }
   // How late the loop ran due work (base/loop_stall_meter.h), since start().
@@ -102,6 +115,7 @@ class Agent {
   LoopStallMeter loopMeter_;
   std::chrono::steady_clock::time_point lastLateLog_;
   std::function<void(const std::string&)> registeredHook_;
+  SandboxReaders sandboxReaders_;
 };
 
 }  // namespace allot

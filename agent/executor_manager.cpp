@@ -276,6 +276,8 @@ LaunchSpec ExecutorManager::launchSpec(const Container& c) const {
               "ALLOT_EXECUTOR_ID=" + c.executor.executor_id(),
               "ALLOT_SANDBOX_DIR=" + c.sandbox,
               "ALLOT_EXECUTOR_SECRET=" + c.secret,
+              "ALLOT_TASK_LOG_MAX_BYTES=" + std::to_string(options_.taskLogMaxBytes),
+              "ALLOT_TASK_LOG_FILES=" + std::to_string(options_.taskLogFiles),
               "ALLOT_RECOVERY_TIMEOUT_S=" +
                   std::to_string(std::chrono::duration<double>(options_.recoveryTimeout).count())};
   if (const char* level = std::getenv("ALLOT_LOG_LEVEL")) spec.env.push_back(std::string("ALLOT_LOG_LEVEL=") + level);
@@ -553,6 +555,7 @@ void ExecutorManager::applyStatus(Container& c, const wire::TaskStatus& status) 
   auto it = c.tasks.find(status.task_id());
   if (it == c.tasks.end()) return;
   if (isTerminal(status.state())) {
+    rememberEnded(c, status.task_id());
     c.tasks.erase(it);
     updateLimits(c);
     maybeIdle(c);

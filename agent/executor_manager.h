@@ -103,6 +103,10 @@ struct ExecutorManagerOptions {
   // Empty: no user switch, executors run as the agent's own user (an agent
   // that is not root; in-process tests).
   std::string defaultUser;
+  // Command tasks' stdout and stderr: rotated at this size, this many files
+  // kept (cli/task_logger.h, through the executor's environment).
+  uint64_t taskLogMaxBytes = 10 * 1024 * 1024;
+  size_t taskLogFiles = 5;
 };
 
 class ExecutorManager {
@@ -156,6 +160,23 @@ class ExecutorManager {
   // Every executor with its limits, usage, cgroups and tasks, for GET
   // /state (executor_state.cpp).
   void fillState(state::AgentState* out) const;
+
+  // Where a task's files are, for the files API (agent/files_api.h): its
+  // container's sandbox while the task runs, or the sandbox it ran in for
+  // the last kEndedTasksRemembered tasks that ended in this agent run.
+  // `commandExecutor`: its output is <task>.stdout/.stderr
+  // (taskOutputFile), else its executor's stdout/stderr.
+  struct TaskSandbox {
+    std::string container;  // its name (base/files.h containerName)
+    std::string sandbox;
+    std::string principal;  // FrameworkInfo.principal, set by the master
+    bool commandExecutor = false;
+  };
+  static constexpr size_t kEndedTasksRemembered = 4096;
+  std::optional<TaskSandbox> taskSandbox(const std::string& frameworkId, const std::string& taskId) const;
+  // Whether the task still runs in that container (a follower at the end of
+  // its file asks this at every poll: a map lookup).
+  bool taskRunsIn(const std::string& container, const std::string& taskId) const;
 
   size_t executorCount() const { return containers_.size(); }
   size_t liveTaskCount() const;
@@ -218,6 +239,8 @@ class ExecutorManager {
   void applyStatus(Container& c, const wire::TaskStatus& status);
   void acceptExecutorUpdate(Container& c, wire::TaskStatus status);
   void postFinalize(Container& c);
+  // executor_files.cpp: the ended tasks taskSandbox() still finds.
+  void rememberEnded(const Container& c, const std::string& taskId);
 
   // Executors' links (executor_registration.cpp; the socket: executor_link.h).
   ExecutorListener::Callbacks listenerCallbacks();
@@ -262,6 +285,10 @@ class ExecutorManager {
   // Executor clones on the launcher's thread whose answer has not come back.
   size_t startsUnderWay_ = 0;
   ExecutorListener listener_;
+  // (framework, task) -> sandbox of recently ended tasks, oldest first in
+  // endedOrder_ (at most kEndedTasksRemembered).
+  std::map<std::pair<std::string, std::string>, TaskSandbox> endedTasks_;
+  std::deque<std::pair<std::string, std::string>> endedOrder_;
   // One thread, so its jobs run in the order they were submitted: a GC
   // pass never sees a sandbox made after its list of those in use, and a
   // touch of an ended sandbox comes before the next pass.

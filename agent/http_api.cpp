@@ -5,16 +5,17 @@
 namespace allot {
 
 Result<std::unique_ptr<AgentHttp>> AgentHttp::create(asio::io_context& io, Agent& agent,
-                                                     http::ServerOptions options) {
+                                                     http::ServerOptions options, FilesApiOptions files) {
   auto server = http::Server::create(io, options);
   if (!server) return server.error();
-  std::unique_ptr<AgentHttp> out(new AgentHttp(agent, std::move(*server)));
+  std::unique_ptr<AgentHttp> out(new AgentHttp(io, agent, std::move(*server), files));
   out->addRoutes();
   return out;
 }
 
-AgentHttp::AgentHttp(Agent& agent, std::unique_ptr<http::Server> server)
-    : agent_(agent), server_(std::move(server)), startTimeS_(wallClockSeconds()) {}
+AgentHttp::AgentHttp(asio::io_context& io, Agent& agent, std::unique_ptr<http::Server> server,
+                     FilesApiOptions files)
+    : agent_(agent), files_(io, agent, files), server_(std::move(server)), startTimeS_(wallClockSeconds()) {}
 
 state::State AgentHttp::snapshot(const Agent& agent, double startTimeS) {
   state::State s;
@@ -33,6 +34,7 @@ state::State AgentHttp::snapshot(const Agent& agent, double startTimeS) {
 }
 
 void AgentHttp::addRoutes() {
+  files_.addRoutes(*server_);
   server_->route("GET", "/health", [this](const http::Request&) {
     auto timer = agent_.loopSections().time(AgentSection::kHttp);
     // Ids are [A-Za-z0-9-] (issued by the master), safe in a JSON string.

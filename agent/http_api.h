@@ -3,6 +3,7 @@
 //   GET /health    {"status":"ok","role":"agent","agentId":...,"registered":...}
 //   GET /state     allot.state.State with `agent` set, as JSON
 //   GET /metrics   Prometheus text format (agent/metrics.h)
+//   GET /files/... a task's sandbox, for its owner (agent/files_api.h)
 // The agent runs at most ExecutorManagerOptions::executorsMax executors, so
 // /state is rendered at once.
 //
@@ -12,6 +13,7 @@
 #include <memory>
 
 #include "agent/agent.h"
+#include "agent/files_api.h"
 #include "http/server.h"
 
 namespace allot {
@@ -19,19 +21,26 @@ namespace allot {
 class AgentHttp {
  public:
   static Result<std::unique_ptr<AgentHttp>> create(asio::io_context& io, Agent& agent,
-                                                   http::ServerOptions options);
+                                                   http::ServerOptions options,
+                                                   FilesApiOptions files = {});
   void start() { server_->start(); }
-  void stop() { server_->stop(); }
+  void stop() {
+    files_.stop();
+    server_->stop();
+  }
+  size_t followers() const { return files_.followers(); }
   uint16_t port() const { return server_->port(); }
 
   // The agent's state as /state shows it.
   static state::State snapshot(const Agent& agent, double startTimeS);
 
  private:
-  AgentHttp(Agent& agent, std::unique_ptr<http::Server> server);
+  AgentHttp(asio::io_context& io, Agent& agent, std::unique_ptr<http::Server> server,
+            FilesApiOptions files);
   void addRoutes();
 
   Agent& agent_;
+  FilesApi files_;  // before the server: its sessions may hold follows
   std::unique_ptr<http::Server> server_;
   double startTimeS_;
 };

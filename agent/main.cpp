@@ -22,6 +22,7 @@
 
 #include "agent/agent.h"
 #include "agent/http_api.h"
+#include "base/rotating_log.h"
 #include "systemd/notify.h"
 #include "agent/run_as.h"
 #include "agent/resources_detect.h"
@@ -61,6 +62,8 @@ struct Settings {
   std::string httpPortFile;
   bool insecure = false;
   std::string defaultUser = "nobody";
+  std::string taskLogMax = "10MiB";
+  int64_t taskLogFiles = 5;
 #ifdef ALLOT_HAVE_ISOLATORS
   IsolatorOptions isolatorOptions;
 #endif
@@ -99,6 +102,10 @@ void addFlags(Flags& f, Settings* s) {
               "seconds an executor without tasks lives before it is asked to exit");
   f.addDouble("executor-register-timeout", &s->registerTimeoutS,
               "seconds a started executor has to register before it is killed");
+  f.addString("task-log-max", &s->taskLogMax,
+              "size at which a command task's stdout or stderr is rotated (bytes, or with KiB, MiB, GiB)");
+  f.addInt("task-log-files", &s->taskLogFiles,
+           "files kept of each command task's stdout and stderr, the current one included (2..100)");
 #ifdef ALLOT_HAVE_ISOLATORS
   s->isolatorOptions.cgroupsRoot = "";  // defaultCgroupsRoot(work dir)
   addIsolatorFlags(f, &s->isolatorOptions);
@@ -118,6 +125,20 @@ std::string defaultExecutorPath() {
 }
 
 bool positive(double v, double max) { return v > 0 && v <= max; }
+
+// "10MiB", "512KiB", "1GiB", "65536".
+Result<uint64_t> parseByteSize(const std::string& text, const std::string& flag) {
+  size_t digits = 0;
+  while (digits < text.size() && digits < 15 && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  std::string unit = text.substr(digits);
+  uint64_t scale = unit.empty() || unit == "B" ? 1
+                   : unit == "KiB" || unit == "K" ? 1024
+                   : unit == "MiB" || unit == "M" ? 1024 * 1024
+                   : unit == "GiB" || unit == "G" ? 1024 * 1024 * 1024
+                   : 0;
+  if (digits == 0 || scale == 0) return Error{flag + " " + text + ": expected a size like 10MiB"};
+  return std::stoull(text.substr(0, digits)) * scale;
+}
 
 // Root switches executors to their run-as users (agent/run_as.h); they
 // must then reach the work dir. Another user runs every executor as itself.
@@ -187,6 +208,14 @@ Result<AgentConfig> makeConfig(const Settings& s) {
   c.executors.recoveryTimeout = secondsToDuration(s.recoveryTimeoutS);
   c.executors.idleShutdown = secondsToDuration(s.executorIdleS);
   c.executors.registerTimeout = secondsToDuration(s.registerTimeoutS);
+  auto logMax = parseByteSize(s.taskLogMax, "--task-log-max");
+  if (!logMax) return logMax.error();
+  if (*logMax < kLogBytesMin) return Error{"--task-log-max must be at least " + std::to_string(kLogBytesMin) + " bytes"};
+  if (s.taskLogFiles < static_cast<int64_t>(kLogFilesMin) || s.taskLogFiles > static_cast<int64_t>(kLogFilesMax)) {
+    return Error{"--task-log-files must be in [2, 100]"};
+  }
+  c.executors.taskLogMaxBytes = *logMax;
+  c.executors.taskLogFiles = static_cast<size_t>(s.taskLogFiles);
   return c;
 }
 
@@ -254,6 +283,12 @@ Result<std::unique_ptr<AgentHttp>> startHttp(asio::io_context& io, Agent& agent,
   auto http = AgentHttp::create(io, agent, *options);
   if (!http) return http.error();
   (*http)->start();
+  // Reported to the master (AgentInfo.http_address) so that clients find a
+  // task's files through it; a wildcard address is reached by hostname.
+  std::string host = options->listen.host;
+  if (host.empty() || host == "0.0.0.0" || host == "::") host = agent.config().hostname;
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  agent.setHttpAddress(host + ":" + std::to_string((*http)->port()));
   if (!s.httpPortFile.empty()) {
     std::string port = std::to_string((*http)->port()) + "\n";
     if (auto st = writeFileAtomically(s.httpPortFile, port, /*durable=*/false, 0644); !st) return st.error();

@@ -114,4 +114,15 @@ rlim_t raiseFileLimit(rlim_t wanted) {
   return limit.rlim_cur;
 }
 
+std::string taskOutputFile(std::string_view taskId, std::string_view stream) {
+  std::string out(taskId);
+  for (char& c : out) {
+    if (c == '/' || c == '\0') c = '_';
+  }
+  if (out.empty() || out[0] == '.') out = "_" + out;
+  out += '.';
+  out += stream;
+  return out;
+}
+
 }  // namespace allot

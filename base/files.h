@@ -38,6 +38,11 @@ std::string escapeId(std::string_view id);
 // if SHA-256 does. Stable across versions from this one on.
 std::string containerName(std::string_view frameworkId, std::string_view executorId);
 
+// The file in its executor's sandbox where the command executor writes a
+// command task's `stream` ("stdout" or "stderr"): the task id with '/' and
+// NUL as '_' (and '_' before a leading '.'), then "." and the stream.
+std::string taskOutputFile(std::string_view taskId, std::string_view stream);
+
 // Writes `data` to `path` atomically: `path`.tmp is written (mode `mode`),
 // fdatasync'd when `durable`, and renamed over `path`; when `durable` the
 // directory is fsync'd too so the rename itself survives a node crash.

@@ -177,4 +177,12 @@ bool Acls::operate(std::string_view principal) const {
   return find(Action::kOperate, principal) != nullptr;
 }
 
+std::vector<std::string> Acls::operatePrincipals() const {
+  std::vector<std::string> out;
+  for (const Rule& r : rules_) {
+    if (r.action == Action::kOperate) out.push_back(r.principal);
+  }
+  return out;
+}
+
 }  // namespace allot

@@ -52,6 +52,8 @@ class Acls {
   // others' tasks, teardown): the check the HTTP/allotctl operator
   // endpoints call.
   bool operate(std::string_view principal) const;
+  // The principals of the operate rules ("*" included), for the agents.
+  std::vector<std::string> operatePrincipals() const;
 
   bool fromFile() const { return fromFile_; }
   size_t ruleCount() const { return rules_.size(); }

@@ -427,6 +427,8 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   r->set_master_id(options_.masterId);
   r->set_heartbeat_interval_s(toSeconds(options_.heartbeatInterval));
   r->set_agent_secret(owner.secret);
+  r->set_acls_from_file(options_.acls.fromFile());
+  for (const auto& p : options_.acls.operatePrincipals()) r->add_operate_principals(p);
   outbox_.send(peer, reply);
 }
 

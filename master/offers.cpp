@@ -38,6 +38,7 @@ void Master::sendOffers(const std::vector<Grant>& grants) {
     o->set_framework_id(fw.id);
     o->set_agent_id(agent.id);
     o->set_hostname(agent.info.hostname());
+    o->set_agent_http_address(agent.info.http_address());
     g.resources.toWire(o->mutable_resources());
     *o->mutable_attributes() = agent.info.attributes();
     if (auto ex = agent.executors.find(fw.id); ex != agent.executors.end()) {
@@ -204,6 +205,7 @@ void Master::launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo 
   agent.tasks[fw.id].insert(task.task_id());
   wire::Envelope e;
   *e.mutable_run_task()->mutable_framework() = fw.info;
+  e.mutable_run_task()->mutable_framework()->set_principal(principalOf(fw));
   *e.mutable_run_task()->mutable_task() = std::move(task);
   // The agent runs a named user that is uid 0 (root, or another name for
   // it) only with this; the ACL granted it by naming root (docs/acls.md).

@@ -200,6 +200,7 @@ void appendItemJson(const AgentItem& a, std::string* out) {
     usage(u.usage, ex.field<"usage">());
     ex.end();
   }, o.field<"usage">());
+  appendJsonString(a.httpAddress, o.field<"httpAddress">());
   o.end();
 }
 

@@ -54,7 +54,7 @@ struct UsageItem {
 };
 
 struct AgentItem {
-  std::string_view id, hostname;
+  std::string_view id, hostname, httpAddress;
   ResourceItems total;
   Resources free;
   std::vector<std::pair<std::string_view, std::string_view>> attributes;

@@ -277,6 +277,7 @@ bool MasterStateView::fillAgent(const Master& m, const std::string& id, state::A
   const auto& a = it->second;
   out->set_id(id);
   out->set_hostname(a.info.hostname());
+  out->set_http_address(a.info.http_address());
   *out->mutable_total() = a.info.resources();
   *out->mutable_attributes() = a.info.attributes();
   auto total = Resources::fromWire(a.info.resources());
@@ -368,6 +369,7 @@ bool MasterStateView::copyAgent(const Master& m, const std::string& id, AgentIte
   const auto& a = it->second;
   out->id = text->keep(id);
   out->hostname = text->keep(a.info.hostname());
+  out->httpAddress = text->keep(a.info.http_address());
   out->total = copyResources(a.info.resources(), text);
   out->free = m.allocator_->freeResources(a.handle);
   out->attributes.reserve(static_cast<size_t>(a.info.attributes_size()));

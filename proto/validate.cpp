@@ -230,6 +230,7 @@ Status registerAgent(const wire::RegisterAgent& m) {
   const Where where("RegisterAgent");
   ALLOT_TRY(bytes(m.info().id(), kIdBytesMax, Where(where, ".info.id")));
   ALLOT_TRY(bytes(m.info().hostname(), kNameBytesMax, Where(where, ".info.hostname")));
+  ALLOT_TRY(bytes(m.info().http_address(), kNameBytesMax, Where(where, ".info.http_address")));
   ALLOT_TRY(resources(m.info().resources(), Where(where, ".info.resources")));
   ALLOT_TRY(attributes(m.info().attributes(), Where(where, ".info.attributes")));
   ALLOT_TRY(bytes(m.agent_secret(), kSecretBytesMax, Where(where, ".agent_secret")));
