@@ -24,9 +24,11 @@
 #include <memory>
 
 #include "base/asio.h"
+#include "base/files.h"
 #include "base/flags.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
+#include "cli/task_logger.h"
 #include "sdk/executor.h"
 
 extern char** environ;
@@ -40,15 +42,9 @@ constexpr size_t kTasksMax = 10000;
 constexpr auto kQuiescenceCheck = std::chrono::milliseconds(20);
 // Bounds one SIGCHLD's reaping (the rest waits for the next SIGCHLD).
 constexpr int kMaxReapsPerSignal = 4096;
-
-std::string fileSafe(const std::string& id) {
-  std::string out = id;
-  for (char& c : out) {
-    if (c == '/' || c == '\0') c = '_';
-  }
-  if (out.empty() || out[0] == '.') out = "_" + out;
-  return out;
-}
+// How long an ended task's status waits for its logger to write the last
+// output (a process that escaped the task's group may hold the pipes).
+constexpr auto kLoggerDrain = std::chrono::seconds(2);
 
 // Everything the child needs, built before fork: after fork only
 // async-signal-safe calls are made.
@@ -58,6 +54,9 @@ struct ChildPlan {
   std::string workDir;
   std::string stdoutPath;
   std::string stderrPath;
+  // The task logger's pipes (cli/task_logger.h); -1: open the paths.
+  int stdoutFd = -1;
+  int stderrFd = -1;
 };
 
 [[noreturn]] void runChild(const ChildPlan& plan, std::vector<char*>& argv,
@@ -71,9 +70,11 @@ struct ChildPlan {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  int out = open(plan.stdoutPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  int out = plan.stdoutFd >= 0 ? plan.stdoutFd
+                               : open(plan.stdoutPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (out < 0 || dup2(out, 1) < 0) fail(1);
-  int err = open(plan.stderrPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  int err = plan.stderrFd >= 0 ? plan.stderrFd
+                               : open(plan.stderrPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
   if (err < 0 || dup2(err, 2) < 0) fail(1);
   int in = open("/dev/null", O_RDONLY);
   if (in < 0 || dup2(in, 0) < 0) fail(1);
@@ -153,6 +154,9 @@ class CommandExecutor final : public Executor {
     std::unique_ptr<asio::steady_timer> durationTimer;
     bool killing = false;
     wire::Reason killReason = wire::REASON_NONE;
+    pid_t loggerPid = 0;
+    std::unique_ptr<asio::posix::stream_descriptor> loggerPidfd;
+    std::unique_ptr<asio::steady_timer> drainTimer;
   };
 
   ChildPlan planFor(const wire::TaskInfo& task) {
@@ -173,13 +177,34 @@ class CommandExecutor final : public Executor {
     env["ALLOT_TASK_ID"] = task.task_id();
     for (const auto& [k, v] : env) plan.env.push_back(k + "=" + v);
     plan.workDir = driver_->options().sandboxDir;
-    std::string base = (plan.workDir.empty() ? std::string(".") : plan.workDir) + "/" + fileSafe(task.task_id());
-    plan.stdoutPath = base + ".stdout";
-    plan.stderrPath = base + ".stderr";
+    std::string dir = (plan.workDir.empty() ? std::string(".") : plan.workDir) + "/";
+    plan.stdoutPath = dir + taskOutputFile(task.task_id(), "stdout");
+    plan.stderrPath = dir + taskOutputFile(task.task_id(), "stderr");
     return plan;
   }
 
-  Result<pid_t> start(const wire::TaskInfo& task, const ChildPlan& plan) {
+  Result<pid_t> start(const wire::TaskInfo& task, ChildPlan plan) {
+    auto logger = startTaskLogger(plan.stdoutPath, plan.stderrPath, logLimits_);
+    if (!logger) return Error{"opening the task's stdout/stderr: " + logger.error().describe()};
+    plan.stdoutFd = logger->taskStdout.get();
+    plan.stderrFd = logger->taskStderr.get();
+    auto pid = startTask(task, plan);
+    // The task holds the write ends now (or never will): the logger ends at
+    // end of file once the task's processes are gone.
+    logger->taskStdout.reset();
+    logger->taskStderr.reset();
+    if (!pid) {
+      siginfo_t info{};
+      waitid(P_PIDFD, logger->pidfd.get(), &info, WEXITED);
+      return pid.error();
+    }
+    Child& child = *children_.at(task.task_id());
+    child.loggerPid = logger->pid;
+    child.loggerPidfd = std::make_unique<asio::posix::stream_descriptor>(io_, logger->pidfd.release());
+    return pid;
+  }
+
+  Result<pid_t> startTask(const wire::TaskInfo& task, const ChildPlan& plan) {
     std::vector<char*> argv, envp;
     for (const auto& a : plan.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -289,9 +314,40 @@ class CommandExecutor final : public Executor {
                         ? "command exited with status " + std::to_string(info.si_status)
                         : "command killed by signal " + std::to_string(info.si_status));
     }
-    taskOfPid_.erase(child.pid);
+    afterLogger(child, std::move(s));
+  }
+
+  // The task's status goes out once its logger wrote everything (or after
+  // kLoggerDrain), so a reader who sees the task end also sees its output.
+  void afterLogger(Child& child, wire::TaskStatus s) {
+    if (!child.loggerPidfd) return sendFinal(std::move(s));
+    child.drainTimer = std::make_unique<asio::steady_timer>(io_);
+    child.drainTimer->expires_after(kLoggerDrain);
+    auto done = std::make_shared<bool>(false);
+    auto finish = [this, done, taskId = s.task_id(), s](const boost::system::error_code& ec) {
+      if (ec == asio::error::operation_aborted || *done) return;
+      *done = true;
+      auto it = children_.find(taskId);
+      if (it == children_.end()) return;
+      Child& c = *it->second;
+      siginfo_t info{};
+      // Drained: reap it; still running: it keeps draining, the
+      // executor's cgroup ends it with the container.
+      if (waitid(P_PIDFD, c.loggerPidfd->native_handle(), &info, WEXITED | WNOHANG) == 0 && info.si_pid == 0) {
+        LOG_WARNING("task " << taskId << ": its output is still open after the task ended");
+      }
+      sendFinal(s);
+    };
+    child.drainTimer->async_wait(finish);
+    child.loggerPidfd->async_wait(asio::posix::stream_descriptor::wait_read, finish);
+  }
+
+  void sendFinal(wire::TaskStatus s) {
+    auto it = children_.find(s.task_id());
+    if (it == children_.end()) return;
+    taskOfPid_.erase(it->second->pid);
     children_.erase(it);
-    if (auto st = driver_->sendStatus(s); !st) LOG_ERROR("status of " << taskId << ": " << st.error().describe());
+    if (auto st = driver_->sendStatus(s); !st) LOG_ERROR("status of " << s.task_id() << ": " << st.error().describe());
     checkQuiescence();
   }
 
@@ -346,6 +402,7 @@ class CommandExecutor final : public Executor {
   asio::io_context& io_;
   asio::steady_timer quiescenceTimer_;
   ExecutorDriver* driver_ = nullptr;
+  TaskLogLimits logLimits_ = taskLogLimitsFromEnv();
   std::map<std::string, std::unique_ptr<Child>> children_;
   std::map<pid_t, std::string> taskOfPid_;  // children_'s pids
   asio::signal_set sigchld_;
