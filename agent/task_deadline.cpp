@@ -1,4 +1,4 @@
-// Maximum task duration (paper 4.4, issue 15), enforced by the agent for
+// Maximum task duration (paper 4.4), enforced by the agent for
 // every executor, custom or built-in: when a short task outlives its
 // max_duration_s, the agent kills it like a KillTask (the executor is asked
 // first; after the kill grace the whole executor is killed), and its

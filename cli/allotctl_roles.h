@@ -1,4 +1,4 @@
-// allotctl's role commands (issue 15), over the master's /roles endpoints
+// allotctl's role commands, over the master's /roles endpoints
 // (master/http_api.h):
 //   allotctl roles                       GET /roles as a table (--json: as is)
 //   allotctl role weight ROLE W          POST /api/v1/roles?role=ROLE&weight=W

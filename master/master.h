@@ -301,7 +301,7 @@ class Master {
                    std::optional<Duration> refuse = std::nullopt);
   void expireOffers(TimePoint now);
 
-  // revocation.cpp: policy the paper describes (issue 15).
+  // revocation.cpp: policy the paper describes.
   void revokeForStarved(TimePoint now);
   // revocation.cpp: what revokeForStarved gathered, for the placed pass.
   struct RevocationScratch {

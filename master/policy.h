@@ -1,4 +1,4 @@
-// Policy: the operator's allocation policy for the master (issue 15), from
+// Policy: the operator's allocation policy for the master, from
 // flags: role weights and quota, the guarantees each role's frameworks may
 // hold, revocation and the per-agent long-task cap. It is configuration, so
 // a master that takes over after a failover rebuilds the same policy from

@@ -1,4 +1,4 @@
-// The policy half of the master (issue 15): revocation for starved
+// The policy half of the master: revocation for starved
 // frameworks and the per-agent long-task cap. The choices live in
 // master/allocator/revocation.*; this file gathers inputs and sends kills.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Run-time role settings (issue 15): the weights and quotas an operator set
+// Run-time role settings: the weights and quotas an operator set
 // through HTTP / allotctl, and where a master keeps them so that a restarted
 // master or a newly elected leader applies them again.
 //

@@ -21,7 +21,7 @@
 // total, so a grant costs no bookkeeping copy. The master recovers offers
 // and tasks before removing an agent or a framework.
 //
-// Roles (issue 15): every framework is in one role. A round serves roles
+// Roles: every framework is in one role. A round serves roles
 // in DRF order first (role share / role weight; roles below their quota
 // minimum before all others), then frameworks within the chosen role in the
 // order the --allocator policy gives (frameworks below their guarantee

@@ -1,4 +1,4 @@
-// Reservations for frameworks of large tasks (issue 15; docs/decisions.md
+// Reservations for frameworks of large tasks (docs/decisions.md
 // "Large tasks: reservations and placement-aware revocation").
 //
 // DRF over offers hands every freed piece of an agent to whoever is next and

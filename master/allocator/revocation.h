@@ -1,4 +1,4 @@
-// Revocation planning (paper section 3.3, issue 15): which running tasks to
+// Revocation planning (paper section 3.3): which running tasks to
 // revoke so that starved frameworks reach their guarantee or their fair
 // share. Pure: the master gathers the inputs, sends the kills and keeps
 // the in-flight set; the planner only chooses.

@@ -1,4 +1,4 @@
-// Robustness of a real allot-agent against hostile input (issue 10): the
+// Robustness of a real allot-agent against hostile input: the
 // test plays the master over the real protocol (a loopback listener the
 // agent's --master points at), and hostile_executor plays an executor on
 // the agent's socket. Each test sends one offending frame, checks the

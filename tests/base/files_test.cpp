@@ -32,9 +32,8 @@ TEST(EscapeId, KeepsSafeBytesAndEscapesEverythingElse) {
   EXPECT_EQ(escapeId(""), "%");
 }
 
-// Pairs that collided under the two sanitizers this replaced: the old
-// ContainerId::name() (unsafe bytes -> '_') and the old containerName()
-// ('.' kept both in ids and as the separator).
+// Pairs that collide under naive sanitizers: one mapping unsafe bytes to
+// '_', one keeping '.' both in ids and as the separator.
 TEST(ContainerName, DistinctPairsNeverCollide) {
   std::vector<std::pair<std::string, std::string>> pairs = {
       {"a.b", "c"}, {"a", "b.c"}, {"a", "b_c"}, {"a", "b/c"}, {"a", "b c"}, {"a_", "b"}, {"a/", "b"},

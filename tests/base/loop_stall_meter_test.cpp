@@ -77,7 +77,7 @@ TEST(TickSplit, NamesTheCauseOfAnUntimedLateTick) {
 }
 
 TEST(TickSplit, HostStealExplainsATickItCoversHalfOf) {
-  // The 94.2 ms tick of the fourth session's hog run: 33.5 ms runnable on
+  // A 94.2 ms tick seen in a hog run: 33.5 ms runnable on
   // an idle vCPU, then asleep in the idle wait past a late timer; with 60 ms
   // of the host's steal on its CPU, the host's.
   TickSplit t = TickSplit::of(99, 33.5, 0.2, 1, 0, 60, 0);

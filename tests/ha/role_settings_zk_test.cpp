@@ -1,4 +1,4 @@
-// The zk suite for run-time role settings (issue 15): a real ZooKeeper
+// The zk suite for run-time role settings: a real ZooKeeper
 // server, the real C client, real allot-master processes.
 //   - The ZooKeeper role store fences a stale leader through the znode
 //     version (zoo_aset), as FakeZooKeeper does in the unit test.

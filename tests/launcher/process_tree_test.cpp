@@ -183,8 +183,8 @@ TEST(ProcessTree, KillsALaunchedTreeThroughTheLaunchersPidfd) {
 // A root that exits on its own as soon as one of its children dies (here:
 // bash's `wait -n`, then `exit 3`) still dies by the kill: the root is
 // signalled before any process under it, so it never sees a child die.
-// Signalled last (as before), the root had the time the other kills take
-// to exit 3 itself, and its exit did not say it was killed.
+// Signalled last, the root would have the time the other kills take to
+// exit 3 itself, and its exit would not say it was killed.
 TEST(ProcessTree, KillsTheRootBeforeItCanSeeAChildDie) {
   asio::io_context io;
   auto poller = UringPoller::createEpoll(io);

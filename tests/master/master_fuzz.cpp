@@ -159,7 +159,7 @@ std::vector<Step> seeds() {
 // resetEvery inputs (ALLOT_FUZZ_RESET_EVERY, default kResetEveryDefault) or
 // as soon as its state passes one of the bounds below. A finding that does
 // not reproduce on its own input is re-run with ALLOT_FUZZ_RESET_EVERY=1
-// (a fresh master per input, as before).
+// (a fresh master per input).
 
 constexpr size_t kResetEveryDefault = 500;
 constexpr size_t kFrameworksMax = 64;

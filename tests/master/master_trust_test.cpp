@@ -1,5 +1,5 @@
 // The master on a fake clock against hostile peers: ids and secrets,
-// takeovers, principals, ACLs, input limits (issue 10).
+// takeovers, principals, ACLs, input limits.
 #include <gtest/gtest.h>
 
 #include "tests/master/master_fixture.h"

@@ -538,8 +538,8 @@ TEST_F(MasterPolicyTest, AQuotaMinimumTriggersRevocation) {
 // B's guarantee is 2 cpus but its tasks need 3 cpus on one agent (a
 // standing filter, so revocation is placement-aware): fitting one would
 // take A below its fair share (2 of the 4 cpus) for more than B's
-// guarantee owes, so nothing is revoked, where 2 tasks used to be revoked
-// and their cpus sat idle.
+// guarantee owes, so nothing is revoked (revoking 2 tasks would leave
+// their cpus idle).
 TEST_F(MasterPolicyTest, NothingIsRevokedWhereTheStarvedTaskCannotFit) {
   PolicyOptions policy;
   policy.guarantees["b"] = res("cpus:2;mem:200");

@@ -1,4 +1,4 @@
-// Run-time role settings (issue 15): the stored form, the file store, the
+// Run-time role settings: the stored form, the file store, the
 // precedence of stored settings over flags, and RoleSettingsKeeper's
 // store-then-apply path, on a fake clock and an in-memory store.
 #include <gtest/gtest.h>

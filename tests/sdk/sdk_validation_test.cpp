@@ -1,4 +1,4 @@
-// The C++ SDK drivers validate what they receive (issue 10): a peer played
+// The C++ SDK drivers validate what they receive: a peer played
 // by the test in the same io_context (a "master" on loopback TCP for the
 // scheduler driver, an "agent" on a Unix socket for the executor driver)
 // sends an offending message and then a normal one. The driver hands the

@@ -1,4 +1,4 @@
-"""The master's web UI in headless Chromium (issue 14): a live master with an
+"""The master's web UI in headless Chromium: a live master with an
 agent and a running framework; the page must show what ``/state`` says, the
 share chart must be drawn, and the agent page must show the executor's
 usage. Screenshots go to $ALLOT_UI_SHOTS (docs/results/ui.png is one).
