@@ -7,6 +7,11 @@
 #
 #   tests/systemd_vm/check_deb.sh DEB | --build scripts/build-deb.sh BUILDDIR
 set -uo pipefail
+# Decided here, not when build/ was configured: a build dir set up before
+# the package tools were installed still runs (or skips) this test.
+for tool in dpkg-deb dpkg-shlibdeps help2man; do
+  command -v "$tool" >/dev/null || { echo "[package_deb] SKIP: $tool missing (scripts/allot-dev deps installs it)" >&2; exit 77; }
+done
 if [ "${1:-}" = --build ]; then  # --build BUILD_DEB_SCRIPT BUILDDIR: package that build first
   debdir=$(mktemp -d "${TMPDIR:-/tmp}/allot-deb-out.XXXXXX") || exit 1
   trap 'rm -rf "$debdir"' EXIT
