@@ -18,7 +18,14 @@ from typing import Iterator, List, Optional
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "sdk" / "python"))
+# ALLOT_SDK_INSTALLED=1 (the pytest_installed test): the SDK as pip installed
+# it into this interpreter's environment; else the source tree's sdk/python.
+if os.environ.get("ALLOT_SDK_INSTALLED"):
+    import allot
+    if pathlib.Path(allot.__file__).resolve().is_relative_to(ROOT / "sdk"):
+        raise RuntimeError(f"allot imported from the source tree ({allot.__file__}), not installed")
+else:
+    sys.path.insert(0, str(ROOT / "sdk" / "python"))
 
 
 def _binary(name: str) -> str:

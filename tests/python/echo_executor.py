@@ -7,7 +7,10 @@ import asyncio
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "sdk" / "python"))
+try:
+    import allot  # installed: pip install sdk/python
+except ImportError:  # run from the source tree
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "sdk" / "python"))
 
 import allot  # noqa: E402
 from allot import wire  # noqa: E402

@@ -1,13 +1,16 @@
 """The allot wire messages (``proto/allot.proto``) as Python classes.
 
-The module is generated with ``protoc`` from the same ``allot.proto`` the C++
-daemons are built from, the first time it is needed, and cached under a name
-derived from the proto's hash: the Python and C++ sides cannot drift apart.
+An installed package (``pip install sdk/python``) carries the module, built
+with ``protoc`` from ``allot.proto`` when the package was built
+(``allot/_allot_pb2.py``, ``setup.py``). Used from the source tree (this
+folder on ``PYTHONPATH``), the module is generated the first time it is needed
+and cached under a name derived from the proto's hash: either way the Python
+and C++ sides come from the same ``allot.proto``.
 
-Where the proto is found, in order: ``$ALLOT_PROTO``; the source tree this
-package sits in (``<repo>/proto/allot.proto``); ``/usr/share/allot/allot.proto``
-(the Debian package). The cache lives in ``$ALLOT_PYTHON_CACHE`` or
-``~/.cache/allot``.
+Where the source-tree case finds the proto, in order: ``$ALLOT_PROTO``; the
+source tree this package sits in (``<repo>/proto/allot.proto``);
+``/usr/share/allot/allot.proto`` (the Debian package). The cache lives in
+``$ALLOT_PYTHON_CACHE`` or ``~/.cache/allot``.
 """
 
 from __future__ import annotations
@@ -59,6 +62,11 @@ def _generate(proto: pathlib.Path, target: pathlib.Path) -> None:
 
 
 def _load() -> ModuleType:
+    try:
+        from . import _allot_pb2  # the installed package's own copy
+        return _allot_pb2
+    except ImportError:
+        pass
     proto = _proto_path()
     digest = hashlib.sha256(proto.read_bytes()).hexdigest()[:16]
     target = _cache_dir() / f"allot_pb2_{digest}.py"
