@@ -18,6 +18,7 @@ skip() { echo "[pytest_installed] SKIP: $*" >&2; exit 77; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/allot-pysdk.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+chmod 755 "$tmp"  # tasks run as the agent's default user and start this venv's python
 # A copy of the package and its proto: the build leaves build/ and
 # *.egg-info next to setup.py, never in the source tree.
 mkdir -p "$tmp/src/sdk" "$tmp/src/proto"
@@ -27,7 +28,8 @@ cp "$src/proto/allot.proto" "$tmp/src/proto/"
 # Debian's pip (system site packages) installs into the venv; no index is
 # reached: the dependencies are Debian's python3-protobuf and python3-kazoo.
 "$tmp/venv/bin/python" -m pip install --quiet --no-index --no-build-isolation "$tmp/src/sdk/python"
-"$tmp/venv/bin/python" -m pip show --files allot | grep -q '_allot_pb2.py' \
+files=$("$tmp/venv/bin/python" -m pip show --files allot)
+grep -q '_allot_pb2.py' <<< "$files" \
   || { echo "[pytest_installed] the installed package has no wire module" >&2; exit 1; }
 rm -rf "$tmp/src"
 cd "$src/tests/python"
