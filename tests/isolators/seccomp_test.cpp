@@ -14,6 +14,7 @@
 #include "isolators/isolator_table.h"
 #include "isolators/seccomp_isolator.h"
 #include "isolators/seccomp_profile.h"
+#include "tests/isolators/cgroup_twin_fixture.h"
 
 namespace allot {
 namespace {
@@ -129,9 +130,12 @@ TEST(SeccompIsolator, KeepsNoPerContainerState) {
   EXPECT_FALSE(iso.reapJob(never)) << "nothing to reap";
 }
 
-TEST(SeccompIsolatorTable, SeccompNeedsNoCgroups) {
-  IsolatorOptions options;
-  auto made = createIsolators("seccomp", options);
+// The table on a host twin in a temp dir (its containment isolator comes
+// first on any host): no root needed, nothing made on the real cgroupfs.
+class SeccompIsolatorTable : public CgroupTwinTest {};
+
+TEST_F(SeccompIsolatorTable, SeccompNeedsNoCgroups) {
+  auto made = createIsolatorsOn(twinCgroupHost(fs_, CgroupMode::kHybrid), "seccomp", options_);
   ASSERT_TRUE(made) << made.error().describe();
   bool found = false;
   for (const auto& iso : *made) found |= iso->name() == "seccomp";

@@ -5,6 +5,7 @@
 
 #include "isolators/isolator_table.h"
 #include "isolators/solaris_project.h"
+#include "tests/isolators/cgroup_twin_fixture.h"
 
 namespace allot {
 namespace {
@@ -100,9 +101,12 @@ TEST(SolarisProject, RecoveryDeletesProjectsOfGoneExecutorsOnly) {
   EXPECT_EQ(log.back(), (std::vector<std::string>{"/usr/sbin/projdel", "allot.fw1.alive"}));
 }
 
-TEST(SolarisProject, RefusesToStartOnAHostWithoutProjects) {
-  IsolatorOptions options;
-  auto made = createIsolators("solaris/project", options);
+// The table on a host twin in a temp dir (its containment isolator comes
+// first on any host): no root needed, nothing made on the real cgroupfs.
+class SolarisProjectTable : public CgroupTwinTest {};
+
+TEST_F(SolarisProjectTable, RefusesToStartOnAHostWithoutProjects) {
+  auto made = createIsolatorsOn(twinCgroupHost(fs_, CgroupMode::kHybrid), "solaris/project", options_);
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.error().describe().find("solaris/project needs Solaris projects"), std::string::npos)
       << made.error().describe();
