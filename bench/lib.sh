@@ -1,19 +1,36 @@
-# Shared by bench/{placement,sdk,locality,scale}/run.sh and bench/scale/state_probe.sh: a scratch dir, background
-# processes ended on exit, and small waits. Source it after setting $dir.
+# The harness library every shell benchmark sources (bench/README.md):
+#
+#   dir=$(mktemp -d ...)            # the scratch dir, removed on exit
+#   . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+#
+# gives: pids+=($!) (background processes, killed on exit), on_exit CMD
+# (run at exit, before the scratch dir goes), die, wait_for, median,
+# registered, and `result NAME KEY=VALUE...`, the one way a benchmark prints
+# its result (bench/result.py: a summary for a person; CSV and JSON lines in
+# $BENCH_OUT for plots). KEEP_LOGS=1 keeps the scratch dir.
+bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 pids=()
+exit_hooks=()
+on_exit() { exit_hooks+=("$*"); }
 cleanup() {
+  local rc=$? p h
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
+  for h in "${exit_hooks[@]}"; do eval "$h" || true; done
+  [ -n "${KEEP_LOGS:-}" ] || [ -z "${dir:-}" ] || rm -rf "$dir"
+  return $rc
 }
-trap cleanup EXIT INT TERM
-die() { echo "run.sh: $*" >&2; tail -n 5 "$dir"/*.log >&2 || true; exit 1; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+die() { echo "$(basename "$0"): $*" >&2; tail -n 5 "${dir:-/nonexistent}"/*.log >&2 2>/dev/null || true; exit 1; }
 # Waits until "$2..." (a command) succeeds, for at most $1 seconds.
 wait_for() {
   local limit=$1; shift
   for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
   return 1
 }
+# The median of the arguments (numbers; the lower middle of an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # True once the emulators' logs ($dir/emulator*.log, one per emulator
 # process) report at least $agents registered agents between them.
 registered() {
@@ -24,3 +41,5 @@ registered() {
   done
   [ "$total" -ge "$agents" ]
 }
+# result NAME KEY=VALUE...: print the result (and append it to $BENCH_OUT).
+result() { python3 "$bench_dir/result.py" "$@"; }

@@ -51,14 +51,8 @@ for f in /usr/bin/java /usr/share/java/zookeeper.jar; do
 done
 
 zkdir=$(mktemp -d /tmp/allot-failover-zk-XXXXXX)
-zkpid=""
-cleanup() {
-  # Under set -e the status of a failing command here would become the
-  # script's (wait on the killed server is 137).
-  if [ -n "$zkpid" ]; then kill -9 "$zkpid" 2>/dev/null || true; wait "$zkpid" 2>/dev/null || true; fi
-  rm -rf "$zkdir"
-}
-trap cleanup EXIT
+dir=$zkdir
+. "$here/../lib.sh"  # pids (the ZooKeeper server), the scratch dir removed on exit
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$zkdir/data"
 cat > "$zkdir/zoo.cfg" <<CFG
@@ -76,7 +70,7 @@ printf 'log4j.rootLogger=WARN, F\nlog4j.appender.F=org.apache.log4j.FileAppender
 java -Xmx256m -cp "$zkdir:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar" \
   -Dlog4j.configuration="file:$zkdir/log4j.properties" \
   org.apache.zookeeper.server.quorum.QuorumPeerMain "$zkdir/zoo.cfg" > "$zkdir/out.log" 2>&1 &
-zkpid=$!
+pids+=($!)
 for _ in $(seq 1 200); do
   # Bounded: a server that accepts before it is ready may never answer.
   if timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && echo srvr >&3 && grep -q Mode: <&3" 2>/dev/null; then break; fi

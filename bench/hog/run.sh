@@ -8,7 +8,7 @@
 #                    [--no-build] [--agent-flags "FLAGS for the iso agent"] [--no-node]
 #                    [--sample-loop] [--client-cpus auto|none|LIST] [--client-fifo N]
 #                    [--no-sched-trace] [--launch-probe MS] [--steal-sample-ms MS]
-#                    [--unit-placement] [--unit-slice-shares N]
+#                    [--unit-placement]
 #
 # It installs what is missing (Debian packages), builds allot-master,
 # allot-agent, allot-execute and allot-executor into --build (default
@@ -42,8 +42,7 @@
 # --unit-placement (implies --no-node): the isolated agent as the packaged
 # systemd units place it, emulated in the cgroup trees (this machine's PID 1
 # is not systemd): a top-level slice hogunits-PID.slice standing for
-# allot.slice (CPUWeight=10000: cpu.shares 102400; --unit-slice-shares 1024
-# for the units' earlier place, system.slice at the default weight), in it
+# allot.slice (CPUWeight=10000: cpu.shares 102400), in it
 # allot-executors.service (cpu.shares 102400; a `sleep infinity`
 # placeholder; trusted.delegate=1 on its cgroup2 directory, as systemd marks
 # Delegate=yes) and allot-agent.service (cpu.shares 102400) where the agent
@@ -102,10 +101,10 @@ probeMs=0          # --launch-probe: ms between the probe's launches (0: no prob
 stealMs=10         # --steal-sample-ms: ms between steal samples (0: no sampler)
 probePid=""
 unitPlacement=0    # --unit-placement: the packaged units' cgroups, emulated
-unitSliceShares=102400  # the slice's cpu.shares (allot.slice's CPUWeight=10000)
+unitSliceShares=102400  # allot.slice's CPUWeight=10000 as cpu.shares
 
 origArgs="$*"
-usage() { sed -n '2,42p' "$0"; exit 2; }
+usage() { sed -n '2,41p' "$0"; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -127,19 +126,16 @@ while [ $# -gt 0 ]; do
     --launch-probe) probeMs=$2; shift 2 ;;
     --steal-sample-ms) stealMs=$2; shift 2 ;;
     --unit-placement) unitPlacement=1; useNode=0; shift ;;
-    --unit-slice-shares) unitSliceShares=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "run.sh: unknown argument $1" >&2; usage ;;
   esac
 done
 
 log() { printf '[hog %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+. "$here/../lib.sh"  # die, on_exit (the set-up's own cleanup below runs at exit)
 
 [ "$(id -u)" -eq 0 ] || die "run as root (cgroups, apache, packages)"
 [[ "$probeMs" =~ ^[0-9]+$ ]] || die "--launch-probe takes a whole number of ms (0: none)"
-[[ "$unitSliceShares" =~ ^[0-9]+$ ]] && [ "$unitSliceShares" -ge 2 ] && [ "$unitSliceShares" -le 262144 ] ||
-  die "--unit-slice-shares takes cpu.shares, 2 to 262144"
 [[ "$stealMs" =~ ^[0-9]+$ ]] && [ "$stealMs" -le 10000 ] ||
   die "--steal-sample-ms takes a whole number of ms up to 10000 (0: none)"
 # The probe's tasks (cpus:0.1;mem:32, at most 4 at a time) fit beside the
@@ -187,6 +183,7 @@ execute="$build/cli/allot-execute"
 id "$hogUser" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$hogUser"
 
 run=$(mktemp -d /tmp/allot-hog.XXXXXX)
+dir=$run  # lib.sh: die shows its logs
 chmod 755 "$run"  # tasks run unprivileged: the web as the agent's --default-user, hogs as $hogUser
 taskUser=nobody    # the agent's --default-user
 mkdir -p "$run/web" "$run/disk"
@@ -335,7 +332,7 @@ removeCgroups() {
 }
 
 cleanedUp=0
-cleanup() {
+hogCleanup() {
   [ "$cleanedUp" -eq 1 ] && return
   cleanedUp=1
   set +e
@@ -352,7 +349,7 @@ cleanup() {
   log "logs of this run kept in $logs"
   log "cleaned up"
 }
-trap cleanup EXIT
+on_exit hogCleanup
 trap 'log "interrupted"; exit 130' INT TERM HUP
 
 # ---------------------------------------------------------------- pieces

@@ -45,6 +45,7 @@
 #include "isolators/network_links.h"
 #include "isolators/network_pool.h"
 #include "launcher/launcher.h"
+#include "bench/result.h"
 #include "bench/stats.h"
 
 namespace allot {
@@ -186,7 +187,7 @@ std::string readLoad() {
   std::ifstream in("/proc/loadavg");
   std::string line;
   std::getline(in, line);
-  return line + "\n";
+  return line;
 }
 
 // What a CNI bridge plugin does for runc: a veth into the container's
@@ -269,32 +270,31 @@ int main(int argc, char** argv) {
   auto oursNetPrepare = prepareMs;
   if (!networkOnly) anchor = runcLaunches(count, false);
   auto anchorNet = runcLaunches(count, true);
-  std::printf("isolated launch of /bin/true (cpus 0.5, mem 64 MiB, one offered port), %d launches each; load %s",
-              count, readLoad().c_str());
-  std::printf("%-40s %10s %10s\n", "", "p50 ms", "p99 ms");
-  auto row = [](const char* name, const std::vector<double>& v) {
-    if (v.empty()) {
-      std::printf("%-40s %10s %10s\n", name, "n/a", "n/a");
-    } else {
-      std::printf("%-40s %10.3f %10.3f\n", name, percentile(v, 0.5), percentile(v, 0.99));
-    }
+  // Launches of /bin/true (cpus 0.5, mem 64 MiB, one offered port), `count`
+  // each; a row with no launches (network only) is left out.
+  bench::Result result("isolated_launch");
+  result.add("launches", static_cast<long long>(count)).add("load", readLoad());
+  auto row = [&result](const std::string& key, const std::vector<double>& v) {
+    if (v.empty()) return;
+    result.add(key + "_p50_ms", percentile(v, 0.5)).add(key + "_p99_ms", percentile(v, 0.99));
   };
-  row("allot (cgroups/cpu,mem)", ours);
-  row("  of which isolators' prepare", oursPrepare);
-  row("allot (cgroups/cpu,mem + namespaces/pid)", oursPid);
-  row("allot (cgroups/cpu,mem + network/netns)", oursNet);
-  row("  of which isolators' prepare", oursNetPrepare);
-  row("runc run --detach (anchor)", anchor);
-  row("runc + netns + veth (anchor)", anchorNet);
+  row("allot_cgroups", ours);
+  row("allot_cgroups_prepare", oursPrepare);
+  row("allot_cgroups_pidns", oursPid);
+  row("allot_cgroups_netns", oursNet);
+  row("allot_cgroups_netns_prepare", oursNetPrepare);
+  row("runc_anchor", anchor);
+  row("runc_netns_veth_anchor", anchorNet);
+  // Targets: allot p50 under 5 ms and at least 5x faster than runc (whose
+  // bundle has a PID namespace too).
   if (!anchor.empty() && !ours.empty()) {
-    std::printf("runc/allot p50: %.1fx (target: allot p50 under 5 ms and at least 5x faster)\n",
-                percentile(anchor, 0.5) / percentile(ours, 0.5));
-    std::printf("runc/allot with namespaces/pid p50: %.1fx (runc's bundle has a PID namespace too)\n",
-                percentile(anchor, 0.5) / percentile(oursPid, 0.5));
+    result.add("runc_over_allot_p50", percentile(anchor, 0.5) / percentile(ours, 0.5), 1);
+    result.add("runc_over_allot_pidns_p50", percentile(anchor, 0.5) / percentile(oursPid, 0.5), 1);
   }
   if (!anchorNet.empty()) {
-    std::printf("with network: runc/allot p50: %.1fx (target: allot p50 under 5 ms and at least 5x faster)\n",
-                percentile(anchorNet, 0.5) / percentile(oursNet, 0.5));
+    result.add("runc_over_allot_netns_p50", percentile(anchorNet, 0.5) / percentile(oursNet, 0.5), 1);
   }
+  result.add("target", "allot p50 < 5 ms and runc/allot >= 5x");
+  result.emit();
   return 0;
 }

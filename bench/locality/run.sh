@@ -73,12 +73,12 @@ for delay in $delays; do
   paper="-"; [ "$delay" = 0 ] && paper="(no delay: below 90%)"
   [ "$delay" = 1 ] && paper=">90%"; [ "$delay" = 5 ] && paper="95%"
   printf "%7s  %7.1f%%  %10s  %s\n" "$delay" "$(echo "$1 * 100" | bc -l)" "$2" "$paper"
-  results+=("delay_${delay}s:locality=$1,mean_run_s=$2")
+  results+=("locality_delay_${delay}s=$1" "mean_run_s_delay_${delay}s=$2")
   echo "$delay $(echo "$1 * 100" | bc -l) $2" >>"$dir/plot.dat"
 done
-result="agents=$agents slots_per_agent=4 frameworks=$frameworks blocks=$blocks task_s=$task_s ${results[*]} loadavg=[$(cut -d' ' -f1-3 /proc/loadavg)]"
-echo "RESULT $result"
-[ -z "$out" ] || echo "$result" >>"$out"
+[ -z "$out" ] || export BENCH_OUT=$out
+result locality agents="$agents" slots_per_agent=4 frameworks="$frameworks" blocks="$blocks" \
+  task_s="$task_s" "${results[@]}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "$plot" ]; then
   printf '1 90\n5 95\n' >"$dir/paper.dat"
   gnuplot -e "set terminal png size 640,400; set output '$plot';

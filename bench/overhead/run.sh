@@ -6,7 +6,8 @@
 # at once). The job: --long tasks of ~--long-s seconds and --short tasks of
 # ~--short-s seconds of awk arithmetic (calibrated on this machine first).
 # Rounds alternate the order; prints both completion times and the overhead
-# (paper: under 4%; target here: under 2%).
+# (paper: under 4%; target here: under 2%). --out DIR: the result's CSV and
+# JSON lines there too (bench/result.py).
 #
 #   bench/overhead/run.sh --build-dir build --rounds 3
 set -euo pipefail
@@ -29,20 +30,9 @@ done
 cpus=$(nproc)
 dir=$(mktemp -d /tmp/allot-overhead.XXXXXX)
 chmod 755 "$dir"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  pkill -KILL -f "$dir" 2>/dev/null || true
-  [ -n "${KEEP_LOGS:-}" ] || rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-die() { echo "run.sh: $*" >&2; tail -5 "$dir"/*.log >&2 || true; exit 1; }
-wait_for() {
-  local limit=$1; shift
-  for _ in $(seq $((limit * 10))); do "$@" && return 0; sleep 0.1; done
-  return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # pids, cleanup, die, wait_for, median, result
+# Executors and tasks run with their sandbox under $dir.
+on_exit 'pkill -KILL -f "$dir" 2>/dev/null'
 now() { date +%s.%N; }
 
 # Calibrate: awk loop iterations per second on this machine.
@@ -74,15 +64,14 @@ for r in $(seq "$rounds"); do
   if [ $((r % 2)) -eq 1 ]; then d+=("$(timed direct)"); a+=("$(timed through)")
   else a+=("$(timed through)"); d+=("$(timed direct)"); fi
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 dm=$(median "${d[@]}") am=$(median "${a[@]}")
 overhead=$(echo "($am - $dm) / $dm * 100" | bc -l)
-result=$(printf "job=%dx%ss+%dx%ss cpus=%d direct_s=%.2f allot_s=%.2f overhead_pct=%.2f direct=[%s] allot=[%s] loadavg=[%s]" \
-  "$long" "$long_s" "$short" "$short_s" "$cpus" "$dm" "$am" "$overhead" \
-  "$(printf '%.2f,' "${d[@]}")" "$(printf '%.2f,' "${a[@]}")" "$(cut -d' ' -f1-3 /proc/loadavg)")
-echo "RESULT $result"
-echo "paper 6.2: overhead under 4%; allot here: $(printf '%.2f' "$overhead")%"
-[ -z "$out" ] || echo "$result" >>"$out"
+[ -z "$out" ] || export BENCH_OUT=$out
+result overhead job="${long}x${long_s}s+${short}x${short_s}s" cpus="$cpus" \
+  direct_s="$(printf '%.2f' "$dm")" allot_s="$(printf '%.2f' "$am")" \
+  overhead_pct="$(printf '%.2f' "$overhead")" paper_overhead_pct_max=4 \
+  direct="$(printf '%.2f ' "${d[@]}")" allot="$(printf '%.2f ' "${a[@]}")" \
+  loadavg="$(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -n "$plot" ]; then
   printf '0 direct %s\n1 allot %s\n' "$dm" "$am" >"$dir/plot.dat"
   gnuplot -e "set terminal png size 640,400; set output '$plot';

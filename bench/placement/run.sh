@@ -62,13 +62,13 @@ summary=$(cat "$dir"/batch*.log | grep '^result' | awk '
   END { printf "tasks=%d finished=%d placed_per_s=%.0f end_to_end_per_s=%.0f wall_s=%.2f",
         n, done, n / (running - first), done / (end - first), end - first }')
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-result="agents=$agents frameworks=$frameworks $summary loadavg=[$load]"
-echo "RESULT $result"
+[ -z "$out" ] || export BENCH_OUT=$out
+# shellcheck disable=SC2086  # $summary: KEY=VALUE words
+result placement agents="$agents" frameworks="$frameworks" $summary loadavg="$load"
 awk -v s="$summary" 'BEGIN {
   split(s, f, " "); for (i in f) { split(f[i], kv, "="); v[kv[1]] = kv[2] }
   printf "placed/s: allot %s vs Nomad C1M 3750 (%.1fx) vs kube-scheduler 1100 (%.1fx)\n",
          v["placed_per_s"], v["placed_per_s"] / 3750, v["placed_per_s"] / 1100 }'
-[ -z "$out" ] || echo "$result" >>"$out"
 if [ -n "$plot" ]; then
   placed=$(echo "$summary" | grep -o 'placed_per_s=[0-9]*' | cut -d= -f2)
   printf '0 "allot (this machine)" %s\n1 "Nomad C1M" 3750\n2 "kube-scheduler" 1100\n' "$placed" >"$dir/plot.dat"

@@ -2,8 +2,8 @@
 # The paper's scale experiment (section 6.5) on this machine: a real
 # allot-master, N emulated agents (2 task slots each), F load frameworks
 # launching tasks of N(mean, stddev) seconds, then probes that each run one
-# 10 s task and report their overhead. Prints one result line (and appends
-# it to --out when given).
+# 10 s task and report their overhead. Prints the result (bench/result.py;
+# --out DIR: its CSV and JSON lines there too).
 #
 #   bench/scale/run.sh --build-dir build --agents 50000 --frameworks 200
 set -euo pipefail
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
 done
 
 dir=$(mktemp -d /tmp/allot-scale.XXXXXX)
-. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # pids, cleanup, die, wait_for, registered
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # pids, die, wait_for, registered, result
 
 # Every agent is a socket in the emulator and one in the master.
 ulimit -Hn 262144 2>/dev/null || true
@@ -78,14 +78,14 @@ rss=$(awk '/VmHWM/ {print $2}' "/proc/$master_pid/status")
 stats=$(grep 'stats:' "$dir/master.log" | tail -1)
 load=$(grep '^load:' "$dir/load.log" | tail -1)
 sorted=$(printf '%s\n' "${overheads[@]}" | sort -g)
-median=$(echo "$sorted" | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')
+mid=$(echo "$sorted" | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')
 worst=$(echo "$sorted" | tail -1)
 msgs_in=$(echo "$stats" | grep -o 'msgs_in_per_s=[0-9]*' | cut -d= -f2)
 msgs_out=$(echo "$stats" | grep -o 'msgs_out_per_s=[0-9]*' | cut -d= -f2)
-o2r=$(echo "$load" | grep -o 'offer_to_running_ms p50=[0-9.]* p99=[0-9.]*' | sed 's/offer_to_running_ms //')
+o2r() { echo "$load" | grep -o "offer_to_running_ms p50=[0-9.]* p99=[0-9.]*" | grep -o "$1=[0-9.]*" | cut -d= -f2; }
 
-result=$(printf "agents=%s frameworks=%s probes_ms=[%s] median_ms=%s worst_ms=%s master_cpu_pct=%.0f master_peak_rss_mib=%d msgs_in_per_s=%s msgs_out_per_s=%s offer_to_running_ms(%s)" \
-  "$agents" "$frameworks" "$(IFS=,; echo "${overheads[*]}")" "$median" "$worst" "$cpu" \
-  $(( rss / 1024 )) "$msgs_in" "$msgs_out" "$o2r")
-echo "RESULT $result"
-[ -z "$out" ] || echo "$result" >>"$out"
+[ -z "$out" ] || export BENCH_OUT=$out
+result scale agents="$agents" frameworks="$frameworks" probes_ms="${overheads[*]}" median_ms="$mid" \
+  worst_ms="$worst" paper_overhead_ms_max=1000 master_cpu_pct="$(printf '%.0f' "$cpu")" \
+  master_peak_rss_mib=$(( rss / 1024 )) msgs_in_per_s="$msgs_in" msgs_out_per_s="$msgs_out" \
+  offer_to_running_ms_p50="$(o2r p50)" offer_to_running_ms_p99="$(o2r p99)"

@@ -5,6 +5,7 @@
 #
 #   bench/scale/sweep.sh build "1000 5000 10000 20000 50000" [out-dir]
 #
+# Results: OUT/scale.csv and scale.jsonl (one row per size, bench/result.py).
 # A size whose master would need more sockets than RLIMIT_NOFILE allows is
 # reported as blocked (with the limit), never silently dropped.
 set -euo pipefail
@@ -13,35 +14,36 @@ sizes=${2:-"1000 5000 10000 20000 50000"}
 out=${3:-$build/bench-results}
 frameworks=${FRAMEWORKS:-200}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib.sh"  # die
 mkdir -p "$out"
-results="$out/scale-results.txt"
-: >"$results"
+rm -f "$out/scale.csv" "$out/scale.jsonl"
 
 ulimit -Hn 262144 2>/dev/null || true
 limit=$(ulimit -Hn)
+notes=()
 for n in $sizes; do
   if [ $(( n + frameworks + 64 )) -gt "$limit" ]; then
-    echo "agents=$n blocked: the master needs $((n + frameworks)) sockets but RLIMIT_NOFILE is $limit here" | tee -a "$results"
+    notes+=("agents=$n blocked: the master needs $((n + frameworks)) sockets but RLIMIT_NOFILE is $limit here")
     continue
   fi
-  "$here/run.sh" --build-dir "$build" --agents "$n" --frameworks "$frameworks" --out "$results" |
-    grep RESULT || echo "agents=$n failed" | tee -a "$results"
+  "$here/run.sh" --build-dir "$build" --agents "$n" --frameworks "$frameworks" --out "$out" >/dev/null ||
+    notes+=("agents=$n failed")
 done
 
 echo
-printf '%-8s %-10s %-10s %-9s %-9s %-12s %s\n' agents median_ms worst_ms cpu_pct rss_mib msgs_in/s "paper"
-awk '
-  /blocked/ { split($1, a, "="); printf "%-8s blocked (%s)\n", a[2], substr($0, index($0, ":") + 2); next }
-  {
-    for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-    printf "%-8s %-10s %-10s %-9s %-9s %-12s %s\n", v["agents"], v["median_ms"], v["worst_ms"],
-      v["master_cpu_pct"], v["master_peak_rss_mib"], v["msgs_in_per_s"], "< 1000 ms"
-  }' "$results"
+[ -s "$out/scale.csv" ] || die "no size ran"
+python3 - "$out/scale.csv" <<'PY'
+import csv, sys
+print(f"{'agents':<8} {'median_ms':<10} {'worst_ms':<10} {'cpu_pct':<9} {'rss_mib':<9} {'msgs_in/s':<12} paper")
+for v in csv.DictReader(open(sys.argv[1])):
+    print(f"{v['agents']:<8} {v['median_ms']:<10} {v['worst_ms']:<10} {v['master_cpu_pct']:<9} "
+          f"{v['master_peak_rss_mib']:<9} {v['msgs_in_per_s']:<12} < 1000 ms")
+PY
+for note in "${notes[@]}"; do echo "$note"; done
 
 data="$out/scale-plot.dat"
-awk '!/blocked|failed/ {
-  for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-  print v["agents"], v["median_ms"], v["worst_ms"] }' "$results" >"$data"
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+  { print $col["agents"], $col["median_ms"], $col["worst_ms"] }' "$out/scale.csv" >"$data"
 if command -v gnuplot >/dev/null && [ -s "$data" ]; then
   gnuplot <<PLOT
 set terminal png size 800,500

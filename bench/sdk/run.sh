@@ -3,6 +3,7 @@
 # tasks launched through one real allot-master onto emulated agents, first by
 # examples/batch (C++ SDK), then by bench/sdk/py_batch.py (Python SDK), in one
 # run; prints both launch rates and their ratio (target: Python >= 0.5x).
+# --out DIR: the result's CSV and JSON lines there too (bench/result.py).
 #
 #   bench/sdk/run.sh --build-dir build --tasks 1000 --rounds 3
 set -euo pipefail
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dir=$(mktemp -d /tmp/allot-sdk-bench.XXXXXX)
-. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # pids, die, wait_for, registered, median, result
 
 "$build/master/allot-master" --listen 127.0.0.1:0 --port-file "$dir/port" \
   --agent-timeout 60 --heartbeat-interval 10 >"$dir/master.log" 2>&1 &
@@ -40,10 +41,8 @@ for r in $(seq "$rounds"); do
            --resources "cpus:1;mem:128" --retries 0 | rate)")
   py+=("$(/usr/bin/python3 "$here/py_batch.py" --master "$master" --tasks "$tasks" | rate)")
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 c=$(median "${cpp[@]}") p=$(median "${py[@]}")
-result=$(printf "tasks=%s rounds=%s cpp_per_s=%s python_per_s=%s python_over_cpp=%.2f cpp=[%s] python=[%s] loadavg=[%s]" \
-  "$tasks" "$rounds" "$c" "$p" "$(echo "$p / $c" | bc -l)" "$(IFS=,; echo "${cpp[*]}")" \
-  "$(IFS=,; echo "${py[*]}")" "$(cut -d' ' -f1-3 /proc/loadavg)")
-echo "RESULT $result"
-[ -z "$out" ] || echo "$result" >>"$out"
+[ -z "$out" ] || export BENCH_OUT=$out
+result sdk_rate tasks="$tasks" rounds="$rounds" cpp_per_s="$c" python_per_s="$p" \
+  python_over_cpp="$(printf '%.2f' "$(echo "$p / $c" | bc -l)")" target_ratio_min=0.5 \
+  cpp="${cpp[*]}" python="${py[*]}" loadavg="$(cut -d' ' -f1-3 /proc/loadavg)"
