@@ -147,9 +147,9 @@ http::Response FilesApi::browse(const http::Request& r) const {
     out += "}";
   }
   out += "]}\n";
-  http::Response r = http::Response::json(std::move(out));
-  allowCrossOrigin(&r);
-  return r;
+  http::Response answer = http::Response::json(std::move(out));
+  allowCrossOrigin(&answer);
+  return answer;
 }
 
 http::Response FilesApi::read(const http::Request& r) const {
