@@ -15,7 +15,8 @@ on_exit() { exit_hooks+=("$*"); }
 cleanup() {
   local rc=$? p h
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  # Only these: a script's own hooks stop the processes it tracks itself.
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   for h in "${exit_hooks[@]}"; do eval "$h" || true; done
   [ -n "${KEEP_LOGS:-}" ] || [ -z "${dir:-}" ] || rm -rf "$dir"
   return $rc
