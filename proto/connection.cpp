@@ -242,7 +242,18 @@ void Connection::consume(const char* data, size_t bytes, const boost::system::er
     return;
   }
   decoder_.append(data, bytes);
-  while (!closed_) {
+  handleSome();
+}
+
+void Connection::handleSome() {
+  for (size_t handled = 0; !closed_; ++handled) {
+    if (handled == kMaxFramesPerPass) {
+      // Let every other completion already due run before the next batch.
+      asio::post(socket_.get_executor(), [self = shared_from_this()] {
+        if (!self->closed_) self->handleSome();
+      });
+      return;
+    }
     Result<bool> got = decoder_.next(&scratch_);
     if (!got) {
       LOG_WARNING("closing connection from " << peerAddress_ << ": " << got.error().describe());

@@ -21,6 +21,13 @@
 // reason. A peer that lets more than Options::maxQueuedBytes pile up unsent
 // is disconnected rather than allowed to exhaust memory.
 //
+// Fairness: one pass of the loop handles at most kMaxFramesPerPass frames of
+// a connection; the rest of what one read brought waits behind every other
+// completion already due (a post), and the socket is read again only once
+// all of it is handled (the kernel's buffer and TCP's window hold a burst
+// back). So a peer that floods frames delays other peers by at most one
+// batch, not by a whole read chunk (64 KiB: over a thousand small frames).
+//
 // Thread: all methods on the io_context thread. Handlers are invoked there
 // and may call send() or close() (also on this connection) re-entrantly.
 #pragma once
@@ -39,6 +46,12 @@
 #include "proto/tls.h"
 
 namespace allot {
+
+// Frames of one connection handled per pass of the loop (Fairness above):
+// small enough that a batch of the costliest frames a master handles
+// (registrations) takes a few milliseconds, large enough that the extra
+// post per batch costs nothing measurable.
+constexpr size_t kMaxFramesPerPass = 16;
 
 using StreamSocket = asio::generic::stream_protocol::socket;
 
@@ -103,6 +116,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void onReadable(const boost::system::error_code& ec);
   void onTlsRead(const boost::system::error_code& ec, size_t bytes);
   void consume(const char* data, size_t bytes, const boost::system::error_code& ec);
+  void handleSome();
   void reject(const std::string& refusal, const std::string& name);
   bool handleEnvelope(wire::Envelope& envelope);
   bool acceptHello(const wire::Hello& hello);

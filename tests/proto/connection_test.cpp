@@ -140,6 +140,35 @@ TEST_F(ConnectionTest, TruncatedFrameAtCloseIsNamed) {
   EXPECT_NE(reason.find("truncated"), std::string::npos);
 }
 
+// A burst of frames that one read brings in is handled in batches of
+// kMaxFramesPerPass, each behind the completions already due: here a
+// handler posted by the first frame (what another peer's read would be)
+// runs after the first batch, not after the whole burst.
+TEST_F(ConnectionTest, ABurstIsHandledInBatchesWithOtherWorkBetween) {
+  constexpr size_t kBurst = 10 * kMaxFramesPerPass;
+  size_t handled = 0;
+  std::optional<size_t> handledWhenOtherWorkRan;
+  acceptOne({wire::ROLE_MASTER, "master", {wire::ROLE_AGENT}},
+            {nullptr, [&](wire::Envelope&) {
+               if (handled++ == 0) asio::post(io_, [&] { handledWhenOtherWorkRan = handled; });
+             },
+             nullptr});
+  tcp::socket raw = rawClient();
+  std::string bytes;
+  ASSERT_TRUE(appendFrame(helloEnvelope(wire::ROLE_AGENT, "flood"), &bytes).ok());
+  for (size_t i = 0; i < kBurst; ++i) {
+    wire::Envelope hb;
+    hb.mutable_heartbeat()->set_sequence(i);
+    ASSERT_TRUE(appendFrame(hb, &bytes).ok());
+  }
+  ASSERT_LT(bytes.size(), 16u * 1024) << "the burst must fit one read";
+  asio::write(raw, asio::buffer(bytes));  // in the socket before the server reads
+  runFor(std::chrono::milliseconds(300));
+  EXPECT_EQ(handled, kBurst) << "every frame is still handled";
+  ASSERT_TRUE(handledWhenOtherWorkRan.has_value());
+  EXPECT_LE(*handledWhenOtherWorkRan, kMaxFramesPerPass);
+}
+
 TEST(ListenTcp, ListensOnAnEphemeralPort) {
   asio::io_context io;
   tcp::acceptor acceptor(io);
