@@ -113,6 +113,9 @@ void LeaderContender::onSessionEvent(const ZkEvent& event) {
       state_ = State::kJoining;
       asio::post(io_, guard([this] { newSession(); }));
       return;
+    case ZkState::kAuthFailed:
+      if (state_ == State::kLeading) return loseLeadership("ZooKeeper refused our credentials");
+      return refuse("ZooKeeper refused this master's credentials (--zk-credentials)");
   }
 }
 
@@ -127,12 +130,42 @@ void LeaderContender::ensurePath(size_t depth) {
   std::string prefix = end == std::string::npos ? groupPath_ : groupPath_.substr(0, end);
   session_->create(prefix, "", false, guard([this, depth, prefix](ZkRc rc, const std::string&,
                                                                    const ZkStat&) {
-    if (rc != ZkRc::kOk && rc != ZkRc::kNodeExists) {
-      if (rc != ZkRc::kConnectionLoss) LOG_WARNING("cannot create " << prefix << ": " << zkRcName(rc));
-      return;  // retried on the next kConnected
+    onPathCreated(depth, prefix, rc);
+  }));
+}
+
+void LeaderContender::onPathCreated(size_t depth, const std::string& prefix, ZkRc rc) {
+  if (rc == ZkRc::kNoAuth) {
+    // ZooKeeper checks the parent's ACL before existence: a znode someone
+    // else made and locked is fine as long as it exists.
+    session_->exists(prefix, false, guard([this, depth, prefix](ZkRc found, const ZkStat&) {
+      if (found == ZkRc::kOk) return onPathCreated(depth, prefix, ZkRc::kNodeExists);
+      if (found == ZkRc::kConnectionLoss) return;  // retried on the next kConnected
+      refuse("ZooKeeper does not let this master create " + prefix +
+             " (its parent's ACL): check --zk-credentials");
+    }));
+    return;
+  }
+  if (rc != ZkRc::kOk && rc != ZkRc::kNodeExists) {
+    if (rc != ZkRc::kConnectionLoss) LOG_WARNING("cannot create " << prefix << ": " << zkRcName(rc));
+    return;  // retried on the next kConnected
+  }
+  if (prefix == groupPath_) return restrictGroup();
+  ensurePath(depth + 1);
+}
+
+// With credentials, the group znode (whoever made it) gets the masters' ACL
+// before this master joins: members are created and deleted under it.
+void LeaderContender::restrictGroup() {
+  session_->restrict(groupPath_, guard([this](ZkRc rc) {
+    if (rc == ZkRc::kOk) return join();
+    if (rc == ZkRc::kNoNode) return ensurePath(1);  // deleted meanwhile
+    if (rc == ZkRc::kNoAuth) {
+      return refuse("ZooKeeper does not let this master change the ACL of " + groupPath_ +
+                    ": another identity owns it (check --zk-credentials)");
     }
-    if (prefix == groupPath_) return join();
-    ensurePath(depth + 1);
+    if (rc != ZkRc::kConnectionLoss)
+      LOG_WARNING("cannot set the ACL of " << groupPath_ << ": " << zkRcName(rc));
   }));
 }
 
@@ -150,6 +183,10 @@ void LeaderContender::join() {
       return check();
     }
     if (rc == ZkRc::kNoNode) return ensurePath(1);  // the group was deleted meanwhile
+    if (rc == ZkRc::kNoAuth) {
+      return refuse("ZooKeeper does not let this master join " + groupPath_ +
+                    " (the group's ACL): wrong or missing --zk-credentials");
+    }
     if (rc == ZkRc::kConnectionLoss) {
       // The znode may exist without our knowing its name: look for our
       // guid once connected again rather than create a second member.
@@ -255,6 +292,14 @@ void LeaderContender::loseLeadership(const std::string& why) {
   fenceTimer_.cancel();
   LOG_ERROR("no longer the leader: " << why);
   if (callbacks_.lost) callbacks_.lost(why);
+}
+
+void LeaderContender::refuse(const std::string& why) {
+  state_ = State::kLost;
+  fenceTimer_.cancel();
+  retryTimer_.cancel();
+  LOG_ERROR("cannot contend for leadership: " << why);
+  if (callbacks_.refused) callbacks_.refused(why);
 }
 
 }  // namespace allot

@@ -1,5 +1,7 @@
 // LeaderContender: one master's candidacy in the ZooKeeper group
 // (ha/group.h), following ZooKeeper's election recipe:
+//   0. with credentials (ZkClientOptions), set the group znode's ACL so only
+//      the masters' identity writes there (anyone reads);
 //   1. create <path>/member_<guid>_ (ephemeral, sequential) holding the
 //      master's address and id;
 //   2. list the group; the lowest sequence leads (the epoch, our znode's
@@ -35,6 +37,11 @@ class LeaderContender {
   struct Callbacks {
     std::function<void(uint64_t epoch)> elected;        // at most once
     std::function<void(const std::string& why)> lost;   // only after elected; at most once
+    // ZooKeeper will not let this master take part: its credentials were
+    // refused, or the group's ACL forbids its writes (wrong or missing
+    // credentials). Retrying cannot help; the contender stops. At most once,
+    // instead of `lost`.
+    std::function<void(const std::string& why)> refused;
   };
 
   LeaderContender(asio::io_context& io, ZkSessionFactory sessions, std::string groupPath,
@@ -60,11 +67,14 @@ class LeaderContender {
   void onEvent(uint64_t generation, const ZkEvent& event);
   void onSessionEvent(const ZkEvent& event);
   void ensurePath(size_t depth);
+  void onPathCreated(size_t depth, const std::string& prefix, ZkRc rc);
+  void restrictGroup();
   void join();
   void findOrJoin();
   void check();
   void becomeLeader();
   void loseLeadership(const std::string& why);
+  void refuse(const std::string& why);
   template <typename Fn>
   auto guard(Fn fn);
 

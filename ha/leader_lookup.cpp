@@ -37,6 +37,8 @@ class Lookup {
       everConnected_ = true;
       return list();  // also after a reconnect: answers lost with the link
     }
+    if (event.state == ZkState::kAuthFailed)
+      finish(Error{"ZooKeeper " + session_->describe() + ": authentication failed"});
     if (event.state == ZkState::kExpired)
       finish(Error{"ZooKeeper " + session_->describe() + ": session expired before the leader was read"});
   }

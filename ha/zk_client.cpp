@@ -9,6 +9,7 @@
 // order. A Shared block outlives the handle: posted handlers hold it and do
 // nothing once `closed` is set (on the loop thread, by the destructor).
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zookeeper/zookeeper.h>
 
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "base/log.h"
 #include "ha/zk_session.h"
@@ -35,6 +37,9 @@ ZkRc toRc(int rc) {
     case ZINVALIDSTATE: return ZkRc::kConnectionLoss;
     case ZSESSIONEXPIRED: return ZkRc::kSessionExpired;
     case ZCLOSING: return ZkRc::kClosing;
+    case ZNOAUTH:
+    case ZINVALIDACL:  // an "auth" ACL without authentication
+    case ZAUTHFAILED: return ZkRc::kNoAuth;
     default: return ZkRc::kOther;
   }
 }
@@ -101,6 +106,20 @@ class InheritedPriority {
   bool applied_ = false;
 };
 
+// The ACL of every znode an authenticated session creates: everything for
+// the identities this session authenticated as (ZooKeeper's "auth" scheme,
+// expanded by the server to digest:user:hash), reading for anyone, so that
+// clients that only read need no secret.
+struct RestrictedAcl {
+  RestrictedAcl() {
+    entries[0] = ACL{ZOO_PERM_ALL, Id{const_cast<char*>("auth"), const_cast<char*>("")}};
+    entries[1] = ACL{ZOO_PERM_READ, Id{const_cast<char*>("world"), const_cast<char*>("anyone")}};
+    vector = ACL_vector{2, entries};
+  }
+  ACL entries[2];
+  ACL_vector vector;
+};
+
 struct Shared : std::enable_shared_from_this<Shared> {
   explicit Shared(asio::io_context& ioContext) : io(ioContext) {}
   asio::io_context& io;
@@ -131,8 +150,10 @@ void watcher(zhandle_t* zh, int type, int state, const char* path, void* context
     if (state == ZOO_CONNECTED_STATE) {
       event.state = ZkState::kConnected;
       event.negotiatedTimeout = Millis(zoo_recv_timeout(zh));
-    } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+    } else if (state == ZOO_EXPIRED_SESSION_STATE) {
       event.state = ZkState::kExpired;
+    } else if (state == ZOO_AUTH_FAILED_STATE) {
+      event.state = ZkState::kAuthFailed;
     } else {
       event.state = ZkState::kConnecting;
     }
@@ -178,6 +199,7 @@ class ZooKeeperSession final : public ZkSession {
       InheritedPriority priority(options_.priorityBoost);
       zh_ = zookeeper_init2(servers_.c_str(), watcher, timeoutMs, nullptr, shared_.get(), 0, zkLog);
     }
+    if (zh_ != nullptr && !options_.credentials.empty()) authenticate();
     if (zh_ == nullptr) {
       // Only a malformed server list gets here (unreachable servers do not):
       // report it as a dead session so the owner logs it and retries.
@@ -194,8 +216,8 @@ class ZooKeeperSession final : public ZkSession {
     int mode = ephemeralSequential ? ZOO_EPHEMERAL_SEQUENTIAL : ZOO_PERSISTENT;
     int rc = zh_ == nullptr ? ZINVALIDSTATE
                             : zoo_acreate2(zh_, path.c_str(), data.data(),
-                                           static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
-                                           mode, onCreated, call);
+                                           static_cast<int>(data.size()), acl(), mode, onCreated,
+                                           call);
     if (rc != ZOK) onCreated(rc, nullptr, nullptr, call);
   }
 
@@ -231,6 +253,14 @@ class ZooKeeperSession final : public ZkSession {
   void remove(const std::string& path, DoneFn done) override {
     auto* call = new Call<DoneFn>{shared_, std::move(done)};
     int rc = zh_ == nullptr ? ZINVALIDSTATE : zoo_adelete(zh_, path.c_str(), -1, onVoid, call);
+    if (rc != ZOK) onVoid(rc, call);
+  }
+
+  void restrict(const std::string& path, DoneFn done) override {
+    auto* call = new Call<DoneFn>{shared_, std::move(done)};
+    if (options_.credentials.empty()) return onVoid(ZOK, call);
+    int rc = zh_ == nullptr ? ZINVALIDSTATE
+                            : zoo_aset_acl(zh_, path.c_str(), -1, acl(), onVoid, call);
     if (rc != ZOK) onVoid(rc, call);
   }
 
@@ -273,7 +303,25 @@ class ZooKeeperSession final : public ZkSession {
     call->shared->post([done = std::move(call->done), rc] { done(toRc(rc)); });
   }
 
+  // Queued by the client and sent (again after every reconnection) before
+  // any other request. Digest authentication itself never fails (the
+  // servers attach whatever identity the password hashes to); wrong
+  // credentials show as kNoAuth on the first write.
+  void authenticate() {
+    const std::string& cred = options_.credentials;
+    int rc = zoo_add_auth(zh_, "digest", cred.data(), static_cast<int>(cred.size()), onAuth,
+                          nullptr);
+    if (rc != ZOK) LOG_ERROR("ZooKeeper " << servers_ << ": cannot authenticate: " << zerror(rc));
+  }
+  static void onAuth(int rc, const void*) {
+    if (rc != ZOK) LOG_ERROR("ZooKeeper refused this client's credentials: " << zerror(rc));
+  }
+  ACL_vector* acl() {
+    return options_.credentials.empty() ? &ZOO_OPEN_ACL_UNSAFE : &restricted_.vector;
+  }
+
   std::shared_ptr<Shared> shared_;
+  RestrictedAcl restricted_;
   std::string servers_;
   Duration timeout_;
   ZkClientOptions options_;
@@ -291,6 +339,7 @@ const char* zkRcName(ZkRc rc) {
     case ZkRc::kConnectionLoss: return "connection loss";
     case ZkRc::kSessionExpired: return "session expired";
     case ZkRc::kClosing: return "closing";
+    case ZkRc::kNoAuth: return "not allowed (the znode's ACL)";
     case ZkRc::kOther: return "ZooKeeper error";
   }
   return "?";
@@ -301,6 +350,7 @@ const char* zkStateName(ZkState state) {
     case ZkState::kConnecting: return "connecting";
     case ZkState::kConnected: return "connected";
     case ZkState::kExpired: return "expired";
+    case ZkState::kAuthFailed: return "authentication failed";
   }
   return "?";
 }
@@ -332,6 +382,29 @@ Result<ZkUrl> parseZkUrl(const std::string& text) {
     start = comma + 1;
   }
   return url;
+}
+
+Result<std::string> readZkCredentials(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error::fromErrno("cannot read the ZooKeeper credentials file " + path);
+  std::string text(kMaxZkCredentialsBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (in.bad()) return Error::fromErrno("cannot read the ZooKeeper credentials file " + path);
+  if (text.size() > kMaxZkCredentialsBytes)
+    return Error{path + ": a ZooKeeper credentials file holds one user:password line (at most " +
+                 std::to_string(kMaxZkCredentialsBytes) + " bytes)"};
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  auto colon = text.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size() ||
+      text.find_first_of("\n\r") != std::string::npos)
+    return Error{path + ": expected one line user:password (digest credentials for ZooKeeper)"};
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+    LOG_WARNING(path << ": the ZooKeeper credentials file may be read by other users (mode "
+                     << std::oct << (st.st_mode & 0777) << std::dec << "); chmod 600 it");
+  }
+  return text;
 }
 
 Result<ZkSessionFactory> zooKeeperSessionFactory(asio::io_context& io, std::string servers,

@@ -59,6 +59,10 @@ void ZooKeeperDetector::onEvent(const ZkEvent& event) {
       report(std::nullopt);
       asio::post(io_, guard([this] { newSession(); }));
       return;
+    case ZkState::kAuthFailed:  // a reader sends no credentials: not expected
+      LOG_ERROR("detector: ZooKeeper refused this client's authentication; no leader");
+      report(std::nullopt);
+      return;
   }
 }
 

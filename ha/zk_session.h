@@ -16,7 +16,10 @@
 //   - Session events: kConnected after each (re)connection, kConnecting when
 //     the link to the server is lost (the session may still be alive),
 //     kExpired once the cluster has ended the session (final: the session is
-//     dead, make a new one).
+//     dead, make a new one), kAuthFailed once the servers refused the
+//     session's credentials (final: a new session with the same credentials
+//     fares no better).
+//   - A write the znode's ACL forbids completes with kNoAuth.
 //   - After the destructor returns no callback runs. Destroying a connected
 //     session closes it, so its ephemeral znodes go at once.
 #pragma once
@@ -42,11 +45,12 @@ enum class ZkRc {
   kConnectionLoss,
   kSessionExpired,
   kClosing,
+  kNoAuth,  // the znode's ACL forbids it to this session's identity
   kOther
 };
 const char* zkRcName(ZkRc rc);
 
-enum class ZkState { kConnecting, kConnected, kExpired };
+enum class ZkState { kConnecting, kConnected, kExpired, kAuthFailed };
 const char* zkStateName(ZkState state);
 
 struct ZkEvent {
@@ -88,6 +92,12 @@ class ZkSession {
   virtual void set(const std::string& path, const std::string& data, int32_t version,
                    StatFn done) = 0;
   virtual void remove(const std::string& path, DoneFn done) = 0;
+  // With credentials (ZkClientOptions::credentials): sets the ACL of `path`
+  // to the one this session creates znodes with (only its identity writes,
+  // anyone reads), so a znode made open by someone else is locked too;
+  // kNoAuth when its ACL does not let this identity change it. Without
+  // credentials: kOk, nothing changes.
+  virtual void restrict(const std::string& path, DoneFn done) = 0;
   // The servers and timeout, for log lines.
   virtual std::string describe() const = 0;
 };
@@ -113,7 +123,20 @@ struct ZkClientOptions {
   // (docs/decisions.md). Lowering a nice value needs CAP_SYS_NICE or an
   // RLIMIT_NICE that allows it; without, one warning and no boost.
   int priorityBoost = 0;
+  // "user:password": the session authenticates with ZooKeeper's digest
+  // scheme, and every znode it creates gets an ACL that lets only that
+  // identity write (create, delete, set, change the ACL) and anyone read.
+  // Empty: no authentication, znodes open to all (a client that only reads
+  // needs nothing more: the masters' znodes are world-readable).
+  std::string credentials;
 };
+// The largest credentials file read (one "user:password" line).
+constexpr size_t kMaxZkCredentialsBytes = 1024;
+
+// The digest credentials in `path`: one line "user:password" (a trailing
+// newline is fine). Errors name the file and what is wrong; a file others
+// may read is accepted with a warning.
+Result<std::string> readZkCredentials(const std::string& path);
 constexpr int kMaxZkPriorityBoost = 39;  // nice runs from 19 down to -20
 
 // The real ZooKeeper client (zookeeper_mt; every callback is posted to `io`).

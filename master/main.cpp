@@ -33,6 +33,7 @@ struct Settings {
   std::string portFile;
   std::string workDir;
   std::string zk;
+  std::string zkCredentials;
   double zkSessionTimeoutS = 10;
   int64_t zkClientPriority = 10;
   std::string advertise;
@@ -73,6 +74,10 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addString("zk", &s->zk,
                   "zk://host:port[,host:port...]/path: elect the leader among the masters "
                   "there (empty: standalone)");
+  flags.addString("zk-credentials", &s->zkCredentials,
+                  "file holding user:password: authenticate to ZooKeeper (digest) and create "
+                  "the group's znodes writable only by that identity, readable by anyone "
+                  "(empty: no authentication, znodes open to all)");
   flags.addDouble("zk-session-timeout", &s->zkSessionTimeoutS,
                   "seconds of ZooKeeper session: a crashed leader is replaced after about this "
                   "long (the servers clamp it to 2..20 ticks)");
@@ -333,6 +338,17 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, M
                   const Settings& s, Operating& operating) {
   ZkClientOptions client;
   client.priorityBoost = static_cast<int>(s.zkClientPriority);
+  if (!s.zkCredentials.empty()) {
+    auto credentials = readZkCredentials(s.zkCredentials);
+    if (!credentials) {
+      LOG_ERROR("--zk-credentials: " << credentials.error().describe());
+      return 2;
+    }
+    client.credentials = std::move(*credentials);
+  } else {
+    LOG_WARNING("no --zk-credentials: the group's znodes in ZooKeeper are open to anyone who "
+                "reaches the ensemble (README: ZooKeeper access)");
+  }
   auto sessions =
       zooKeeperSessionFactory(io, zk.servers, secondsToDuration(s.zkSessionTimeoutS), client);
   if (!sessions) {
@@ -355,6 +371,12 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, M
       server.kick();
       operating.notifier.status("leading with epoch " + std::to_string(epoch));
     });
+  };
+  callbacks.refused = [&](const std::string& why) {
+    LOG_ERROR("exiting: ZooKeeper will not let this master contend (" << why << ")");
+    operating.stop();
+    exitCode = 1;
+    io.stop();
   };
   callbacks.lost = [&](const std::string& why) {
     LOG_ERROR("exiting: this master can no longer be sure it leads (" << why << ")");
@@ -403,6 +425,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     zk = *url;
+  }
+  if (!settings.zkCredentials.empty() && settings.zk.empty()) {
+    std::cerr << "allot-master: --zk-credentials needs --zk\n";
+    return 2;
   }
   if (!(settings.zkSessionTimeoutS >= 0.1 && settings.zkSessionTimeoutS <= 3600)) {
     std::cerr << "allot-master: --zk-session-timeout must be between 0.1 and 3600 seconds\n";

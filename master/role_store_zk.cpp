@@ -36,7 +36,7 @@ class ZooKeeperRoleStore final : public RoleStore {
   void load(LoadFn done) override {
     loadDone_ = std::move(done);
     attempts_ = 0;
-    read();
+    restrictThenRead();
   }
 
   void save(const RoleSettings& settings, SaveFn done) override {
@@ -63,6 +63,19 @@ class ZooKeeperRoleStore final : public RoleStore {
   std::string describe() const override { return "zookeeper " + path_; }
 
  private:
+  // With credentials, the znode (if it exists: a new one is created with
+  // the masters' ACL) is locked to the masters' identity before it is read.
+  void restrictThenRead() {
+    session_.restrict(path_, guard([this](ZkRc rc) {
+      if (rc == ZkRc::kOk || rc == ZkRc::kNoNode) return read();
+      if (rc == ZkRc::kNoAuth) {
+        return finish(Error{path_ + " in ZooKeeper: another identity owns it (its ACL): "
+                            "check --zk-credentials"});
+      }
+      again(std::string("cannot set its ACL: ") + zkRcName(rc));
+    }));
+  }
+
   void read() {
     session_.get(path_, guard([this](ZkRc rc, const std::string& data, const ZkStat& stat) {
       if (rc == ZkRc::kNoNode) return createEmpty();
@@ -113,7 +126,7 @@ class ZooKeeperRoleStore final : public RoleStore {
     LOG_INFO(path_ << ": " << why << "; reading again");
     retry_.expires_after(kRoleStoreRetry);
     retry_.async_wait(guard([this](const boost::system::error_code& ec) {
-      if (!ec) read();
+      if (!ec) restrictThenRead();
     }));
   }
 

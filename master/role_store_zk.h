@@ -11,6 +11,10 @@
 // between) reads again. A save() that meets kBadVersion fails: someone
 // else leads now; nothing is retried blindly.
 //
+// With --zk-credentials the znode is writable only by the masters' digest
+// identity and readable by anyone (ZkClientOptions::credentials): load()
+// sets that ACL first, also on a znode someone else left open.
+//
 // The group path exists (the contender made it). A missing znode is made
 // (persistent) by load(). Connection loss during load() is retried every
 // kRoleStoreRetry, up to kRoleStoreLoadAttemptsMax times; a leader whose

@@ -428,6 +428,7 @@ TEST_F(LookupTest, ListsAgainWhenTheLeaderGoesBetweenTheListingAndTheRead) {
       inner_->set(p, d, v, std::move(fn));
     }
     void remove(const std::string& p, DoneFn fn) override { inner_->remove(p, std::move(fn)); }
+    void restrict(const std::string& p, DoneFn fn) override { inner_->restrict(p, std::move(fn)); }
     std::string describe() const override { return inner_->describe(); }
 
    private:
@@ -457,6 +458,7 @@ TEST_F(LookupTest, UnreachableServersEndInATimeoutThatSaysSo) {
     void get(const std::string&, DataFn) override {}
     void set(const std::string&, const std::string&, int32_t, StatFn) override {}
     void remove(const std::string&, DoneFn) override {}
+    void restrict(const std::string&, DoneFn) override {}
     std::string describe() const override { return "10.9.9.9:2181"; }
   };
   auto started = std::chrono::steady_clock::now();

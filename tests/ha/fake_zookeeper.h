@@ -191,6 +191,11 @@ class FakeZooKeeper {
       zk_.removeNode(path);
       answer([done, had] { done(had ? ZkRc::kOk : ZkRc::kNoNode); });
     }
+    void restrict(const std::string& path, DoneFn done) override {
+      if (!connected_) return answer([done] { done(ZkRc::kConnectionLoss); });
+      bool had = zk_.nodes_.count(path) > 0;
+      answer([done, had] { done(had ? ZkRc::kOk : ZkRc::kNoNode); });
+    }
     std::string describe() const override { return "fake session " + std::to_string(id_); }
 
     void answer(std::function<void()> fn) { post(std::move(fn)); }
