@@ -5,9 +5,15 @@
 // Exit codes: 0 all tasks FINISHED; the first failing task's exit code
 // (128+signal when it was signalled); 137 KILLED; 1 LOST or ERROR; 2 bad
 // flags; 124 no master or no fitting offer within --timeout; 130 Ctrl-C.
+//
+// SIGINT or SIGTERM: kill the tasks and wait for their end, at most
+// kInterruptWait (the master may be unreachable); then, or at a second
+// signal, exit 130 naming the tasks that may still run.
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
+#include <utility>
 #include <iostream>
 #include <map>
 #include <set>
@@ -23,6 +29,9 @@
 namespace {
 
 using namespace allot;
+
+// The default kill grace (3 s) and the updates' way back, with room to spare.
+constexpr auto kInterruptWait = std::chrono::seconds(10);
 
 struct Settings {
   std::string master = "127.0.0.1:5050";
@@ -113,6 +122,11 @@ class ExecuteScheduler final : public Scheduler {
     }
   }
 
+  // Kills sent while the master was unreachable were refused: again now.
+  void reregistered(SchedulerDriver&, const std::string&) override {
+    if (stopping_) sendKills();
+  }
+
   void agentLost(SchedulerDriver&, const std::string& agentId) override {
     std::printf("agent %s lost\n", agentId.c_str());
   }
@@ -132,10 +146,24 @@ class ExecuteScheduler final : public Scheduler {
     if (stopping_) return;
     stopping_ = true;
     if (exitCode) forcedExit_ = exitCode;
-    for (const auto& [id, state] : states_) {
-      if (!isTerminal(state)) (void)driver_->killTask(id);
-    }
+    sendKills();
     if (done_.size() == launched_) finish();
+  }
+
+  // Exits now, saying which tasks were not seen to end (they may still run:
+  // the master kills them when it ends the framework, after its failover
+  // timeout).
+  void abandon(const std::string& why) {
+    std::string running;
+    for (const auto& [id, state] : states_) {
+      if (!isTerminal(state)) running += (running.empty() ? "" : ", ") + id;
+    }
+    std::fprintf(stderr, "allot-execute: %s: exiting%s%s%s\n", why.c_str(),
+                 running.empty() ? "" : "; these tasks may still run: ", running.c_str(),
+                 running.empty() ? "" : " (the master kills them when this framework's failover "
+                                        "timeout passes without it)");
+    forcedExit_ = 130;
+    finish();
   }
 
   void finish() {
@@ -146,6 +174,12 @@ class ExecuteScheduler final : public Scheduler {
 
 
  private:
+  void sendKills() {
+    for (const auto& [id, state] : states_) {
+      if (!isTerminal(state)) (void)driver_->killTask(id);
+    }
+  }
+
   wire::TaskInfo makeTask(const wire::Offer& offer) {
     wire::TaskInfo t;
     std::string id = settings_.name + "-" + std::to_string(launched_++);
@@ -230,11 +264,22 @@ int main(int argc, char** argv) {
   if (auto st = driver.start(); !st) return fail(st.error().describe());
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& ec, int) {
+  asio::steady_timer giveUp(io);
+  bool interrupted = false;
+  std::function<void(const boost::system::error_code&, int)> onSignal =
+      [&](const boost::system::error_code& ec, int) {
     if (ec) return;
-    std::fprintf(stderr, "allot-execute: interrupted; killing tasks\n");
+    if (std::exchange(interrupted, true)) return scheduler.abandon("interrupted again");
+    std::fprintf(stderr, "allot-execute: interrupted; killing tasks (exiting within %lld s; "
+                 "interrupt again to exit now)\n", static_cast<long long>(kInterruptWait.count()));
+    giveUp.expires_after(kInterruptWait);
+    giveUp.async_wait([&](const boost::system::error_code& e) {
+      if (!e) scheduler.abandon(driver.registered() ? "tasks not all ended in time" : "no master reachable");
+    });
+    signals.async_wait(onSignal);
     scheduler.killAll(130);
-  });
+  };
+  signals.async_wait(onSignal);
   asio::steady_timer killTimer(io);
   if (s.killAfterS > 0) {
     killTimer.expires_after(secondsToDuration(s.killAfterS));
