@@ -4,6 +4,7 @@
 #include "base/log.h"
 #include "ha/detector_factory.h"
 #include "proto/reconnecting_link.h"
+#include "proto/task_state.h"
 #include "proto/validate.h"
 
 namespace allot {
@@ -44,6 +45,13 @@ Status SchedulerDriver::start() {
 void SchedulerDriver::stop(bool failover) {
   if (stopped_) return;
   stopped_ = true;
+  if (!registered_ && !unfinished_.empty()) {
+    std::string names;
+    for (const auto& id : unfinished_) names += (names.empty() ? "" : ", ") + id;
+    LOG_WARNING("scheduler: stopped while no master is reachable; these tasks may still run: "
+                << names << (unfinished_.size() >= kMaxTrackedTasks ? " (and maybe more)" : "")
+                << " (the master ends them when this framework's failover timeout passes)");
+  }
   if (link_ && registered_ && !failover) {
     wire::Envelope e;
     e.mutable_unregister_framework()->set_framework_id(info_.id());
@@ -92,6 +100,7 @@ void SchedulerDriver::onMessage(const wire::Envelope& e) {
     case wire::Envelope::kOfferRescinded:
       return scheduler_.offerRescinded(*this, e.offer_rescinded().offer_id());
     case wire::Envelope::kStatusUpdate:
+      track(e.status_update().status().task_id(), !isTerminal(e.status_update().status().state()));
       return scheduler_.statusUpdate(*this, e.status_update().status());
     case wire::Envelope::kAgentLost:
       return scheduler_.agentLost(*this, e.agent_lost().agent_id());
@@ -130,7 +139,23 @@ Status SchedulerDriver::acceptOffer(const std::vector<std::string>& offerIds,
   for (const auto& id : offerIds) a->add_offer_ids(id);
   for (const auto& t : tasks) *a->add_tasks() = t;
   *a->mutable_filters() = filters;
-  return sendIfRegistered(e);
+  Status sent = sendIfRegistered(e);
+  if (sent) {
+    for (const auto& t : tasks) track(t.task_id(), true);
+  }
+  return sent;
+}
+
+void SchedulerDriver::track(const std::string& taskId, bool running) {
+  if (!running) {
+    unfinished_.erase(taskId);
+  } else if (unfinished_.size() < kMaxTrackedTasks) {
+    unfinished_.insert(taskId);
+  }
+}
+
+std::vector<std::string> SchedulerDriver::unfinishedTasks() const {
+  return {unfinished_.begin(), unfinished_.end()};
 }
 
 Status SchedulerDriver::declineOffer(const std::string& offerId, const wire::Filters& filters) {

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,10 @@
 namespace allot {
 
 class SchedulerDriver;
+
+// How many unfinished task ids a driver remembers for stop()'s message
+// (beyond it, the message says some are not named).
+constexpr size_t kMaxTrackedTasks = 100000;
 
 class Scheduler {
  public:
@@ -106,10 +111,16 @@ class SchedulerDriver {
   // Starts connecting. Fails only on a malformed master address or
   // unusable TLS files.
   Status start();
-  // Stops the driver. failover=false unregisters the framework (the master
-  // kills its tasks); true just disconnects so another scheduler can take
-  // over within the failover timeout.
+  // Stops the driver, at once (nothing waits for the master): call it on
+  // SIGINT or SIGTERM too. failover=false unregisters the framework (the
+  // master kills its tasks); true just disconnects so another scheduler can
+  // take over within the failover timeout. Stopped while no master is
+  // reachable, it logs which tasks may still run (unfinishedTasks(): the
+  // master ends them once the framework's failover timeout passes).
   void stop(bool failover = false);
+  // Tasks this driver launched or heard of in a non-terminal state and has
+  // not seen end (at most kMaxTrackedTasks; sorted).
+  std::vector<std::string> unfinishedTasks() const;
 
   // Launches `tasks` on the resources of `offerIds` (all from one agent).
   // Unused resources are refused for filters.refuse_seconds (default 5 s).
@@ -144,6 +155,7 @@ class SchedulerDriver {
   void onMessage(const wire::Envelope& e);
   void onClosed(const std::string& reason);
   Status sendIfRegistered(const wire::Envelope& e);
+  void track(const std::string& taskId, bool running);
 
   asio::io_context& io_;
   Scheduler& scheduler_;
@@ -157,6 +169,7 @@ class SchedulerDriver {
   bool registered_ = false;
   bool everRegistered_ = false;
   bool stopped_ = true;
+  std::set<std::string> unfinished_;
 };
 
 }  // namespace allot

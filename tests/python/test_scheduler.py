@@ -172,3 +172,59 @@ def test_driver_reregisters_with_a_restarted_master(cluster):
     assert first_id
     assert registrations[0] == ("registered", first_id)
     assert ("reregistered", first_id) in registrations
+
+
+SIGNALLED_FRAMEWORK = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+import allot
+from allot import wire
+
+class Sleeper(allot.Scheduler):
+    launched = False
+    def resource_offers(self, driver, offers):
+        for offer in offers:
+            if self.launched:
+                driver.decline_offer(offer.offer_id)
+                continue
+            t = wire.TaskInfo(task_id="py-sleeper", name="py-sleeper", agent_id=offer.agent_id)
+            t.resources.extend(allot.parse_resources("cpus:0.1;mem:16"))
+            t.command.shell = "sleep 600"
+            driver.accept_offer([offer.offer_id], [t])
+            self.launched = True
+    def status_update(self, driver, status):
+        driver.acknowledge(status)
+        print(wire.TaskState.Name(status.state), flush=True)
+
+driver = allot.SchedulerDriver(Sleeper(), wire.FrameworkInfo(name="signalled", failover_timeout_s=5),
+                               master=sys.argv[2], backoff=allot.Backoff(0.05, 0.5))
+asyncio.run(driver.run(stop_on_signals=True))
+print("returned", flush=True)
+"""
+
+
+def signalled_framework(cluster):
+    """A framework process whose task runs, then its master killed."""
+    proc = subprocess.Popen([sys.executable, "-c", SIGNALLED_FRAMEWORK, str(ROOT / "sdk" / "python"),
+                             cluster.master], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the framework ended before its task ran: " + proc.stderr.read()
+        if line.strip() == "TASK_RUNNING":
+            break
+    cluster.master_daemon.stop()
+    return proc
+
+
+def test_sigterm_with_no_master_stops_the_driver_naming_the_running_task(cluster):
+    import signal
+    import time
+    proc = signalled_framework(cluster)
+    time.sleep(0.3)  # the driver sees the link drop
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=10)  # run() returns within about a second
+    assert proc.returncode == 0, err
+    assert "returned" in out
+    assert "these tasks may still run: py-sleeper" in err
+

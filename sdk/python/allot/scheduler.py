@@ -29,6 +29,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
+import signal
+import sys
 from typing import Iterable, Optional, Sequence
 
 from ._wire import wire
@@ -38,6 +41,9 @@ from .validate import from_master_to_scheduler
 
 log = logging.getLogger("allot.scheduler")
 
+#: How many unfinished task ids a driver remembers for :meth:`SchedulerDriver.stop`'s message.
+MAX_TRACKED_TASKS = 100_000
+
 FrameworkInfo = wire.FrameworkInfo
 TaskInfo = wire.TaskInfo
 TaskStatus = wire.TaskStatus
@@ -45,6 +51,9 @@ Offer = wire.Offer
 Filters = wire.Filters
 StandingFilters = wire.StandingFilters
 TaskRef = wire.TaskRef
+
+_TERMINAL = frozenset({wire.TASK_FINISHED, wire.TASK_FAILED, wire.TASK_KILLED, wire.TASK_LOST,
+                       wire.TASK_ERROR})
 
 
 class NotRegistered(Exception):
@@ -99,6 +108,7 @@ class SchedulerDriver:
         self._registered = False
         self._stopped = asyncio.Event()
         self._max_epoch = 0
+        self._unfinished: set = set()
         self.share = wire.ShareUpdate()
 
     # ------------------------------------------------------------------ state
@@ -116,21 +126,57 @@ class SchedulerDriver:
     def registered(self) -> bool:
         return self._registered
 
+    def unfinished_tasks(self) -> list:
+        """Tasks launched here or reported non-terminal, not yet seen to end (sorted)."""
+        return sorted(self._unfinished)
+
+    def _track(self, task_id: str, running: bool) -> None:
+        if not running:
+            self._unfinished.discard(task_id)
+        elif len(self._unfinished) < MAX_TRACKED_TASKS:
+            self._unfinished.add(task_id)
+
     def guaranteed_share(self) -> "wire.ShareUpdate":
         """The latest share the master reported (guaranteed, allocated, dominant)."""
         return self.share
 
     # ------------------------------------------------------------------ running
 
-    async def run(self) -> None:
-        """Connects, registers and dispatches callbacks until :meth:`stop`."""
+    async def run(self, *, stop_on_signals: bool = False) -> None:
+        """Connects, registers and dispatches callbacks until :meth:`stop`.
+
+        ``stop_on_signals``: the first SIGINT or SIGTERM calls :meth:`stop`
+        (run returns within about a second, also with no master reachable,
+        naming the tasks that may still run); a second SIGINT exits the
+        process at once (status 130).
+        """
         detector = make_detector(self._master)
+        loop = asyncio.get_running_loop()
+        if stop_on_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self._on_signal, sig)
         try:
             await self._run(detector)
         finally:
+            if stop_on_signals:
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(sig)
             detector.close()
             if self._link:
                 self._link.close()
+
+    def _on_signal(self, sig: int) -> None:
+        if not self._stopped.is_set():
+            print(f"allot: {signal.Signals(sig).name}: stopping the framework "
+                  "(again to exit at once)", file=sys.stderr, flush=True)
+            self.stop()
+            return
+        if sig == signal.SIGINT:
+            running = ", ".join(self.unfinished_tasks())
+            print("allot: interrupted again: exiting" +
+                  (f"; these tasks may still run: {running}" if running else ""),
+                  file=sys.stderr, flush=True)
+            os._exit(130)
 
     async def _run(self, detector: Detector) -> None:
         leader = detector.current()
@@ -226,7 +272,9 @@ class SchedulerDriver:
         elif kind == "offer_rescinded":
             await self._call("offer_rescinded", self, e.offer_rescinded.offer_id)
         elif kind == "status_update":
-            await self._call("status_update", self, e.status_update.status)
+            st = e.status_update.status
+            self._track(st.task_id, st.state not in _TERMINAL)
+            await self._call("status_update", self, st)
         elif kind == "agent_lost":
             await self._call("agent_lost", self, e.agent_lost.agent_id)
         elif kind == "share_update":
@@ -244,7 +292,16 @@ class SchedulerDriver:
             await result
 
     def stop(self, failover: bool = False) -> None:
-        """Stops; ``failover=False`` unregisters (the master kills the tasks)."""
+        """Stops; ``failover=False`` unregisters (the master kills the tasks).
+
+        Stopped with no master reachable, it says which tasks may still run
+        (the master ends them when the framework's failover timeout passes).
+        """
+        if not self._registered and self._unfinished and not self._stopped.is_set():
+            more = " (and maybe more)" if len(self._unfinished) >= MAX_TRACKED_TASKS else ""
+            log.warning("stopped while no master is reachable; these tasks may still run: %s%s "
+                        "(the master ends them when this framework's failover timeout passes)",
+                        ", ".join(self.unfinished_tasks()), more)
         if self._link and self._registered and not failover:
             e = wire.Envelope()
             e.unregister_framework.framework_id = self._info.id
@@ -271,6 +328,8 @@ class SchedulerDriver:
         if filters is not None:
             e.accept_offers.filters.CopyFrom(filters)
         self._send(e)
+        for t in e.accept_offers.tasks:
+            self._track(t.task_id, True)
 
     def decline_offer(self, offer_id: str, filters: Optional[Filters] = None) -> None:
         e = wire.Envelope()
