@@ -39,6 +39,10 @@
 
 namespace allot {
 
+namespace images {
+class LayerStore;
+}
+
 // Names one container (one executor) on this agent. name() is its cgroup
 // directory name, the same name its sandbox and checkpoint carry:
 // containerName() of base/files.h, injective and stable across restarts.
@@ -49,6 +53,13 @@ struct ContainerId {
   bool operator==(const ContainerId&) const = default;
 };
 
+// A path mounted inside a container's root filesystem (filesystem/linux).
+struct ContainerVolume {
+  std::string hostPath;       // absolute (allowed by --volume-allow) or relative to the sandbox
+  std::string containerPath;  // absolute, inside the root
+  bool readOnly = false;
+};
+
 // What an isolator is told about a container when it prepares it (and, for
 // the containers that outlive an agent restart, at recover()).
 struct ContainerConfig {
@@ -57,6 +68,12 @@ struct ContainerConfig {
       : limits(std::move(limits)), sandbox(std::move(sandbox)) {}
   Resources limits;     // the executor's resources plus all its tasks'
   std::string sandbox;  // its sandbox directory, absolute; made before prepare()
+  // filesystem/linux: the image's layers (blob digests as 64 hex, bottom
+  // first; empty: the host's filesystem, today's behaviour), the volumes,
+  // and the working directory inside the root ("": the sandbox).
+  std::vector<std::string> imageLayers;
+  std::vector<ContainerVolume> volumes;
+  std::string workingDir;
 };
 
 // A container the agent still knows at recover(), with what it was
@@ -114,6 +131,14 @@ struct IsolatorOptions {
   // disk/du (with io).
   WorkerPool* pool = nullptr;
   double diskWatchIntervalS = 15;  // disk/du: seconds between checks of a sandbox
+  // filesystem/linux: the agent's layer store (required by it; outlives the
+  // isolators), where executors' writable layers go, the host paths volumes
+  // may name (--volume-allow, comma-separated), and the host paths every
+  // root gets read-only (the executor's files, the agent's socket).
+  images::LayerStore* imageStore = nullptr;
+  std::string rootfsDir;
+  std::string volumeAllow;
+  std::vector<RootfsBind> hostBinds;
 };
 
 class Isolator {

@@ -14,6 +14,7 @@
 #include "isolators/network_isolator.h"
 #include "isolators/solaris_project.h"
 #include "isolators/seccomp_isolator.h"
+#include "isolators/filesystem_isolator.h"
 
 namespace allot {
 namespace {
@@ -30,6 +31,7 @@ constexpr IsolatorEntry kIsolatorTable[] = {
      [](const IsolatorContext& c) { return makeSolarisProjectIsolator(makeHostSolarisPlatform(), c.options.pidsMax); }},
     {"namespaces/pid", nullptr, makePidNamespaceIsolator},
     {"seccomp", nullptr, makeSeccompIsolator},
+    {"filesystem/linux", nullptr, [](const IsolatorContext& c) { return makeFilesystemIsolator(c.options); }},
 };
 
 std::string validNames() {
@@ -102,6 +104,9 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
   flags.addString("seccomp-profile", &o->seccompProfile,
                   "seccomp profile file for the seccomp isolator (format: isolators/seccomp_profile.h; "
                   "default: allot's built-in profile)");
+  flags.addString("volume-allow", &o->volumeAllow,
+                  "filesystem/linux: comma-separated host paths (each with everything below it) that tasks' "
+                  "volumes may mount; empty: only sandbox-relative volumes");
 }
 
 std::span<const IsolatorEntry> isolatorTable() { return kIsolatorTable; }

@@ -1,0 +1,210 @@
+#include "isolators/filesystem_isolator.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "base/log.h"
+#include "images/digest.h"
+#include "images/layer_store.h"
+
+namespace allot {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// "a/b", "/a/b": no "..", no empty name; "." components allowed.
+bool hasDotDot(const std::string& path) {
+  std::istringstream parts(path);
+  std::string part;
+  while (std::getline(parts, part, '/'))
+    if (part == "..") return true;
+  return false;
+}
+
+Result<std::string> resolved(const std::string& path) {
+  char buffer[PATH_MAX];
+  if (::realpath(path.c_str(), buffer) == nullptr) return Error::fromErrno("volume host path " + path);
+  return std::string(buffer);
+}
+
+bool under(const std::string& path, const std::string& root) {
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                          (root.back() == '/' || path[root.size()] == '/'));
+}
+
+Status makeDir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return Error::fromErrno("mkdir " + path);
+  return okStatus();
+}
+
+class FilesystemIsolator final : public Isolator {
+ public:
+  FilesystemIsolator(const IsolatorOptions& options, std::vector<std::string> allowed)
+      : store_(*options.imageStore), rootfsDir_(options.rootfsDir), allowed_(std::move(allowed)),
+        hostBinds_(options.hostBinds) {}
+
+  std::string_view name() const override { return "filesystem/linux"; }
+
+  Status recover(const std::vector<KnownContainer>& known) override;
+  Status prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup* setup) override;
+  Status isolate(const ContainerId&, pid_t) override { return okStatus(); }
+  Status watch(const ContainerId&, std::function<void(const Limitation&)>) override { return okStatus(); }
+  Status update(const ContainerId&, const Resources&) override { return okStatus(); }
+  Status usage(const ContainerId&, wire::ResourceUsage*) override { return okStatus(); }
+  Status cleanup(const ContainerId& id) override;
+  std::function<Status()> reapJob(const ContainerId& id) override;
+
+ private:
+  std::string dirOf(const ContainerId& id) const { return rootfsDir_ + "/" + id.name(); }
+  Status hold(const std::string& name, const std::vector<std::string>& layers);
+  void releaseAll(const std::string& name);
+  Result<RootfsBind> volumeBind(const ContainerVolume& volume, const std::string& sandbox) const;
+
+  images::LayerStore& store_;
+  const std::string rootfsDir_;
+  const std::vector<std::string> allowed_;  // resolved
+  const std::vector<RootfsBind> hostBinds_;
+  std::map<std::string, std::vector<images::Digest>> held_;  // by container name
+};
+
+Status FilesystemIsolator::hold(const std::string& name, const std::vector<std::string>& layers) {
+  if (held_.count(name)) return okStatus();
+  std::vector<images::Digest> taken;
+  for (const std::string& hex : layers) {
+    Result<images::Digest> digest = images::parseDigest("sha256:" + hex);
+    if (digest && store_.acquire(*digest)) {
+      taken.push_back(*digest);
+      continue;
+    }
+    for (const images::Digest& d : taken) store_.release(d);
+    return Error{"filesystem/linux: layer sha256:" + hex + " is not in the image store"};
+  }
+  held_[name] = std::move(taken);
+  return okStatus();
+}
+
+void FilesystemIsolator::releaseAll(const std::string& name) {
+  auto it = held_.find(name);
+  if (it == held_.end()) return;
+  for (const images::Digest& d : it->second) store_.release(d);
+  held_.erase(it);
+}
+
+Result<RootfsBind> FilesystemIsolator::volumeBind(const ContainerVolume& volume, const std::string& sandbox) const {
+  const std::string& target = volume.containerPath;
+  std::string shown = "volume '" + volume.hostPath + "' -> '" + target + "'";
+  if (target.empty() || target.front() != '/' || target == "/" || hasDotDot(target))
+    return Error{shown + ": the path inside the root must be absolute, not '/', without '..'"};
+  if (volume.hostPath.empty() || hasDotDot(volume.hostPath)) return Error{shown + ": bad host path"};
+  if (volume.hostPath.front() != '/') {
+    std::string inSandbox = sandbox + "/" + volume.hostPath;
+    std::error_code ec;
+    fs::create_directories(inSandbox, ec);
+    if (ec) return Error{shown + ": making " + inSandbox + ": " + ec.message()};
+    return RootfsBind{inSandbox, target, volume.readOnly};
+  }
+  Result<std::string> real = resolved(volume.hostPath);
+  if (!real) return real.error();
+  for (const std::string& root : allowed_)
+    if (under(*real, root)) return RootfsBind{*real, target, volume.readOnly};
+  return Error{shown + ": " + *real + " is not under a path the agent allows (--volume-allow)"};
+}
+
+Status FilesystemIsolator::prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup* setup) {
+  if (config.imageLayers.empty()) {
+    if (!config.volumes.empty()) return Error{"filesystem/linux: volumes need an image"};
+    return okStatus();
+  }
+  if (config.volumes.size() > kVolumesMax)
+    return Error{"filesystem/linux: more than " + std::to_string(kVolumesMax) + " volumes"};
+  RootfsSetup root;
+  root.binds.push_back({config.sandbox, kRootfsSandbox, false});
+  for (const ContainerVolume& volume : config.volumes) {
+    Result<RootfsBind> bind = volumeBind(volume, config.sandbox);
+    if (!bind) return bind.error();
+    root.binds.push_back(*bind);
+  }
+  for (const RootfsBind& bind : hostBinds_) root.binds.push_back(bind);
+  if (Status st = hold(id.name(), config.imageLayers); !st) return st;
+  std::string dir = dirOf(id);
+  for (const std::string& d : {dir, dir + "/upper", dir + "/work", dir + "/mnt"}) {
+    if (Status st = makeDir(d, d == dir ? 0700 : 0755); !st) {
+      releaseAll(id.name());
+      return st;
+    }
+  }
+  root.layersDir = store_.root() + "/layers";
+  for (auto it = config.imageLayers.rbegin(); it != config.imageLayers.rend(); ++it)
+    root.lowerDirs.push_back(*it + "/rootfs");
+  root.upperDir = dir + "/upper";
+  root.workDir = dir + "/work";
+  root.mountPoint = dir + "/mnt";
+  root.workingDir = config.workingDir.empty() ? kRootfsSandbox : config.workingDir;
+  setup->rootfs = std::move(root);
+  setup->env.push_back(std::string("ALLOT_SANDBOX=") + kRootfsSandbox);
+  return okStatus();
+}
+
+Status FilesystemIsolator::recover(const std::vector<KnownContainer>& known) {
+  std::map<std::string, bool> keep;
+  for (const KnownContainer& k : known) {
+    if (k.config.imageLayers.empty()) continue;
+    keep[k.id.name()] = true;
+    if (Status st = hold(k.id.name(), k.config.imageLayers); !st)
+      LOG_WARNING("filesystem/linux: recovering " << k.id.name() << ": " << st.error().describe());
+  }
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(rootfsDir_, ec)) {
+    if (keep.count(entry.path().filename())) continue;
+    LOG_INFO("filesystem/linux: removing the writable layer of unknown container " << entry.path().string());
+    fs::remove_all(entry.path(), ec);
+  }
+  return okStatus();
+}
+
+std::function<Status()> FilesystemIsolator::reapJob(const ContainerId& id) {
+  if (!held_.count(id.name())) return nullptr;
+  return [dir = dirOf(id)]() -> Status {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (ec) return Error{"filesystem/linux: removing " + dir + ": " + ec.message()};
+    return okStatus();
+  };
+}
+
+Status FilesystemIsolator::cleanup(const ContainerId& id) {
+  releaseAll(id.name());
+  std::error_code ec;
+  fs::remove_all(dirOf(id), ec);  // gone after the reap job; an empty one after a failed prepare
+  if (ec) return Error{"filesystem/linux: removing " + dirOf(id) + ": " + ec.message()};
+  return okStatus();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Isolator>> makeFilesystemIsolator(const IsolatorOptions& options) {
+  if (geteuid() != 0) return Error{"filesystem/linux needs allot-agent to run as root (overlay, pivot_root)"};
+  if (options.imageStore == nullptr || options.rootfsDir.empty())
+    return Error{"filesystem/linux needs the agent's image store"};
+  if (Status st = makeDir(options.rootfsDir, 0700); !st) return st.error();
+  std::vector<std::string> allowed;
+  std::istringstream list(options.volumeAllow);
+  std::string path;
+  while (std::getline(list, path, ',')) {
+    if (path.empty()) continue;
+    if (path.front() != '/') return Error{"--volume-allow: '" + path + "' is not an absolute path"};
+    Result<std::string> real = resolved(path);
+    if (!real) return Error{"--volume-allow: " + real.error().describe()};
+    allowed.push_back(*real);
+  }
+  return std::unique_ptr<Isolator>(new FilesystemIsolator(options, std::move(allowed)));
+}
+
+}  // namespace allot
