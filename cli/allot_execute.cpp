@@ -212,56 +212,56 @@ class ExecuteScheduler final : public Scheduler {
   int forcedExit_ = 0;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  setLogProgram("allot-execute");
-  if (!getenv("ALLOT_LOG_LEVEL")) setLogLevel(LogLevel::kWarning);
-  Settings s;
-  Flags flags("allot-execute", "Runs a command (or N copies) on an allot cluster and waits for it.");
-  flags.addString("master", &s.master, "HOST:PORT of the master, or zk://host:port,.../path");
-  flags.addString("command", &s.command, "shell command to run (required)");
-  flags.addString("user", &s.user,
+void addFlags(Flags& flags, Settings* s) {
+  flags.addString("master", &s->master, "HOST:PORT of the master, or zk://host:port,.../path");
+  flags.addString("command", &s->command, "shell command to run (required)");
+  flags.addString("user", &s->user,
                   "run the tasks as this user, if the master's ACLs allow it (default: the agent's --default-user)");
-  flags.addString("resources", &s.resources, "resources of each task");
-  flags.addInt("instances", &s.instances, "number of copies to run");
-  flags.addString("name", &s.name, "framework and task name prefix");
-  flags.addDouble("kill-after", &s.killAfterS, "kill the tasks after this many seconds (0: never)");
-  flags.addString("executor", &s.executor, "custom executor binary on the agents (default: built-in)");
-  flags.addBool("executor-per-task", &s.executorPerTask,
+  flags.addString("resources", &s->resources, "resources of each task");
+  flags.addInt("instances", &s->instances, "number of copies to run");
+  flags.addString("name", &s->name, "framework and task name prefix");
+  flags.addDouble("kill-after", &s->killAfterS, "kill the tasks after this many seconds (0: never)");
+  flags.addString("executor", &s->executor, "custom executor binary on the agents (default: built-in)");
+  flags.addBool("executor-per-task", &s->executorPerTask,
                 "run each task in an executor of its own (needs --executor; default: one per agent)");
-  flags.addDouble("timeout", &s.timeoutS, "give up when the tasks have not all launched after this many seconds");
-  addTlsFlags(flags, &s.tls);
-  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
-  auto fail = [](const std::string& m) {
-    std::cerr << "allot-execute: " << m << "\n";
-    return 2;
-  };
-  if (s.command.empty()) return fail("--command is required");
-  if (s.instances < 1 || s.instances > 100000) return fail("--instances must be 1..100000");
-  if (!(s.killAfterS >= 0)) return fail("--kill-after must be >= 0");
-  if (!(s.timeoutS > 0)) return fail("--timeout must be > 0");
-  if (s.executorPerTask && s.executor.empty()) return fail("--executor-per-task needs --executor");
+  flags.addDouble("timeout", &s->timeoutS, "give up when the tasks have not all launched after this many seconds");
+  addTlsFlags(flags, &s->tls);
+}
+
+// The resources of each task, or what is wrong with the flags.
+Result<Resources> checkSettings(const Settings& s) {
+  if (s.command.empty()) return Error{"--command is required"};
+  if (s.instances < 1 || s.instances > 100000) return Error{"--instances must be 1..100000"};
+  if (!(s.killAfterS >= 0)) return Error{"--kill-after must be >= 0"};
+  if (!(s.timeoutS > 0)) return Error{"--timeout must be > 0"};
+  if (s.executorPerTask && s.executor.empty()) return Error{"--executor-per-task needs --executor"};
   if (!isZooKeeperUrl(s.master)) {
     if (auto endpoint = parseEndpoint(s.master); !endpoint) {
-      return fail("--master: " + endpoint.error().describe());
+      return Error{"--master: " + endpoint.error().describe()};
     }
   }
   auto resources = Resources::parse(s.resources);
-  if (!resources) return fail("--resources: " + resources.error().describe());
+  if (!resources) return Error{"--resources: " + resources.error().describe()};
   if (resources->scalarMillis("cpus") <= 0 && resources->scalarMillis("mem") <= 0) {
-    return fail("--resources must include some cpus or mem");
+    return Error{"--resources must include some cpus or mem"};
   }
+  return resources;
+}
 
+// Runs the tasks until they end (or the timeout or an interrupt); the exit code.
+int run(const Settings& s, const Resources& resources) {
   asio::io_context io(1);
-  ExecuteScheduler scheduler(io, s, *resources);
+  ExecuteScheduler scheduler(io, s, resources);
   wire::FrameworkInfo info;
   info.set_name(s.name);
   info.set_failover_timeout_s(10);
   info.set_user(s.user);
   SchedulerDriver driver(io, scheduler, info, SchedulerOptions{.master = s.master, .tls = s.tls});
   scheduler.setDriver(&driver);
-  if (auto st = driver.start(); !st) return fail(st.error().describe());
+  if (auto st = driver.start(); !st) {
+    std::cerr << "allot-execute: " << st.error().describe() << "\n";
+    return 2;
+  }
 
   asio::signal_set signals(io, SIGINT, SIGTERM);
   asio::steady_timer giveUp(io);
@@ -307,4 +307,22 @@ int main(int argc, char** argv) {
   io.run();
   if (timedOut) return 124;
   return scheduler.exitCode();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setLogProgram("allot-execute");
+  if (!getenv("ALLOT_LOG_LEVEL")) setLogLevel(LogLevel::kWarning);
+  Settings s;
+  Flags flags("allot-execute", "Runs a command (or N copies) on an allot cluster and waits for it.");
+  addFlags(flags, &s);
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  auto fail = [](const std::string& m) {
+    std::cerr << "allot-execute: " << m << "\n";
+    return 2;
+  };
+  auto resources = checkSettings(s);
+  if (!resources) return fail(resources.error().message);
+  return run(s, *resources);
 }
