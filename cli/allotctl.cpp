@@ -101,6 +101,98 @@ struct Context {
   }
 };
 
+// One list of /state as JSON: the array as /state has it.
+void printListJson(const state::MasterState& m, const std::string& what) {
+  google::protobuf::util::JsonPrintOptions print;
+  print.always_print_primitive_fields = true;
+  print.add_whitespace = true;
+  state::MasterState only;
+  if (what == "agents") *only.mutable_agents() = m.agents();
+  if (what == "frameworks" || what == "shares") *only.mutable_frameworks() = m.frameworks();
+  if (what == "tasks") {
+    *only.mutable_tasks() = m.tasks();
+    for (const auto& t : m.completed_tasks()) *only.add_tasks() = t;
+  }
+  if (what == "offers") *only.mutable_offers() = m.offers();
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(only, &json, print);
+  // {"agents": [...], ...other empty lists}: print just the wanted array.
+  std::string key = "\"" + std::string(what == "shares" ? "frameworks" : what) + "\": ";
+  size_t at = json.find(key);
+  if (at == std::string::npos) {
+    std::cout << "[]\n";
+    return;
+  }
+  size_t begin = at + key.size();
+  // The array ends where the next top-level key starts (or the object).
+  int depth = 0;
+  size_t end = begin;
+  for (; end < json.size(); ++end) {
+    char c = json[end];
+    if (c == '[' || c == '{') ++depth;
+    if (c == ']' || c == '}') --depth;
+    if (depth == 0) break;
+  }
+  std::cout << json.substr(begin, end - begin + 1) << "\n";
+}
+
+Table agentsTable(const state::MasterState& m) {
+  Table t({"ID", "HOST", "STATE", "CPUS USED/TOTAL", "MEM USED/TOTAL", "TASKS", "ATTRIBUTES"});
+  for (const auto& a : m.agents()) {
+    std::string attrs;
+    for (const auto& at : a.attributes()) attrs += (attrs.empty() ? "" : ";") + at.name() + ":" + at.value();
+    t.add({a.id(), a.hostname(),
+           a.draining() ? "draining" : a.connected() ? "connected" : "disconnected",
+           fmt(scalarOf(a.used(), "cpus")) + "/" + fmt(scalarOf(a.total(), "cpus")),
+           fmt(scalarOf(a.used(), "mem")) + "/" + fmt(scalarOf(a.total(), "mem")),
+           std::to_string(a.task_count()), attrs});
+  }
+  return t;
+}
+
+Table frameworksTable(const state::MasterState& m) {
+  Table t({"ID", "NAME", "USER", "ROLE", "WEIGHT", "SHARE", "TASKS", "OFFERS", "STATE"});
+  for (const auto& f : m.frameworks()) {
+    t.add({f.id(), f.name(), f.user(), f.role(), fmt(f.weight()),
+           fmt(100 * f.dominant_share()) + "%", std::to_string(f.task_count()),
+           std::to_string(f.offer_count()), f.connected() ? "connected" : "disconnected"});
+  }
+  return t;
+}
+
+Table sharesTable(const state::MasterState& m) {
+  Table t({"FRAMEWORK", "NAME", "WEIGHT", "DOMINANT SHARE", "ALLOCATED", "GUARANTEED"});
+  for (const auto& f : m.frameworks()) {
+    t.add({f.id(), f.name(), fmt(f.weight()), fmt(100 * f.dominant_share()) + "%",
+           resourcesText(f.allocated()), resourcesText(f.guaranteed())});
+  }
+  return t;
+}
+
+Table tasksTable(const state::MasterState& m) {
+  Table t({"ID", "FRAMEWORK", "AGENT", "STATE", "REASON", "RESOURCES", "MESSAGE"});
+  std::vector<const state::TaskView*> rows;
+  for (const auto& task : m.tasks()) rows.push_back(&task);
+  for (const auto& task : m.completed_tasks()) rows.push_back(&task);
+  for (const state::TaskView* row : rows) {
+    const state::TaskView& task = *row;
+    t.add({task.task_id(), task.framework_id(), task.agent_id(),
+           shortName(wire::TaskState_Name(task.state()), "TASK_"),
+           task.reason() == wire::REASON_NONE ? "" : shortName(wire::Reason_Name(task.reason()), "REASON_"),
+           resourcesText(task.resources()), task.message()});
+  }
+  return t;
+}
+
+Table offersTable(const state::MasterState& m) {
+  Table t({"ID", "FRAMEWORK", "AGENT", "RESOURCES", "EXPIRES IN"});
+  for (const auto& o : m.offers()) {
+    t.add({o.offer_id(), o.framework_id(), o.agent_id(), resourcesText(o.resources()),
+           fmt(o.expires_in_s()) + " s"});
+  }
+  return t;
+}
+
 int printList(const Context& ctx, const std::string& what) {
   auto r = ctx.call("GET", "/state");
   if (!r) {
@@ -117,89 +209,15 @@ int printList(const Context& ctx, const std::string& what) {
   }
   const state::MasterState& m = st.master();
   if (ctx.settings.json) {
-    // The list as /state has it, one JSON array.
-    google::protobuf::util::JsonPrintOptions print;
-    print.always_print_primitive_fields = true;
-    print.add_whitespace = true;
-    state::MasterState only;
-    if (what == "agents") *only.mutable_agents() = m.agents();
-    if (what == "frameworks" || what == "shares") *only.mutable_frameworks() = m.frameworks();
-    if (what == "tasks") {
-      *only.mutable_tasks() = m.tasks();
-      for (const auto& t : m.completed_tasks()) *only.add_tasks() = t;
-    }
-    if (what == "offers") *only.mutable_offers() = m.offers();
-    std::string json;
-    (void)google::protobuf::util::MessageToJsonString(only, &json, print);
-    // {"agents": [...], ...other empty lists}: print just the wanted array.
-    std::string key = "\"" + std::string(what == "shares" ? "frameworks" : what) + "\": ";
-    size_t at = json.find(key);
-    size_t begin = at == std::string::npos ? std::string::npos : at + key.size();
-    if (begin == std::string::npos) {
-      std::cout << "[]\n";
-      return kOk;
-    }
-    // The array ends where the next top-level key starts (or the object).
-    int depth = 0;
-    size_t end = begin;
-    for (; end < json.size(); ++end) {
-      char c = json[end];
-      if (c == '[' || c == '{') ++depth;
-      if (c == ']' || c == '}') --depth;
-      if (depth == 0) break;
-    }
-    std::cout << json.substr(begin, end - begin + 1) << "\n";
+    printListJson(m, what);
     return kOk;
   }
-  size_t width = terminalWidth();
-  if (what == "agents") {
-    Table t({"ID", "HOST", "STATE", "CPUS USED/TOTAL", "MEM USED/TOTAL", "TASKS", "ATTRIBUTES"});
-    for (const auto& a : m.agents()) {
-      std::string attrs;
-      for (const auto& at : a.attributes()) attrs += (attrs.empty() ? "" : ";") + at.name() + ":" + at.value();
-      t.add({a.id(), a.hostname(),
-             a.draining() ? "draining" : a.connected() ? "connected" : "disconnected",
-             fmt(scalarOf(a.used(), "cpus")) + "/" + fmt(scalarOf(a.total(), "cpus")),
-             fmt(scalarOf(a.used(), "mem")) + "/" + fmt(scalarOf(a.total(), "mem")),
-             std::to_string(a.task_count()), attrs});
-    }
-    std::cout << t.render(width);
-  } else if (what == "frameworks") {
-    Table t({"ID", "NAME", "USER", "ROLE", "WEIGHT", "SHARE", "TASKS", "OFFERS", "STATE"});
-    for (const auto& f : m.frameworks()) {
-      t.add({f.id(), f.name(), f.user(), f.role(), fmt(f.weight()),
-             fmt(100 * f.dominant_share()) + "%", std::to_string(f.task_count()),
-             std::to_string(f.offer_count()), f.connected() ? "connected" : "disconnected"});
-    }
-    std::cout << t.render(width);
-  } else if (what == "shares") {
-    Table t({"FRAMEWORK", "NAME", "WEIGHT", "DOMINANT SHARE", "ALLOCATED", "GUARANTEED"});
-    for (const auto& f : m.frameworks()) {
-      t.add({f.id(), f.name(), fmt(f.weight()), fmt(100 * f.dominant_share()) + "%",
-             resourcesText(f.allocated()), resourcesText(f.guaranteed())});
-    }
-    std::cout << t.render(width);
-  } else if (what == "tasks") {
-    Table t({"ID", "FRAMEWORK", "AGENT", "STATE", "REASON", "RESOURCES", "MESSAGE"});
-    std::vector<const state::TaskView*> rows;
-    for (const auto& task : m.tasks()) rows.push_back(&task);
-    for (const auto& task : m.completed_tasks()) rows.push_back(&task);
-    for (const state::TaskView* row : rows) {
-      const state::TaskView& task = *row;
-      t.add({task.task_id(), task.framework_id(), task.agent_id(),
-             shortName(wire::TaskState_Name(task.state()), "TASK_"),
-             task.reason() == wire::REASON_NONE ? "" : shortName(wire::Reason_Name(task.reason()), "REASON_"),
-             resourcesText(task.resources()), task.message()});
-    }
-    std::cout << t.render(width);
-  } else {
-    Table t({"ID", "FRAMEWORK", "AGENT", "RESOURCES", "EXPIRES IN"});
-    for (const auto& o : m.offers()) {
-      t.add({o.offer_id(), o.framework_id(), o.agent_id(), resourcesText(o.resources()),
-             fmt(o.expires_in_s()) + " s"});
-    }
-    std::cout << t.render(width);
-  }
+  Table table = what == "agents"       ? agentsTable(m)
+                : what == "frameworks" ? frameworksTable(m)
+                : what == "shares"     ? sharesTable(m)
+                : what == "tasks"      ? tasksTable(m)
+                                       : offersTable(m);
+  std::cout << table.render(terminalWidth());
   return kOk;
 }
 

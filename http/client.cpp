@@ -29,6 +29,36 @@ void exchange(Stream& stream, bhttp::request<bhttp::string_body>& req, beast::fl
   });
 }
 
+bhttp::request<bhttp::string_body> makeRequest(const HostPort& server, const std::string& method,
+                                               const std::string& target, const std::string& body) {
+  bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), target, 11};
+  req.set(bhttp::field::host, server.host);
+  req.set(bhttp::field::user_agent, "allot");
+  req.body() = body;
+  req.prepare_payload();
+  return req;
+}
+
+// The exchange's outcome: the response, or what failed (a TLS refusal of
+// the server's certificate, the timeout, the transport's error).
+Result<ClientResponse> outcome(const std::string& where, const std::string& refusal,
+                               const beast::error_code& result,
+                               bhttp::response_parser<bhttp::string_body>& parser) {
+  if (!refusal.empty()) return Error{where + ": " + refusal};
+  if (result == beast::error::timeout) return Error{where + ": no answer within the timeout"};
+  if (result.category() == asio::error::get_ssl_category()) {
+    return Error{where + ": TLS: " + result.message()};
+  }
+  if (result) return Error{where + ": " + result.message()};
+  ClientResponse out;
+  auto& res = parser.get();
+  out.status = res.result_int();
+  out.contentType = std::string(res[bhttp::field::content_type]);
+  out.retryAfter = std::string(res[bhttp::field::retry_after]);
+  out.body = std::move(res.body());
+  return out;
+}
+
 }  // namespace
 
 Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
@@ -41,11 +71,7 @@ Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
   auto endpoints = resolver.resolve(server.host, std::to_string(server.port), ec);
   if (ec) return Error{"cannot resolve " + server.host + ": " + ec.message()};
 
-  bhttp::request<bhttp::string_body> req{bhttp::string_to_verb(method), target, 11};
-  req.set(bhttp::field::host, server.host);
-  req.set(bhttp::field::user_agent, "allot");
-  req.body() = body;
-  req.prepare_payload();
+  auto req = makeRequest(server, method, target, body);
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(kMaxClientBodyBytes);
   beast::flat_buffer buffer;
@@ -84,19 +110,7 @@ Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
     });
   });
   io.run();
-  if (!refusal.empty()) return Error{where + ": " + refusal};
-  if (result == beast::error::timeout) return Error{where + ": no answer within the timeout"};
-  if (result.category() == asio::error::get_ssl_category()) {
-    return Error{where + ": TLS: " + result.message()};
-  }
-  if (result) return Error{where + ": " + result.message()};
-  ClientResponse out;
-  auto& res = parser.get();
-  out.status = res.result_int();
-  out.contentType = std::string(res[bhttp::field::content_type]);
-  out.retryAfter = std::string(res[bhttp::field::retry_after]);
-  out.body = std::move(res.body());
-  return out;
+  return outcome(where, refusal, result, parser);
 }
 
 std::string encodeQueryValue(const std::string& value) {

@@ -295,14 +295,12 @@ void setUpMountNamespace(Prepared& p, bool confine, bool newPid, const FailureSi
   if (unshare(CLONE_NEWCGROUP) != 0 && errno != EINVAL) childFail(sink, Step::kCgroupNs);
 }
 
-// Runs in the child between clone and exec: async-signal-safe calls only.
-[[noreturn]] void runChild(Prepared& p, const FailureSink& sink) {
-  const LaunchSpec& spec = *p.spec;
-  const ChildSetup& setup = spec.setup;
-  // The parent blocked every signal around clone. Ignored signals would
-  // stay ignored across exec (the agent ignores SIGPIPE), and a caught one
-  // would run the agent's handler in this child (it shares the agent's
-  // memory until exec): both go back to SIG_DFL before the mask is cleared.
+// The parent blocked every signal around clone. Ignored signals would
+// stay ignored across exec (the agent ignores SIGPIPE), and a caught one
+// would run the agent's handler in this child (it shares the agent's
+// memory until exec): both go back to SIG_DFL before the mask is cleared.
+// Then the loop's nice value and a session of its own.
+void resetInherited(Prepared& p, const FailureSink& sink) {
   for (int sig : p.nonDefaultSignals) signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
@@ -312,6 +310,11 @@ void setUpMountNamespace(Prepared& p, bool confine, bool newPid, const FailureSi
   // the right to lower it (the launcher niced that thread only with it).
   if (setpriority(PRIO_PROCESS, 0, p.nice) != 0) childFail(sink, Step::kNice);
   if (setsid() < 0) childFail(sink, Step::kSetsid);
+}
+
+// stdin from /dev/null, stdout and stderr to their files, the working
+// directory.
+void setUpFiles(const LaunchSpec& spec, const FailureSink& sink) {
   int in = open("/dev/null", O_RDONLY);
   if (in < 0 || dup2(in, 0) < 0) childFail(sink, Step::kStdin);
   int out = openOutput(spec.stdoutPath);
@@ -319,6 +322,12 @@ void setUpMountNamespace(Prepared& p, bool confine, bool newPid, const FailureSi
   int err = openOutput(spec.stderrPath);
   if (err < 0 || dup2(err, 2) < 0) childFail(sink, Step::kStderr);
   if (!spec.workDir.empty() && chdir(spec.workDir.c_str()) != 0) childFail(sink, Step::kChdir);
+}
+
+// The cgroups the child joins by a write of its pid (the v2 directory when
+// the clone could not put it there itself; v1 cgroup.procs files).
+void joinCgroups(Prepared& p, const FailureSink& sink) {
+  const ChildSetup& setup = p.spec->setup;
   formatPid(p.pidText);
   if (p.joinCgroupDir) {
     int fd = openat(setup.cgroupDirFd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
@@ -332,6 +341,15 @@ void setUpMountNamespace(Prepared& p, bool confine, bool newPid, const FailureSi
     }
     close(fd);
   }
+}
+
+// Runs in the child between clone and exec: async-signal-safe calls only.
+[[noreturn]] void runChild(Prepared& p, const FailureSink& sink) {
+  const LaunchSpec& spec = *p.spec;
+  const ChildSetup& setup = spec.setup;
+  resetInherited(p, sink);
+  setUpFiles(spec, sink);
+  joinCgroups(p, sink);
   if (setup.netnsFd >= 0 && setns(setup.netnsFd, CLONE_NEWNET) != 0) childFail(sink, Step::kNetns);
   bool confine = setup.confineRoot && !setup.dropCapabilities;
   uint64_t keep = confine ? kRootTaskCapabilities : 0;

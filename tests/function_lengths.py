@@ -3,6 +3,8 @@
 
     function_lengths.py [--max 60] [--all] FILE_OR_DIR...
 
+A directory counts with every .cpp and .h file under it.
+
 A function is a brace block at namespace level (namespace blocks themselves
 do not count) whose opening line is not a class, struct, enum, union or an
 initializer; its length runs from the first line of its signature to its
@@ -104,7 +106,9 @@ def main():
     files = []
     for p in args.paths:
         if os.path.isdir(p):
-            files += [os.path.join(p, f) for f in sorted(os.listdir(p)) if f.endswith((".cpp", ".h"))]
+            for root, dirs, names in os.walk(p):
+                dirs.sort()
+                files += [os.path.join(root, f) for f in sorted(names) if f.endswith((".cpp", ".h"))]
         else:
             files.append(p)
     rows = []
