@@ -331,28 +331,32 @@ int runStandalone(asio::io_context& io, MasterServer& server, std::unique_ptr<Ro
   return 0;
 }
 
+// The master's ZooKeeper sessions: the client's priority and credentials
+// (--zk-credentials).
+Result<ZkSessionFactory> zkSessions(asio::io_context& io, const ZkUrl& zk, const Settings& s) {
+  ZkClientOptions client;
+  client.priorityBoost = static_cast<int>(s.zkClientPriority);
+  if (s.zkCredentials.empty()) {
+    LOG_WARNING("no --zk-credentials: the group's znodes in ZooKeeper are open to anyone who "
+                "reaches the ensemble (README: ZooKeeper access)");
+  } else {
+    auto credentials = readZkCredentials(s.zkCredentials);
+    if (!credentials) return Error{"--zk-credentials: " + credentials.error().describe()};
+    client.credentials = std::move(*credentials);
+  }
+  auto sessions = zooKeeperSessionFactory(io, zk.servers, secondsToDuration(s.zkSessionTimeoutS), client);
+  if (!sessions) return Error{"--zk: " + sessions.error().describe()};
+  return sessions;
+}
+
 // With --zk: a hot standby until elected, then the leader until it stops or
 // can no longer be sure it leads (fencing: it closes every peer and exits
 // non-zero at once; systemd starts it again as a standby).
 int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, MemberData member,
                   const Settings& s, Operating& operating) {
-  ZkClientOptions client;
-  client.priorityBoost = static_cast<int>(s.zkClientPriority);
-  if (!s.zkCredentials.empty()) {
-    auto credentials = readZkCredentials(s.zkCredentials);
-    if (!credentials) {
-      LOG_ERROR("--zk-credentials: " << credentials.error().describe());
-      return 2;
-    }
-    client.credentials = std::move(*credentials);
-  } else {
-    LOG_WARNING("no --zk-credentials: the group's znodes in ZooKeeper are open to anyone who "
-                "reaches the ensemble (README: ZooKeeper access)");
-  }
-  auto sessions =
-      zooKeeperSessionFactory(io, zk.servers, secondsToDuration(s.zkSessionTimeoutS), client);
+  auto sessions = zkSessions(io, zk, s);
   if (!sessions) {
-    LOG_ERROR("--zk: " << sessions.error().describe());
+    LOG_ERROR(sessions.error().describe());
     return 2;
   }
   int exitCode = 0;
