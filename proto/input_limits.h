@@ -51,6 +51,13 @@ inline constexpr double kKillGraceSecondsMax = 3600;
 // anything shorter than this would have the agent heartbeat in a busy loop.
 inline constexpr double kHeartbeatIntervalSecondsMin = 0.01;
 inline constexpr size_t kErrorMessageBytesMax = 4096;  // ErrorMessage.message
+// TaskInfo.health_check: delay, timeout and grace period each at most a day;
+// the interval at least kHealthCheckIntervalSecondsMin (a check that fails
+// at once would otherwise run in a loop).
+inline constexpr double kHealthCheckSecondsMax = 86400;
+inline constexpr double kHealthCheckIntervalSecondsMin = 0.1;
+inline constexpr uint32_t kHealthCheckFailuresMax = 1000;
+inline constexpr size_t kHealthCheckPathBytesMax = 1024;
 
 // ---------------------------------------------------------------- per-connection bounds
 // The agent's executor socket: a frame may carry a RegisterExecutor that

@@ -137,6 +137,54 @@ Status executorInfo(const wire::ExecutorInfo& ex, const Where& where) {
   return resources(ex.resources(), Where(where, ".resources"));
 }
 
+// The HTTP path goes into a request line: printable ASCII without spaces.
+Status httpPath(const std::string& path, const Where& where) {
+  ALLOT_TRY(bytes(path, kHealthCheckPathBytesMax, where));
+  if (path.empty()) return okStatus();
+  if (path[0] != '/') return Error{where.str() + ": must start with '/'"};
+  for (unsigned char c : path) {
+    if (c <= 0x20 || c >= 0x7f) return Error{where.str() + ": only printable ASCII without spaces"};
+  }
+  return okStatus();
+}
+
+Status healthTimes(const wire::HealthCheck& h, const Where& where) {
+  if (h.has_delay_s()) ALLOT_TRY(number(h.delay_s(), kHealthCheckSecondsMax, Where(where, ".delay_s")));
+  if (h.has_timeout_s()) ALLOT_TRY(number(h.timeout_s(), kHealthCheckSecondsMax, Where(where, ".timeout_s")));
+  if (h.has_grace_period_s()) {
+    ALLOT_TRY(number(h.grace_period_s(), kHealthCheckSecondsMax, Where(where, ".grace_period_s")));
+  }
+  if (h.has_interval_s()) {
+    const Where at(where, ".interval_s");
+    ALLOT_TRY(number(h.interval_s(), kHealthCheckSecondsMax, at));
+    if (h.interval_s() < kHealthCheckIntervalSecondsMin) {
+      return Error{at.str() + ": below " + std::to_string(kHealthCheckIntervalSecondsMin)};
+    }
+  }
+  if (h.has_consecutive_failures() &&
+      (h.consecutive_failures() < 1 || h.consecutive_failures() > kHealthCheckFailuresMax)) {
+    return Error{Where(where, ".consecutive_failures").str() + ": not in [1, " +
+                 std::to_string(kHealthCheckFailuresMax) + "]"};
+  }
+  return okStatus();
+}
+
+Status healthCheck(const wire::HealthCheck& h, const Where& where) {
+  if (!wire::HealthCheck::Type_IsValid(h.type())) return Error{Where(where, ".type").str() + ": unknown value"};
+  if (h.type() == wire::HealthCheck::NONE) return okStatus();
+  ALLOT_TRY(healthTimes(h, where));
+  ALLOT_TRY(httpPath(h.path(), Where(where, ".path")));
+  if (h.type() == wire::HealthCheck::COMMAND) {
+    ALLOT_TRY(command(h.command(), Where(where, ".command")));
+    if (h.command().shell().empty() && h.command().argv().empty()) {
+      return Error{Where(where, ".command").str() + ": neither shell nor argv"};
+    }
+    return okStatus();
+  }
+  if (h.port() < 1 || h.port() > 65535) return Error{Where(where, ".port").str() + ": not in [1, 65535]"};
+  return okStatus();
+}
+
 Status taskInfo(const wire::TaskInfo& task, const Where& where) {
   ALLOT_TRY(bytes(task.task_id(), kIdBytesMax, Where(where, ".task_id")));
   ALLOT_TRY(bytes(task.name(), kNameBytesMax, Where(where, ".name")));
@@ -146,6 +194,7 @@ Status taskInfo(const wire::TaskInfo& task, const Where& where) {
   if (task.has_executor()) ALLOT_TRY(executorInfo(task.executor(), Where(where, ".executor")));
   ALLOT_TRY(number(task.kill_grace_s(), kKillGraceSecondsMax, Where(where, ".kill_grace_s")));
   ALLOT_TRY(number(task.max_duration_s(), kTimeoutSecondsMax, Where(where, ".max_duration_s")));
+  ALLOT_TRY(healthCheck(task.health_check(), Where(where, ".health_check")));
   return bytes(task.data(), kTaskDataBytesMax, Where(where, ".data"));
 }
 

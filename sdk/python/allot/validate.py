@@ -42,6 +42,10 @@ WEIGHT_MAX = 1e6
 TIMEOUT_SECONDS_MAX = 365.0 * 86400
 KILL_GRACE_SECONDS_MAX = 3600
 ERROR_MESSAGE_BYTES_MAX = 4096
+HEALTH_CHECK_SECONDS_MAX = 86400
+HEALTH_CHECK_INTERVAL_SECONDS_MIN = 0.1
+HEALTH_CHECK_FAILURES_MAX = 1000
+HEALTH_CHECK_PATH_BYTES_MAX = 1024
 
 
 class Invalid(Exception):
@@ -131,7 +135,31 @@ def _task_info(t, where: str) -> None:
         _executor_info(t.executor, f"{where}.executor")
     _number(t.kill_grace_s, KILL_GRACE_SECONDS_MAX, f"{where}.kill_grace_s")
     _number(t.max_duration_s, TIMEOUT_SECONDS_MAX, f"{where}.max_duration_s")
+    _health_check(t.health_check, f"{where}.health_check")
     _bytes(t.data, TASK_DATA_BYTES_MAX, f"{where}.data")
+
+
+def _health_check(h, where: str) -> None:
+    if h.type not in wire.HealthCheck.Type.values():
+        raise Invalid(f"{where}.type: unknown value")
+    if h.type == wire.HealthCheck.NONE:
+        return
+    for name in ("delay_s", "timeout_s", "grace_period_s", "interval_s"):
+        if h.HasField(name):
+            _number(getattr(h, name), HEALTH_CHECK_SECONDS_MAX, f"{where}.{name}")
+    if h.HasField("interval_s") and h.interval_s < HEALTH_CHECK_INTERVAL_SECONDS_MIN:
+        raise Invalid(f"{where}.interval_s: below {HEALTH_CHECK_INTERVAL_SECONDS_MIN}")
+    if h.HasField("consecutive_failures") and not 1 <= h.consecutive_failures <= HEALTH_CHECK_FAILURES_MAX:
+        raise Invalid(f"{where}.consecutive_failures: not in [1, {HEALTH_CHECK_FAILURES_MAX}]")
+    _bytes(h.path, HEALTH_CHECK_PATH_BYTES_MAX, f"{where}.path")
+    if h.path and (h.path[0] != "/" or any(not 0x20 < ord(c) < 0x7F for c in h.path)):
+        raise Invalid(f"{where}.path: must start with '/', printable ASCII without spaces")
+    if h.type == wire.HealthCheck.COMMAND:
+        _command(h.command, f"{where}.command")
+        if not h.command.shell and not h.command.argv:
+            raise Invalid(f"{where}.command: neither shell nor argv")
+    elif not 1 <= h.port <= 65535:
+        raise Invalid(f"{where}.port: not in [1, 65535]")
 
 
 def _task_status(s, where: str) -> None:
