@@ -9,9 +9,13 @@
 // SIGINT or SIGTERM: kill the tasks and wait for their end, at most
 // kInterruptWait (the master may be unreachable); then, or at a second
 // signal, exit 130 naming the tasks that may still run.
+// With --restart a task that ends is launched again (a new task id,
+// <name>-<instance>.r<n>) after a backoff (sdk/health_flags.h); the exit
+// code is then that of each instance's last task.
 #include <unistd.h>
 
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <utility>
 #include <iostream>
@@ -21,6 +25,7 @@
 #include "base/asio.h"
 #include "proto/task_state.h"
 #include "base/flags.h"
+#include "sdk/health_flags.h"
 #include "base/log.h"
 #include "proto/resources.h"
 #include "ha/detector_factory.h"
@@ -45,6 +50,10 @@ struct Settings {
   double timeoutS = 60;
   TlsFiles tls;
   std::string user;
+  HealthFlags health;
+  std::optional<wire::HealthCheck> healthCheck;
+  RestartFlags restart;
+  RestartPolicy restartPolicy;
 };
 
 const char* stateName(wire::TaskState s) {
@@ -83,26 +92,27 @@ class ExecuteScheduler final : public Scheduler {
     for (const auto& offer : offers) {
       std::vector<wire::TaskInfo> tasks;
       auto available = Resources::fromWire(offer.resources());
-      while (available && launched_ < instances_ && !stopping_ &&
+      while (available && (launched_ < instances_ || !restartsPending_.empty()) && !stopping_ &&
              available->contains(taskResources_)) {
         tasks.push_back(makeTask(offer));
         *available -= taskResources_;
       }
       if (tasks.empty()) {
         wire::Filters f;
-        f.set_refuse_seconds(launched_ < instances_ ? 1 : 3600);
+        f.set_refuse_seconds(launched_ < instances_ || !restartsPending_.empty() ? 1 : 3600);
         (void)d.declineOffer(offer.offer_id(), f);
         continue;
       }
       (void)d.acceptOffer({offer.offer_id()}, tasks);
     }
-    if (launched_ >= instances_) (void)d.setNeedsOffers(false);
+    if (launched_ >= instances_ && restartsPending_.empty()) (void)d.setNeedsOffers(false);
   }
 
   void statusUpdate(SchedulerDriver& d, const wire::TaskStatus& s) override {
     (void)d.acknowledge(s);
     auto& last = states_[s.task_id()];
     bool terminal = isTerminal(s.state());
+    if (s.has_healthy() && !terminal) printHealth(s);
     if (last == s.state() && !terminal) return;
     last = s.state();
     std::string line = "task " + s.task_id() + " " + stateName(s.state());
@@ -115,9 +125,10 @@ class ExecuteScheduler final : public Scheduler {
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
     if (!terminal || !done_.insert(s.task_id()).second) return;
+    if (maybeRestart(s)) return;
     if (exitCode_ == 0) exitCode_ = exitCodeOf(s);
-    if (done_.size() == instances_ ||
-        (stopping_ && done_.size() == launched_)) {
+    ++instancesDone_;
+    if (instancesDone_ == instances_ || (stopping_ && done_.size() + restarted_ == launched_)) {
       finish();
     }
   }
@@ -146,8 +157,12 @@ class ExecuteScheduler final : public Scheduler {
     if (stopping_) return;
     stopping_ = true;
     if (exitCode) forcedExit_ = exitCode;
+    restartTimers_.clear();
+    instancesDone_ += restartsPending_.size() + restartsWaiting_;
+    restartsPending_.clear();
+    restartsWaiting_ = 0;
     sendKills();
-    if (done_.size() == launched_) finish();
+    if (done_.size() + restarted_ == launched_) finish();
   }
 
   // Exits now, saying which tasks were not seen to end (they may still run:
@@ -180,10 +195,75 @@ class ExecuteScheduler final : public Scheduler {
     }
   }
 
+  // Health changes of a running task: "task X healthy: <the check's output>".
+  void printHealth(const wire::TaskStatus& s) {
+    auto& last = health_[s.task_id()];
+    int now = s.healthy() ? 1 : 2;
+    if (last == now) return;
+    last = now;
+    std::printf("task %s %s%s%s\n", s.task_id().c_str(), s.healthy() ? "healthy" : "unhealthy",
+                s.message().empty() ? "" : ": ", s.message().c_str());
+    std::fflush(stdout);
+  }
+
+  // A task of an instance ended: launch the instance again if the policy
+  // says so, after its backoff. True when it will be.
+  bool maybeRestart(const wire::TaskStatus& s) {
+    auto instance = instanceOf_.find(s.task_id());
+    if (stopping_ || instance == instanceOf_.end()) return false;
+    int64_t& done = restarts_[instance->second];
+    if (!settings_.restartPolicy.restarts(s.state(), done)) return false;
+    ++done;
+    Duration wait = RestartPolicy::backoff(done);
+    std::printf("task %s restarting in %.0f s (restart %lld)\n", s.task_id().c_str(),
+                std::chrono::duration<double>(wait).count(), static_cast<long long>(done));
+    std::fflush(stdout);
+    size_t index = instance->second;
+    forget(s.task_id());
+    // One timer per instance (it has fired before the instance ends again).
+    auto& timer = restartTimers_[index];
+    timer = std::make_unique<asio::steady_timer>(io_, wait);
+    ++restartsWaiting_;
+    timer->async_wait([this, index](const boost::system::error_code& ec) {
+      if (ec || stopping_) return;
+      --restartsWaiting_;
+      restartsPending_.push_back(index);
+      (void)driver_->setNeedsOffers(true);
+    });
+    return true;
+  }
+
+  // A restarted task's entries go: with restarts the ids are unbounded.
+  void forget(const std::string& taskId) {
+    states_.erase(taskId);
+    done_.erase(taskId);
+    health_.erase(taskId);
+    instanceOf_.erase(taskId);
+    ++restarted_;
+  }
+
+  // The next task id: a new instance, or a pending restart of one.
+  std::string nextTaskId() {
+    size_t index;
+    std::string id;
+    if (launched_ < instances_) {
+      index = launched_;
+      id = settings_.name + "-" + std::to_string(index);
+    } else {
+      index = restartsPending_.front();
+      restartsPending_.pop_front();
+      id = settings_.name + "-" + std::to_string(index) + ".r" + std::to_string(restarts_[index]);
+    }
+    ++launched_;
+    instanceOf_[id] = index;
+    return id;
+  }
+
   wire::TaskInfo makeTask(const wire::Offer& offer) {
     wire::TaskInfo t;
-    std::string id = settings_.name + "-" + std::to_string(launched_++);
+    std::string id = nextTaskId();
     t.set_task_id(id);
+    if (settings_.healthCheck) *t.mutable_health_check() = *settings_.healthCheck;
     t.set_name(settings_.name);
     t.set_agent_id(offer.agent_id());
     taskResources_.toWire(t.mutable_resources());
@@ -207,6 +287,14 @@ class ExecuteScheduler final : public Scheduler {
   std::map<std::string, wire::TaskState> states_;
   std::set<std::string> done_;
   size_t launched_ = 0;
+  size_t instancesDone_ = 0;  // instances whose last task ended for good
+  std::map<std::string, size_t> instanceOf_;
+  std::map<size_t, int64_t> restarts_;  // by instance
+  std::deque<size_t> restartsPending_;  // instances waiting for an offer
+  size_t restartsWaiting_ = 0;          // instances in their backoff
+  std::map<size_t, std::unique_ptr<asio::steady_timer>> restartTimers_;  // by instance
+  size_t restarted_ = 0;                // tasks that ended and were launched again
+  std::map<std::string, int> health_;   // 1 healthy, 2 unhealthy
   bool stopping_ = false;
   int exitCode_ = 0;
   int forcedExit_ = 0;
@@ -226,15 +314,24 @@ void addFlags(Flags& flags, Settings* s) {
                 "run each task in an executor of its own (needs --executor; default: one per agent)");
   flags.addDouble("timeout", &s->timeoutS, "give up when the tasks have not all launched after this many seconds");
   addTlsFlags(flags, &s->tls);
+  addHealthFlags(flags, &s->health);
+  addRestartFlags(flags, &s->restart);
 }
 
-// The resources of each task, or what is wrong with the flags.
-Result<Resources> checkSettings(const Settings& s) {
+// The resources of each task, or what is wrong with the flags (the health
+// check and restart policy filled in).
+Result<Resources> checkSettings(Settings& s) {
   if (s.command.empty()) return Error{"--command is required"};
   if (s.instances < 1 || s.instances > 100000) return Error{"--instances must be 1..100000"};
   if (!(s.killAfterS >= 0)) return Error{"--kill-after must be >= 0"};
   if (!(s.timeoutS > 0)) return Error{"--timeout must be > 0"};
   if (s.executorPerTask && s.executor.empty()) return Error{"--executor-per-task needs --executor"};
+  auto healthCheck = healthCheckOf(s.health);
+  if (!healthCheck) return healthCheck.error();
+  s.healthCheck = *healthCheck;
+  auto restartPolicy = RestartPolicy::of(s.restart);
+  if (!restartPolicy) return restartPolicy.error();
+  s.restartPolicy = *restartPolicy;
   if (!isZooKeeperUrl(s.master)) {
     if (auto endpoint = parseEndpoint(s.master); !endpoint) {
       return Error{"--master: " + endpoint.error().describe()};

@@ -9,8 +9,13 @@
 // or KILLED. Children are supervised through pidfds polled by Asio, never
 // waitpid loops. The executor exits on ShutdownExecutor once its tasks are
 // gone and their updates acknowledged, or when the agent stays away longer
-// than ALLOT_RECOVERY_TIMEOUT_S. In its own PID namespace (namespaces/pid,
-// root tasks) the executor is the namespace's pid 1 and inherits its tasks'
+// than ALLOT_RECOVERY_TIMEOUT_S. A task with a health check is checked
+// here (sdk/health_check.h): TCP and HTTP checks in-process, in the
+// executor's network namespace (the task's); COMMAND checks started exactly
+// as the task's command is (runChild), so they see what the task sees.
+// Each change of health is a RUNNING update with `healthy`; past the
+// threshold the task is killed (REASON_HEALTH_CHECK_FAILED).
+// In its own PID namespace (namespaces/pid, root tasks) the executor is the namespace's pid 1 and inherits its tasks'
 // orphans: it reaps them on SIGCHLD.
 #include <fcntl.h>
 #include <signal.h>
@@ -22,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "base/asio.h"
 #include "base/files.h"
@@ -30,6 +36,7 @@
 #include "base/unique_fd.h"
 #include "cli/task_logger.h"
 #include "sdk/executor.h"
+#include "sdk/health_check.h"
 
 extern char** environ;
 
@@ -119,12 +126,13 @@ class CommandExecutor final : public Executor {
       return report(task.task_id(), wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
                     "task has no command (neither shell nor argv)");
     }
-    auto started = start(task, planFor(task));
+    auto started = start(task, planFor(task, task.command()));
     if (!started) {
       return report(task.task_id(), wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
                     started.error().describe());
     }
     report(task.task_id(), wire::TASK_RUNNING, wire::REASON_NONE, "");
+    startHealthCheck(*children_[task.task_id()]);
   }
 
   void killTask(ExecutorDriver&, const std::string& taskId, double graceS) override {
@@ -146,6 +154,21 @@ class CommandExecutor final : public Executor {
   }
 
  private:
+  // Starts a task's check commands as the task's own command is started
+  // (same environment, sandbox, runChild), with their output in a pipe.
+  class TaskCheckProcesses final : public CheckProcesses {
+   public:
+    TaskCheckProcesses(CommandExecutor& executor, const wire::TaskInfo& task) : executor_(executor), task_(task) {}
+    Result<CheckProcess> spawn(const wire::CommandInfo& command) override {
+      return executor_.spawnCheck(task_, command);
+    }
+    siginfo_t reap(const CheckProcess& process) override { return executor_.reapCheck(process.pid); }
+
+   private:
+    CommandExecutor& executor_;
+    const wire::TaskInfo& task_;
+  };
+
   struct Child {
     wire::TaskInfo task;
     pid_t pid = 0;
@@ -157,11 +180,78 @@ class CommandExecutor final : public Executor {
     pid_t loggerPid = 0;
     std::unique_ptr<asio::posix::stream_descriptor> loggerPidfd;
     std::unique_ptr<asio::steady_timer> drainTimer;
+    std::string killMessage;
+    // Declared in this order so the checker goes before its processes.
+    std::unique_ptr<TaskCheckProcesses> checkProcesses;
+    std::unique_ptr<HealthChecker> health;
   };
 
-  ChildPlan planFor(const wire::TaskInfo& task) {
+  void startHealthCheck(Child& child) {
+    const wire::HealthCheck& check = child.task.health_check();
+    if (check.type() == wire::HealthCheck::NONE) return;
+    child.checkProcesses = std::make_unique<TaskCheckProcesses>(*this, child.task);
+    auto probe = makeProbe(io_, check, child.checkProcesses.get());
+    if (!probe) return;
+    std::string taskId = child.task.task_id();
+    child.health = std::make_unique<HealthChecker>(
+        io_, HealthCheckSettings::of(check), std::move(probe),
+        [this, taskId](const HealthVerdict& v) { reportHealth(taskId, v); },
+        [this, taskId](const std::string& output) { onUnhealthy(taskId, output); });
+    child.health->start();
+  }
+
+  void reportHealth(const std::string& taskId, const HealthVerdict& verdict) {
+    wire::TaskStatus s;
+    s.set_task_id(taskId);
+    s.set_state(wire::TASK_RUNNING);
+    s.set_healthy(verdict.healthy);
+    s.set_message(verdict.output);
+    if (auto st = driver_->sendStatus(s); !st) LOG_ERROR("status of " << taskId << ": " << st.error().describe());
+  }
+
+  void onUnhealthy(const std::string& taskId, const std::string& output) {
+    auto it = children_.find(taskId);
+    if (it == children_.end() || it->second->killing) return;
+    Child& child = *it->second;
+    uint32_t failures = HealthCheckSettings::of(child.task.health_check()).failuresMax;
+    LOG_INFO("task " << taskId << ": health check failed " << failures << " times; killing it");
+    beginKill(child, 0, wire::REASON_HEALTH_CHECK_FAILED);
+    child.killMessage = "health check failed " + std::to_string(failures) + " times in a row: " + output;
+  }
+
+  Result<CheckProcess> spawnCheck(const wire::TaskInfo& task, const wire::CommandInfo& command) {
+    ChildPlan plan = planFor(task, command);
+    int pipeFds[2];
+    if (pipe2(pipeFds, O_CLOEXEC) != 0) return Error::fromErrno("pipe2");
+    UniqueFd readEnd(pipeFds[0]), writeEnd(pipeFds[1]);
+    // Only the reader's end is non-blocking: the command writes as to a file.
+    if (fcntl(readEnd.get(), F_SETFL, O_NONBLOCK) != 0) return Error::fromErrno("fcntl O_NONBLOCK");
+    plan.stdoutFd = writeEnd.get();
+    plan.stderrFd = writeEnd.get();
+    auto forked = forkPlan(plan, "the health check of task " + task.task_id());
+    if (!forked) return forked.error();
+    checkPids_.insert(forked->first);
+    return CheckProcess{forked->first, std::move(forked->second), std::move(readEnd)};
+  }
+
+  // A check's status: from reapOrphans when it was first (pid 1), else
+  // waited for here (the check has exited or was just killed).
+  siginfo_t reapCheck(pid_t pid) {
+    siginfo_t info{};
+    if (auto it = reapedChecks_.find(pid); it != reapedChecks_.end()) {
+      info = it->second;
+      reapedChecks_.erase(it);
+      return info;
+    }
+    checkPids_.erase(pid);
+    while (waitid(P_PID, pid, &info, WEXITED) != 0 && errno == EINTR) {
+    }
+    return info;
+  }
+
+  // `cmd`: the task's command, or one of its health check.
+  ChildPlan planFor(const wire::TaskInfo& task, const wire::CommandInfo& cmd) {
     ChildPlan plan;
-    const wire::CommandInfo& cmd = task.command();
     if (!cmd.shell().empty()) {
       plan.argv = {"/bin/sh", "-c", cmd.shell()};
     } else {
@@ -204,7 +294,9 @@ class CommandExecutor final : public Executor {
     return pid;
   }
 
-  Result<pid_t> startTask(const wire::TaskInfo& task, const ChildPlan& plan) {
+  // Forks a child that runs the plan and waits until it has exec'd; a
+  // failure before the exec comes back as an Error (the child reaped).
+  Result<std::pair<pid_t, UniqueFd>> forkPlan(const ChildPlan& plan, const std::string& what) {
     std::vector<char*> argv, envp;
     for (const auto& a : plan.argv) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -223,23 +315,26 @@ class CommandExecutor final : public Executor {
     do {
       n = read(readEnd.get(), report, sizeof report);
     } while (n < 0 && errno == EINTR);
-    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-    if (pidfd < 0) {
-      Error e = Error::fromErrno("pidfd_open for task " + task.task_id());
+    UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+    if (!pidfd || n == static_cast<ssize_t>(sizeof report)) {
+      Error e = !pidfd ? Error::fromErrno("pidfd_open for " + what)
+                       : Error{std::string(stepName(report[0])) + " of " + plan.argv[0] + " failed", report[1]};
       kill(-pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
+      siginfo_t info{};
+      waitid(P_PID, pid, &info, WEXITED);
       return e;
     }
+    return std::make_pair(pid, std::move(pidfd));
+  }
+
+  Result<pid_t> startTask(const wire::TaskInfo& task, const ChildPlan& plan) {
+    auto forked = forkPlan(plan, "task " + task.task_id());
+    if (!forked) return forked.error();
+    pid_t pid = forked->first;
     auto child = std::make_unique<Child>();
     child->task = task;
     child->pid = pid;
-    child->pidfd = std::make_unique<asio::posix::stream_descriptor>(io_, pidfd);
-    if (n == static_cast<ssize_t>(sizeof report)) {
-      siginfo_t info{};
-      waitid(P_PIDFD, pidfd, &info, WEXITED);
-      return Error{std::string(stepName(report[0])) + " of " + plan.argv[0] + " failed",
-                   report[1]};
-    }
+    child->pidfd = std::make_unique<asio::posix::stream_descriptor>(io_, forked->second.release());
     watchExit(*child);
     armMaxDuration(*child);
     taskOfPid_[pid] = task.task_id();
@@ -271,6 +366,7 @@ class CommandExecutor final : public Executor {
     if (child.killing && graceS > 0) return;
     child.killing = true;
     child.killReason = reason;
+    if (child.health) child.health->stop();  // no verdict about a task being killed
     if (graceS <= 0) graceS = child.task.kill_grace_s() > 0 ? child.task.kill_grace_s() : kDefaultGraceS;
     kill(-child.pid, SIGTERM);
     child.killTimer = std::make_unique<asio::steady_timer>(io_);
@@ -291,6 +387,7 @@ class CommandExecutor final : public Executor {
       LOG_WARNING("waitid for task " << taskId << ": " << std::strerror(errno));
     }
     kill(-child.pid, SIGKILL);  // leftovers of the task's process group
+    if (child.health) child.health->stop();  // no verdicts while its logger drains
     wire::TaskStatus s;
     s.set_task_id(taskId);
     if (info.si_code == CLD_EXITED) {
@@ -298,10 +395,12 @@ class CommandExecutor final : public Executor {
     } else {
       s.set_signal(info.si_status);
     }
+    if (child.health && child.health->healthy()) s.set_healthy(*child.health->healthy());
     if (child.killing) {
       s.set_state(wire::TASK_KILLED);
       s.set_reason(child.killReason);
       s.set_message(child.killReason == wire::REASON_MAX_DURATION ? "task exceeded its max_duration_s"
+                    : !child.killMessage.empty()                  ? child.killMessage
                                                                   : "task killed");
     } else if (info.si_code == CLD_EXITED && info.si_status == 0) {
       s.set_state(wire::TASK_FINISHED);
@@ -378,6 +477,9 @@ class CommandExecutor final : public Executor {
         }
         siginfo_t status{};
         waitid(P_PID, info.si_pid, &status, WEXITED | WNOHANG);
+        if (checkPids_.erase(info.si_pid) && reapedChecks_.size() < kTasksMax) {
+          reapedChecks_[info.si_pid] = status;
+        }
       }
       reapOrphans();
     });
@@ -405,6 +507,10 @@ class CommandExecutor final : public Executor {
   TaskLogLimits logLimits_ = taskLogLimitsFromEnv();
   std::map<std::string, std::unique_ptr<Child>> children_;
   std::map<pid_t, std::string> taskOfPid_;  // children_'s pids
+  // Health check commands running (at most one per task), and those that
+  // reapOrphans reaped before their probe asked.
+  std::set<pid_t> checkPids_;
+  std::map<pid_t, siginfo_t> reapedChecks_;
   asio::signal_set sigchld_;
   bool shuttingDown_ = false;
   int exitCode_ = 0;

@@ -1,0 +1,163 @@
+// Health checks for executor authors: what allot-executor runs for a task's
+// TaskInfo.health_check (proto/allot.proto, docs/health-checks.md), as a
+// library a custom executor can use the same way.
+//
+//   HealthChecker checker(io, HealthCheckSettings::of(task.health_check()),
+//                         makeTcpProbe(io, port),
+//                         [&](const HealthVerdict& v) { send RUNNING + healthy },
+//                         [&](const std::string& output) { kill the task });
+//   checker.start();   // at the task's launch
+//
+// - HealthPolicy is the pure rule (grace period, consecutive failures,
+//   which verdicts are news); HealthChecker times the attempts with Asio
+//   timers around a HealthProbe; the probes are the seam: TCP and HTTP run
+//   in-process on 127.0.0.1 (the executor lives in its tasks' network
+//   namespace), COMMAND through a CheckProcesses the executor supplies, so
+//   the command is started exactly as its tasks are.
+// - Cost: a TCP or HTTP attempt is one loopback connection and no process;
+//   a COMMAND attempt is a fork and exec.
+// - Thread: everything on the io_context's thread. Destroying a checker
+//   abandons its attempt (a command's process group is killed and reaped);
+//   no callback runs after that.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/asio.h"
+#include "base/clock.h"
+#include "base/result.h"
+#include "base/unique_fd.h"
+#include "proto/allot.pb.h"
+
+namespace allot {
+
+// Mesos's defaults (HealthCheck in mesos.proto) for absent fields.
+inline constexpr double kHealthDelayDefaultS = 15;
+inline constexpr double kHealthIntervalDefaultS = 10;
+inline constexpr double kHealthTimeoutDefaultS = 20;
+inline constexpr double kHealthGraceDefaultS = 10;
+inline constexpr uint32_t kHealthFailuresDefault = 3;
+// What a status message keeps of a check's output (the rest is dropped).
+inline constexpr size_t kHealthOutputBytesMax = 1024;
+
+struct HealthCheckSettings {
+  Duration delay;
+  Duration interval;
+  Duration timeout;  // zero: none
+  Duration grace;
+  uint32_t failuresMax = kHealthFailuresDefault;
+
+  static HealthCheckSettings of(const wire::HealthCheck& check);
+};
+
+struct HealthVerdict {
+  bool healthy = false;
+  std::string output;
+};
+
+// The rule, apart from time and processes. Failures before the first
+// success and within the grace period (counted from the launch) do not
+// count; failuresMax failures in a row are fatal.
+class HealthPolicy {
+ public:
+  enum class Action { kNone, kReport, kKill };
+
+  HealthPolicy(const HealthCheckSettings& settings, TimePoint launchedAt)
+      : settings_(settings), launchedAt_(launchedAt) {}
+
+  // One attempt's result, ended at `at`. kReport: the verdict changed (the
+  // first verdict too); kKill: past the threshold.
+  Action record(bool healthy, TimePoint at);
+  std::optional<bool> healthy() const { return reported_; }
+  uint32_t consecutiveFailures() const { return failures_; }
+
+ private:
+  HealthCheckSettings settings_;
+  TimePoint launchedAt_;
+  bool succeededOnce_ = false;
+  uint32_t failures_ = 0;
+  std::optional<bool> reported_;
+};
+
+// One attempt at a time. done runs once per start(), on the loop, unless
+// cancel() comes first (then never).
+class HealthProbe {
+ public:
+  virtual ~HealthProbe() = default;
+  virtual void start(std::function<void(HealthVerdict)> done) = 0;
+  virtual void cancel() = 0;
+};
+
+std::unique_ptr<HealthProbe> makeTcpProbe(asio::io_context& io, uint16_t port);
+// GET path (empty: "/") on 127.0.0.1:port; 200-399 is healthy.
+std::unique_ptr<HealthProbe> makeHttpProbe(asio::io_context& io, uint16_t port, std::string path);
+
+// A check command's process: its own process group (pid), a pidfd, and the
+// read end of a pipe holding its stdout and stderr.
+struct CheckProcess {
+  pid_t pid = 0;
+  UniqueFd pidfd;
+  UniqueFd output;
+};
+
+// How an executor starts a check command (as it starts its tasks) and
+// collects its status.
+class CheckProcesses {
+ public:
+  virtual ~CheckProcesses() = default;
+  virtual Result<CheckProcess> spawn(const wire::CommandInfo& command) = 0;
+  // The process ended (its pidfd is readable) or was killed: reap it and
+  // return its wait status as waitid(2) reports it.
+  virtual siginfo_t reap(const CheckProcess& process) = 0;
+};
+
+// Exit status 0 is healthy. `processes` outlives the probe.
+std::unique_ptr<HealthProbe> makeCommandProbe(asio::io_context& io, wire::CommandInfo command,
+                                              CheckProcesses& processes);
+
+// The probe for a check (NONE: nullptr). COMMAND needs `processes`.
+std::unique_ptr<HealthProbe> makeProbe(asio::io_context& io, const wire::HealthCheck& check,
+                                       CheckProcesses* processes);
+
+class HealthChecker {
+ public:
+  using Changed = std::function<void(const HealthVerdict&)>;
+  using Failed = std::function<void(const std::string& output)>;
+
+  // changed: each verdict that is news; failed: past the threshold (the
+  // checker has stopped; kill the task). Either may destroy the checker.
+  HealthChecker(asio::io_context& io, HealthCheckSettings settings, std::unique_ptr<HealthProbe> probe,
+                Changed changed, Failed failed);
+  ~HealthChecker();
+  HealthChecker(const HealthChecker&) = delete;
+  HealthChecker& operator=(const HealthChecker&) = delete;
+
+  void start();  // at the task's launch: the first attempt after the delay
+  void stop();
+  std::optional<bool> healthy() const { return policy_.healthy(); }
+
+ private:
+  void arm(Duration after);
+  void attempt();
+  void onResult(HealthVerdict verdict);
+
+  HealthCheckSettings settings_;
+  std::unique_ptr<HealthProbe> probe_;
+  Changed changed_;
+  Failed failed_;
+  HealthPolicy policy_;
+  asio::steady_timer next_;
+  asio::steady_timer deadline_;
+  std::shared_ptr<bool> alive_;
+  bool running_ = false;
+  bool inFlight_ = false;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace allot

@@ -1,0 +1,259 @@
+// The probes behind HealthChecker (sdk/health_check.h). Each attempt owns
+// its socket or process in a shared Attempt that its handlers hold: a
+// cancelled attempt's handlers still run (operation_aborted) but find it
+// cancelled and touch nothing else.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstring>
+
+#include "sdk/health_check.h"
+
+namespace allot {
+namespace {
+
+using Done = std::function<void(HealthVerdict)>;
+using tcp = asio::ip::tcp;
+
+// The first line of an HTTP answer fits this; more is not read.
+constexpr size_t kStatusLineBytesMax = 512;
+
+struct SocketAttempt {
+  explicit SocketAttempt(asio::io_context& io) : socket(io) {}
+  tcp::socket socket;
+  Done done;
+  std::string request;
+  std::string answer;
+  std::array<char, 256> buffer{};
+
+  void finish(bool healthy, std::string output) {
+    if (!done) return;
+    Done d = std::move(done);
+    done = nullptr;
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    d({healthy, std::move(output)});
+  }
+  void cancel() {
+    done = nullptr;
+    boost::system::error_code ignored;
+    socket.close(ignored);
+  }
+};
+
+tcp::endpoint loopback(uint16_t port) { return tcp::endpoint(asio::ip::address_v4::loopback(), port); }
+
+std::string where(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
+
+class TcpProbe final : public HealthProbe {
+ public:
+  TcpProbe(asio::io_context& io, uint16_t port) : io_(io), port_(port) {}
+  ~TcpProbe() override { cancel(); }
+
+  void start(Done done) override {
+    cancel();
+    attempt_ = std::make_shared<SocketAttempt>(io_);
+    attempt_->done = std::move(done);
+    auto a = attempt_;
+    uint16_t port = port_;
+    a->socket.async_connect(loopback(port), [a, port](const boost::system::error_code& ec) {
+      if (ec) return a->finish(false, "TCP " + where(port) + ": " + ec.message());
+      // Closed with a reset: a connection per check per task would
+      // otherwise leave one TIME_WAIT socket each for a minute.
+      boost::system::error_code ignored;
+      a->socket.set_option(asio::socket_base::linger(true, 0), ignored);
+      a->finish(true, "TCP " + where(port) + ": connected");
+    });
+  }
+  void cancel() override {
+    if (attempt_) attempt_->cancel();
+    attempt_.reset();
+  }
+
+ private:
+  asio::io_context& io_;
+  uint16_t port_;
+  std::shared_ptr<SocketAttempt> attempt_;
+};
+
+// "HTTP/1.1 204 No Content" -> 204; 0 when it is no status line.
+int statusCode(const std::string& line) {
+  if (line.rfind("HTTP/1.", 0) != 0 || line.size() < 12 || line[8] != ' ') return 0;
+  int code = 0;
+  for (size_t i = 9; i < 12; ++i) {
+    if (line[i] < '0' || line[i] > '9') return 0;
+    code = code * 10 + (line[i] - '0');
+  }
+  return code;
+}
+
+class HttpProbe final : public HealthProbe {
+ public:
+  HttpProbe(asio::io_context& io, uint16_t port, std::string path)
+      : io_(io), port_(port), path_(path.empty() ? "/" : std::move(path)) {}
+  ~HttpProbe() override { cancel(); }
+
+  void start(Done done) override {
+    cancel();
+    attempt_ = std::make_shared<SocketAttempt>(io_);
+    attempt_->done = std::move(done);
+    attempt_->request = "GET " + path_ + " HTTP/1.1\r\nHost: " + where(port_) +
+                        "\r\nUser-Agent: allot-health-check\r\nConnection: close\r\n\r\n";
+    auto a = attempt_;
+    std::string url = "HTTP " + where(port_) + path_;
+    a->socket.async_connect(loopback(port_), [a, url](const boost::system::error_code& ec) {
+      if (ec) return a->finish(false, url + ": " + ec.message());
+      asio::async_write(a->socket, asio::buffer(a->request),
+                        [a, url](const boost::system::error_code& ec, size_t) {
+                          if (ec) return a->finish(false, url + ": " + ec.message());
+                          readStatus(a, url);
+                        });
+    });
+  }
+  void cancel() override {
+    if (attempt_) attempt_->cancel();
+    attempt_.reset();
+  }
+
+ private:
+  static void readStatus(std::shared_ptr<SocketAttempt> a, std::string url) {
+    a->socket.async_read_some(asio::buffer(a->buffer), [a, url](const boost::system::error_code& ec,
+                                                                size_t n) {
+      a->answer.append(a->buffer.data(), n);
+      auto eol = a->answer.find("\r\n");
+      if (eol == std::string::npos && !ec && a->answer.size() < kStatusLineBytesMax) {
+        return readStatus(a, url);
+      }
+      std::string line = a->answer.substr(0, std::min(eol, kStatusLineBytesMax));
+      int code = statusCode(line);
+      if (code == 0) {
+        return a->finish(false, url + ": no HTTP status line" + (ec ? " (" + ec.message() + ")" : ""));
+      }
+      a->finish(code >= 200 && code < 400, url + ": " + line);
+    });
+  }
+
+  asio::io_context& io_;
+  uint16_t port_;
+  std::string path_;
+  std::shared_ptr<SocketAttempt> attempt_;
+};
+
+struct CommandAttempt {
+  CommandAttempt(asio::io_context& io, CheckProcesses& p) : processes(p), exit(io), output(io) {}
+  CheckProcesses& processes;
+  CheckProcess process;
+  asio::posix::stream_descriptor exit;
+  asio::posix::stream_descriptor output;
+  Done done;
+  std::string text;
+  std::array<char, 512> buffer{};
+  bool reaped = false;
+
+  // Kills what is left of the check's process group and reaps the check.
+  siginfo_t end() {
+    kill(-process.pid, SIGKILL);
+    siginfo_t info{};
+    if (!reaped) info = processes.reap(process);
+    reaped = true;
+    boost::system::error_code ignored;
+    exit.close(ignored);
+    output.close(ignored);
+    return info;
+  }
+  void cancel() {
+    done = nullptr;
+    if (!reaped) end();
+  }
+};
+
+std::string describeExit(const siginfo_t& info) {
+  if (info.si_code == CLD_EXITED) return "exit status " + std::to_string(info.si_status);
+  if (info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED) {
+    return std::string("killed by signal ") + std::to_string(info.si_status);
+  }
+  return "no exit status";
+}
+
+class CommandProbe final : public HealthProbe {
+ public:
+  CommandProbe(asio::io_context& io, wire::CommandInfo command, CheckProcesses& processes)
+      : io_(io), command_(std::move(command)), processes_(processes) {}
+  ~CommandProbe() override { cancel(); }
+
+  void start(Done done) override {
+    cancel();
+    auto spawned = processes_.spawn(command_);
+    if (!spawned) {
+      return asio::post(io_, [done, e = spawned.error().describe()] { done({false, "command: " + e}); });
+    }
+    attempt_ = std::make_shared<CommandAttempt>(io_, processes_);
+    auto a = attempt_;
+    a->done = std::move(done);
+    a->process = std::move(*spawned);
+    a->exit.assign(a->process.pidfd.release());
+    a->output.assign(a->process.output.release());
+    readOutput(a);
+    a->exit.async_wait(asio::posix::stream_descriptor::wait_read,
+                       [a](const boost::system::error_code& ec) {
+                         if (ec || !a->done) return;
+                         drain(*a);
+                         siginfo_t info = a->end();
+                         bool ok = info.si_code == CLD_EXITED && info.si_status == 0;
+                         Done d = std::move(a->done);
+                         a->done = nullptr;
+                         d({ok, "command " + describeExit(info) + (a->text.empty() ? "" : ": " + a->text)});
+                       });
+  }
+  void cancel() override {
+    if (attempt_) attempt_->cancel();
+    attempt_.reset();
+  }
+
+ private:
+  static void keep(CommandAttempt& a, size_t n) {
+    size_t room = kHealthOutputBytesMax - std::min(a.text.size(), kHealthOutputBytesMax);
+    a.text.append(a.buffer.data(), std::min(n, room));
+  }
+  // What the command wrote before it exited and the reader has not seen.
+  static void drain(CommandAttempt& a) {
+    a.output.non_blocking(true);
+    boost::system::error_code ec;
+    for (int i = 0; i < 16; ++i) {
+      size_t n = a.output.read_some(asio::buffer(a.buffer), ec);
+      if (ec || n == 0) break;
+      keep(a, n);
+    }
+    while (!a.text.empty() && (a.text.back() == '\n' || a.text.back() == '\r')) a.text.pop_back();
+  }
+  static void readOutput(std::shared_ptr<CommandAttempt> a) {
+    a->output.async_read_some(asio::buffer(a->buffer), [a](const boost::system::error_code& ec, size_t n) {
+      if (ec || !a->done) return;
+      keep(*a, n);
+      readOutput(a);
+    });
+  }
+
+  asio::io_context& io_;
+  wire::CommandInfo command_;
+  CheckProcesses& processes_;
+  std::shared_ptr<CommandAttempt> attempt_;
+};
+
+}  // namespace
+
+std::unique_ptr<HealthProbe> makeTcpProbe(asio::io_context& io, uint16_t port) {
+  return std::make_unique<TcpProbe>(io, port);
+}
+
+std::unique_ptr<HealthProbe> makeHttpProbe(asio::io_context& io, uint16_t port, std::string path) {
+  return std::make_unique<HttpProbe>(io, port, std::move(path));
+}
+
+std::unique_ptr<HealthProbe> makeCommandProbe(asio::io_context& io, wire::CommandInfo command,
+                                              CheckProcesses& processes) {
+  return std::make_unique<CommandProbe>(io, std::move(command), processes);
+}
+
+}  // namespace allot
