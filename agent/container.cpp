@@ -1,10 +1,14 @@
 #include "agent/container.h"
 
+#include "base/check.h"
+#include "base/log.h"
+
 namespace allot {
 
 const char* containerStateName(ContainerState state) {
   switch (state) {
     case ContainerState::kPreparing: return "preparing";
+    case ContainerState::kStarting: return "starting";
     case ContainerState::kIsolating: return "isolating";
     case ContainerState::kRegistering: return "registering";
     case ContainerState::kRecovering: return "recovering";
@@ -19,6 +23,7 @@ const char* containerStateName(ContainerState state) {
 
 const char* containerEventName(ContainerEvent event) {
   switch (event) {
+    case ContainerEvent::kCloning: return "cloning";
     case ContainerEvent::kLaunched: return "launched";
     case ContainerEvent::kAdopted: return "adopted";
     case ContainerEvent::kIsolated: return "isolated";
@@ -37,8 +42,12 @@ std::optional<ContainerState> ContainerLifecycle::next(ContainerEvent e) const {
   using E = ContainerEvent;
   switch (state_) {
     case S::kPreparing:
-      if (e == E::kLaunched) return S::kIsolating;
+      if (e == E::kCloning) return S::kStarting;
       if (e == E::kAdopted) return S::kRecovering;
+      if (e == E::kFinalized) return S::kDestroying;
+      break;
+    case S::kStarting:
+      if (e == E::kLaunched) return S::kIsolating;
       if (e == E::kFinalized) return S::kDestroying;
       break;
     case S::kIsolating:
@@ -91,6 +100,12 @@ Status ContainerLifecycle::on(ContainerEvent event, const ExitInfo& exit) {
   return okStatus();
 }
 
+void ContainerLifecycle::take(ContainerEvent event, const ExitInfo& exit) {
+  Status st = on(event, exit);
+  if (!st) LOG_ERROR("container lifecycle: " << st.error().describe());
+  CHECK(st);
+}
+
 bool ContainerLifecycle::hasProcess() const {
   switch (state_) {
     case ContainerState::kIsolating:
@@ -134,6 +149,7 @@ KillAction ContainerLifecycle::requestKill(const std::string& why) {
   if (cause_ != Cause::kUndecided) return KillAction::kNone;
   if (killedWhy_.empty()) killedWhy_ = why;
   killRequested_ = true;
+  if (state_ == ContainerState::kStarting) return KillAction::kAwaitStart;
   return hasProcess() ? KillAction::kSignal : KillAction::kFinalize;
 }
 

@@ -1,21 +1,20 @@
 // ContainerLifecycle: the state of one executor's container, as one state
 // machine, and why its tasks end, decided once.
 //
-//   preparing --launched--> isolating --isolated--> registering --registered--> running
-//       |                       |                        |                        |
-//       |                       |                        |                   shutdownSent
-//       |                       |                        |                        v
-//       |                       +--------exited----------+--------exited---- shuttingDown
-//       |                                                v                (running too)
-//       +------------finalized (no process)------> [exited] --finalized--> destroying --reaped--> gone
-//
+//   preparing --cloning--> starting --launched--> isolating --isolated-->
+//     registering --registered--> running --shutdownSent--> shuttingDown
+//   isolating, registering, recovering, running, shuttingDown --exited--> exited
+//   preparing, starting (no process: none started, or its clone failed) and
+//     exited --finalized--> destroying --reaped--> gone
 //   preparing --adopted--> recovering (an executor that outlived an agent
 //   restart) --registered--> running; recovering --exited--> exited.
 //   running/shuttingDown --registered--> itself (a reconnect on a new link).
 //
 // Every other (state, event) pair is refused with an Error naming both; the
 // state does not change (input from executors and the kernel can arrive
-// late or twice, so this is never a CHECK).
+// late or twice, so this is never a CHECK). take() is for the events the
+// caller's own state check guarantees: there a refusal is a programmer
+// error, and it CHECKs.
 //
 // Why the container's tasks end is recorded as it happens (the first of
 // each kind wins) and decided once, by finalized, with this precedence:
@@ -48,6 +47,7 @@ namespace allot {
 
 enum class ContainerState {
   kPreparing,     // sandbox, isolators' prepare(); no process yet
+  kStarting,      // its clone is under way on the launcher's thread; no pid yet
   kIsolating,     // the executor process started; isolate() and watch()
   kRegistering,   // isolated; waiting for RegisterExecutor
   kRecovering,    // adopted after an agent restart; waiting for its reconnect
@@ -59,6 +59,7 @@ enum class ContainerState {
 };
 
 enum class ContainerEvent {
+  kCloning,       // its executor's clone went to the launcher's thread
   kLaunched,      // the launcher started the executor
   kAdopted,       // a checkpointed executor is still alive after a restart
   kIsolated,      // every isolator isolated and watches it
@@ -76,6 +77,8 @@ const char* containerEventName(ContainerEvent event);
 enum class KillAction {
   kSignal,    // its process runs: SIGKILL it; its exit finalizes it
   kFinalize,  // no process runs (never started, or already exited): finalize now
+  kAwaitStart,  // its clone is under way: the clone's answer kills the process
+                // it gets, or finalizes the container if it got none
   kNone,      // already destroying or gone
 };
 
@@ -86,8 +89,12 @@ class ContainerLifecycle {
   // Moves along the diagram above; refuses any other event. `exit` is used
   // by kExited only.
   Status on(ContainerEvent event, const ExitInfo& exit = {});
+  // on() for an event the caller's state check guarantees; CHECKs that it
+  // was taken (a refusal here is a bug of the caller, never input).
+  void take(ContainerEvent event, const ExitInfo& exit = {});
 
-  // The executor process runs (isolating .. shuttingDown).
+  // The executor process runs (isolating .. shuttingDown; not while its
+  // clone is under way: there is no pid yet).
   bool hasProcess() const;
   // New tasks may join this executor (else they wait for its replacement).
   bool acceptsTasks() const;
@@ -102,7 +109,8 @@ class ContainerLifecycle {
   // The agent wants the container gone, for `why`: what to do about it.
   KillAction requestKill(const std::string& why);
   // requestKill was called: a container still preparing must not start
-  // its executor (its finalize is on its way).
+  // its executor (its finalize is on its way), and one starting must kill
+  // the process its clone returns.
   bool killRequested() const { return killRequested_; }
 
   bool frameworkRemoved() const { return frameworkRemoved_; }

@@ -119,7 +119,6 @@ void ExecutorManager::launch(Container& c) {
   if (!queued) {
     failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
                   "sandbox " + c.sandbox + " not made: " + queued.error().describe());
-    postFinalize(c);
   }
 }
 
@@ -128,8 +127,7 @@ void ExecutorManager::onPrepared(Container& c, Prepared prepared) {
   // kill's finalize is on its way and ends the tasks; nothing starts.
   if (c.life.state() != ContainerState::kPreparing || c.life.killRequested()) return;
   if (!prepared.status) {
-    failContainer(c, wire::TASK_FAILED, prepared.reason, prepared.status.error().describe());
-    return postFinalize(c);
+    return failContainer(c, wire::TASK_FAILED, prepared.reason, prepared.status.error().describe());
   }
   c.user = std::move(prepared.user);
   readyToStart_.emplace_back(c.name, c.generation);
@@ -165,7 +163,7 @@ void ExecutorManager::startReady() {
     if (!c || c->life.state() != ContainerState::kPreparing || c->life.killRequested()) continue;
     auto timer = timed(AgentSection::kLaunch);
     if (c->tasks.empty()) {
-      killContainer(*c, "its tasks were killed before it started");
+      endContainer(*c, "its tasks were killed before it started");
       continue;
     }
     startProcess(*c);
@@ -185,9 +183,8 @@ void ExecutorManager::startProcess(Container& c) {
       st = isolators_[i]->prepare(c.id, config, &spec.setup);
     }
     if (!st) {
-      failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
-                    std::string(isolators_[i]->name()) + ": " + st.error().describe());
-      return postFinalize(c);
+      return failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
+                           std::string(isolators_[i]->name()) + ": " + st.error().describe());
     }
   }
   spec.env.insert(spec.env.end(), spec.setup.env.begin(), spec.setup.env.end());
@@ -219,40 +216,41 @@ void ExecutorManager::startProcess(Container& c) {
     // The new executor may have connected before its pid came back.
     listener_.startFinished();
   };
-  c.starting = true;
+  // startReady starts only a container still preparing.
+  c.life.take(ContainerEvent::kCloning);
   ++startsUnderWay_;
   auto timer = timed(AgentSection::kLauncherStart);
   launcher_.startOffLoop(spec, onExited, onCloned);
 }
 
-// The launcher's answer, on the loop: preparing -> isolating ->
-// registering, or the container fails with REASON_EXEC_FAILED. A kill that
-// came while the clone was under way kills the new process now (its exit
-// finalizes the container).
+// The launcher's answer, on the loop: starting -> isolating -> registering,
+// or the container fails with REASON_EXEC_FAILED. Only this answer moves a
+// container out of starting (a kill meanwhile waits for it: kAwaitStart),
+// so the events below are taken. A kill that came while the clone was
+// under way kills the new process now (its exit finalizes the container),
+// or, with no process, the failure's finalize ends it.
 void ExecutorManager::onStarted(Container& c, const std::string& executable, Result<pid_t> pid) {
-  c.starting = false;
   if (!pid) {
     std::string why = "executor " + executable + " could not start: " + pid.error().describe();
     LOG_ERROR("container " << c.name << ": " << why);
-    failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, why);
+    c.life.recordFailure(wire::TASK_FAILED, wire::REASON_EXEC_FAILED, why);
     return postFinalize(c);
   }
   c.pid = *pid;
-  (void)c.life.on(ContainerEvent::kLaunched);
+  c.life.take(ContainerEvent::kLaunched);
   if (auto start = launcher_.startTimeOf(c.pid)) c.startTime = *start;
   LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
                                << " (pid " << c.pid << ") in " << c.sandbox);
   if (c.life.killRequested()) {
-    killContainer(c, "killed while its executor was starting");
+    endContainer(c, "killed while its executor was starting");
     return;
   }
   if (!isolate(c)) return;
-  (void)c.life.on(ContainerEvent::kIsolated);
+  c.life.take(ContainerEvent::kIsolated);  // isolating since kLaunched above
   armTimer(c, c.registerTimer, options_.registerTimeout, [this](Container& c) {
     if (c.life.state() != ContainerState::kRegistering) return;
     failContainer(c, wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED,
                   "executor did not register within " + secondsText(options_.registerTimeout));
-    killContainer(c, "executor did not register");
   });
   checkpoint(c);
 }
@@ -268,7 +266,6 @@ bool ExecutorManager::isolate(Container& c) {
     if (!st) {
       failContainer(c, wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED,
                     std::string(isolators_[i]->name()) + ": " + st.error().describe());
-      killContainer(c, "isolation failed");
       return false;
     }
   }
@@ -283,7 +280,7 @@ std::function<void(const Limitation&)> ExecutorManager::limitWatcher(const Conta
     if (alive.expired()) return;
     if (Container* c = byName(name, gen)) {
       c->life.recordLimitation(l);
-      killContainer(*c, l.message);
+      endContainer(*c, l.message);
     }
   };
 }

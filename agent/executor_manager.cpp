@@ -393,7 +393,7 @@ void ExecutorManager::killTask(const wire::KillTask& m) {
     std::string taskId = m.task_id();
     armTimer(c, *t.killTimer, secondsToDuration(grace) + options_.killSlack, [this, taskId, grace](Container& c) {
       if (!c.tasks.count(taskId)) return;
-      killContainer(c, "task " + taskId + " outlived its kill grace period of " +
+      endContainer(c, "task " + taskId + " outlived its kill grace period of " +
                            seconds(secondsToDuration(grace)));
     });
     return;
@@ -415,12 +415,12 @@ void ExecutorManager::shutdownFramework(const std::string& frameworkId) {
     }
     c->next.clear();
     if (c->life.state() != ContainerState::kRunning || !c->conn) {
-      killContainer(*c, "framework " + frameworkId + " was removed");
+      endContainer(*c, "framework " + frameworkId + " was removed");
       continue;
     }
     sendShutdown(*c);
     armTimer(*c, c->shutdownTimer, options_.shutdownTimeout, [this](Container& c) {
-      killContainer(c, "executor did not exit within " + seconds(options_.shutdownTimeout) +
+      endContainer(c, "executor did not exit within " + seconds(options_.shutdownTimeout) +
                            " of its shutdown");
     });
   }
@@ -432,7 +432,7 @@ void ExecutorManager::maybeIdle(Container& c) {
     if (c.life.state() != ContainerState::kRunning || !c.tasks.empty() || !c.next.empty()) return;
     sendShutdown(c);
     armTimer(c, c.shutdownTimer, options_.shutdownTimeout, [this](Container& c) {
-      killContainer(c, "idle executor did not exit within " + seconds(options_.shutdownTimeout));
+      endContainer(c, "idle executor did not exit within " + seconds(options_.shutdownTimeout));
     });
   });
 }
@@ -440,91 +440,13 @@ void ExecutorManager::maybeIdle(Container& c) {
 // Asks the executor to exit (running -> shutting down); sent again when it
 // re-registers on a new link while shutting down.
 void ExecutorManager::sendShutdown(Container& c) {
-  if (c.life.state() == ContainerState::kRunning) (void)c.life.on(ContainerEvent::kShutdownSent);
+  // A running container takes shutdownSent; a shutting-down one is
+  // sent it again (a re-registration on a new link).
+  if (c.life.state() == ContainerState::kRunning) c.life.take(ContainerEvent::kShutdownSent);
   wire::Envelope e;
   e.mutable_shutdown_executor()->set_framework_id(c.framework.id());
   e.mutable_shutdown_executor()->set_executor_id(c.executor.executor_id());
   sendToExecutor(c, e);
-}
-
-void ExecutorManager::failContainer(Container& c, wire::TaskState state, wire::Reason reason,
-                                    const std::string& why) {
-  c.life.recordFailure(state, reason, why);
-}
-
-void ExecutorManager::killContainer(Container& c, const std::string& why) {
-  switch (c.life.requestKill(why)) {
-    case KillAction::kNone: return;
-    case KillAction::kFinalize:
-      // Its clone is under way: onStarted kills the process it gets, or
-      // ends the container if there is none.
-      if (c.starting) return;
-      return postFinalize(c);
-    case KillAction::kSignal: break;
-  }
-  LOG_WARNING("killing executor " << c.executor.executor_id() << " of framework "
-                                  << c.framework.id() << " (pid " << c.pid << "): " << why);
-  // Its process tree goes through pidfds on a worker (a /proc scan); the
-  // rest of the container (whatever escaped the tree) dies with its cgroup
-  // when the executor's exit is finalized.
-  // With the pool backed up (a burst of kills) the executor alone is
-  // signalled at once: the cgroup still takes the rest.
-  auto pidfd = pool_.queued() == 0 ? launcher_.pidfdOf(c.pid) : Result<UniqueFd>(Error{"pool busy"});
-  if (!pidfd) {
-    (void)launcher_.signal(c.pid, SIGKILL);
-    return;
-  }
-  auto fd = std::make_shared<UniqueFd>(std::move(*pidfd));
-  Status queued = pool_.submit<size_t>([fd, pid = c.pid] { return killProcessTree(fd->get(), pid); },
-                                       [](size_t) {});
-  if (!queued) (void)launcher_.signal(c.pid, SIGKILL);
-}
-
-void ExecutorManager::onExit(const std::string& name, uint64_t generation, const ExitInfo& exit) {
-  Container* c = byName(name, generation);
-  if (!c) return;
-  if (!exit.setupError.empty()) {
-    failContainer(*c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
-                  "executor " + launchSpec(*c).argv[0] + " could not start: " + exit.setupError);
-  }
-  if (Status st = c->life.on(ContainerEvent::kExited, exit); !st) {
-    LOG_ERROR("container " << name << ": exit of pid " << exit.pid << ": " << st.error().describe());
-    return;
-  }
-  LOG_INFO("executor " << c->executor.executor_id() << " of framework " << c->framework.id()
-                       << ": " << c->life.describeExit());
-  if (c->conn && c->conn->open()) {
-    // Read what it sent before dying; finalize when the link closes.
-    armTimer(*c, c->drainTimer, options_.drainTimeout, [this](Container& c) { finalize(c); });
-    return;
-  }
-  postFinalize(*c);
-}
-
-void ExecutorManager::postFinalize(Container& c) {
-  std::weak_ptr<int> alive = alive_;
-  asio::post(io_, [this, alive, name = c.name, gen = c.generation] {
-    if (alive.expired()) return;
-    if (Container* c = byName(name, gen)) finalize(*c);
-  });
-}
-
-// Decides, once, why the container's unfinished tasks end (the precedence
-// of agent/container.h), sends their terminal updates and starts reaping.
-// A container whose process still runs is finalized by its exit instead.
-void ExecutorManager::finalize(Container& c) {
-  if (!c.life.on(ContainerEvent::kFinalized)) return;
-  std::vector<std::string> ids;
-  for (const auto& [id, t] : c.tasks) ids.push_back(id);
-  for (const auto& id : ids) {
-    const Task& t = c.tasks.at(id);
-    wire::TaskStatus s = agentStatus(c.framework.id(), c.executor.executor_id(), id,
-                                     wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED, "");
-    (void)c.life.fillTerminal(t.killing, t.killReason, &s);
-    emit(&c, std::move(s));
-  }
-  if (c.conn) c.conn->close("executor ended");
-  reap(c);
 }
 
 wire::TaskStatus ExecutorManager::agentStatus(const std::string& frameworkId,

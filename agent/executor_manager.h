@@ -211,16 +211,21 @@ class ExecutorManager {
   bool isolate(Container& c);
   std::function<void(const Limitation&)> limitWatcher(const Container& c);
   void addTask(Container& c, wire::TaskInfo task);
+  // The end of a container, one path (executor_end.cpp): endContainer is
+  // the one way to end it on purpose; failContainer records a failure the
+  // agent decided (container.h's precedence) and ends it.
+  void endContainer(Container& c, const std::string& why);
+  void failContainer(Container& c, wire::TaskState state, wire::Reason reason, const std::string& why);
+  void killProcess(Container& c, const std::string& why);
   void onExit(const std::string& name, uint64_t generation, const ExitInfo& exit);
+  void postFinalize(Container& c);
   void finalize(Container& c);
-  // The end of a container (executor_reap.cpp).
   void reap(Container& c);
   void onReaped(Container& c, const Status& st);
   void failWaitingTasks(Container& c);
   std::string unreapedReason(const Container& c) const;
   void destroy(Container& c);
-  void failContainer(Container& c, wire::TaskState state, wire::Reason reason, const std::string& why);
-  void killContainer(Container& c, const std::string& why);
+  // Running containers (executor_manager.cpp).
   void maybeIdle(Container& c);
   void sendShutdown(Container& c);
   void updateLimits(Container& c);
@@ -238,7 +243,6 @@ class ExecutorManager {
   void emit(Container* c, wire::TaskStatus status);
   void applyStatus(Container& c, const wire::TaskStatus& status);
   void acceptExecutorUpdate(Container& c, wire::TaskStatus status);
-  void postFinalize(Container& c);
   // executor_files.cpp: the ended tasks taskSandbox() still finds.
   void rememberEnded(const Container& c, const std::string& taskId);
 

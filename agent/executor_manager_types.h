@@ -38,9 +38,6 @@ struct ExecutorManager::Container {
   wire::ExecutorInfo executor;
   // Its state and, once it ends, why its tasks end (agent/container.h).
   ContainerLifecycle life;
-  // Its executor's clone is under way on the launcher's thread
-  // (startOffLoop): a kill meanwhile waits for it (onStarted).
-  bool starting = false;
   pid_t pid = 0;
   uint64_t startTime = 0;
   std::string sandbox;
@@ -54,7 +51,7 @@ struct ExecutorManager::Container {
   asio::steady_timer idleTimer;
   asio::steady_timer shutdownTimer;
   asio::steady_timer drainTimer;
-  asio::steady_timer reapTimer;  // the next reap attempt (executor_reap.cpp)
+  asio::steady_timer reapTimer;  // the next reap attempt (executor_end.cpp)
   size_t reapFailures = 0;
   std::string reapError;  // the last failed attempt's
   bool checkpointPending = false;

@@ -263,7 +263,7 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     c.secret = ck.secret;
     c.pid = ck.pid;
     c.startTime = ck.startTime;
-    (void)c.life.on(ContainerEvent::kAdopted);
+    c.life.take(ContainerEvent::kAdopted);  // a new record: preparing
     for (auto& t : ck.tasks) {
       Task& task = c.tasks[t.task_id()];
       task.info = t;
@@ -282,10 +282,9 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     }
     if (!watched) {
       LOG_WARNING("executor " << c.name << " did not survive the agent restart: " << watched.error().describe());
+      c.life.take(ContainerEvent::kExited);  // recovering since kAdopted above
       failContainer(c, wire::TASK_LOST, wire::REASON_EXECUTOR_EXITED,
                     "executor (pid " + std::to_string(ck.pid) + ") exited while the agent was down");
-      (void)c.life.on(ContainerEvent::kExited);
-      postFinalize(c);
       continue;
     }
     LOG_INFO("re-attaching to executor " << c.name << " (pid " << c.pid << ") with "
@@ -297,7 +296,6 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
       if (c.life.state() != ContainerState::kRecovering) return;
       failContainer(c, wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
                     "executor did not reconnect after the agent restarted");
-      killContainer(c, "executor did not reconnect");
     });
   }
 }

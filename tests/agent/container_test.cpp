@@ -14,15 +14,17 @@ namespace {
 using S = ContainerState;
 using E = ContainerEvent;
 
-const std::vector<S> kStates = {S::kPreparing, S::kIsolating,    S::kRegistering,
-                                S::kRecovering, S::kRunning,     S::kShuttingDown,
-                                S::kExited,     S::kDestroying,  S::kGone};
-const std::vector<E> kEvents = {E::kLaunched,     E::kAdopted, E::kIsolated,  E::kRegistered,
-                                E::kShutdownSent, E::kExited,  E::kFinalized, E::kReaped};
+const std::vector<S> kStates = {S::kPreparing,   S::kStarting, S::kIsolating,  S::kRegistering,
+                                S::kRecovering,  S::kRunning,  S::kShuttingDown, S::kExited,
+                                S::kDestroying,  S::kGone};
+const std::vector<E> kEvents = {E::kCloning,      E::kLaunched, E::kAdopted,    E::kIsolated, E::kRegistered,
+                                E::kShutdownSent, E::kExited,   E::kFinalized,  E::kReaped};
 
 // The diagram of container.h, written out again: every legal move.
 const std::map<std::pair<S, E>, S> kLegal = {
-    {{S::kPreparing, E::kLaunched}, S::kIsolating},
+    {{S::kPreparing, E::kCloning}, S::kStarting},
+    {{S::kStarting, E::kLaunched}, S::kIsolating},
+    {{S::kStarting, E::kFinalized}, S::kDestroying},
     {{S::kPreparing, E::kAdopted}, S::kRecovering},
     {{S::kPreparing, E::kFinalized}, S::kDestroying},
     {{S::kIsolating, E::kIsolated}, S::kRegistering},
@@ -44,14 +46,15 @@ const std::map<std::pair<S, E>, S> kLegal = {
 ContainerLifecycle reach(S state) {
   static const std::map<S, std::vector<E>> kPaths = {
       {S::kPreparing, {}},
-      {S::kIsolating, {E::kLaunched}},
-      {S::kRegistering, {E::kLaunched, E::kIsolated}},
+      {S::kStarting, {E::kCloning}},
+      {S::kIsolating, {E::kCloning, E::kLaunched}},
+      {S::kRegistering, {E::kCloning, E::kLaunched, E::kIsolated}},
       {S::kRecovering, {E::kAdopted}},
-      {S::kRunning, {E::kLaunched, E::kIsolated, E::kRegistered}},
-      {S::kShuttingDown, {E::kLaunched, E::kIsolated, E::kRegistered, E::kShutdownSent}},
-      {S::kExited, {E::kLaunched, E::kIsolated, E::kExited}},
-      {S::kDestroying, {E::kLaunched, E::kIsolated, E::kExited, E::kFinalized}},
-      {S::kGone, {E::kLaunched, E::kIsolated, E::kExited, E::kFinalized, E::kReaped}},
+      {S::kRunning, {E::kCloning, E::kLaunched, E::kIsolated, E::kRegistered}},
+      {S::kShuttingDown, {E::kCloning, E::kLaunched, E::kIsolated, E::kRegistered, E::kShutdownSent}},
+      {S::kExited, {E::kCloning, E::kLaunched, E::kIsolated, E::kExited}},
+      {S::kDestroying, {E::kCloning, E::kLaunched, E::kIsolated, E::kExited, E::kFinalized}},
+      {S::kGone, {E::kCloning, E::kLaunched, E::kIsolated, E::kExited, E::kFinalized, E::kReaped}},
   };
   ContainerLifecycle life;
   for (E e : kPaths.at(state)) EXPECT_TRUE(life.on(e)) << containerEventName(e);
@@ -127,7 +130,7 @@ TEST(ContainerLifecycle, EveryOtherEventIsRefusedAndChangesNothing) {
 
 TEST(ContainerLifecycle, ProcessAndTaskPredicatesFollowTheState) {
   const std::map<S, std::pair<bool, bool>> expected = {  // hasProcess, acceptsTasks
-      {S::kPreparing, {false, true}},   {S::kIsolating, {true, true}},
+      {S::kPreparing, {false, true}},   {S::kStarting, {false, true}},   {S::kIsolating, {true, true}},
       {S::kRegistering, {true, true}},  {S::kRecovering, {true, true}},
       {S::kRunning, {true, true}},      {S::kShuttingDown, {true, false}},
       {S::kExited, {false, false}},     {S::kDestroying, {false, false}},
@@ -291,6 +294,43 @@ TEST(ContainerLifecycle, AnAdoptedExecutorThatEndsHasAnUnknownStatus) {
                                  "executor did not reconnect after the agent restarted"));
   ASSERT_TRUE(lost.on(E::kExited, ExitInfo{}));
   EXPECT_EQ(terminal(lost).state(), wire::TASK_LOST);
+}
+
+TEST(ContainerLifecycle, AKillWhileTheCloneIsUnderWayWaitsForItsAnswer) {
+  ContainerLifecycle life = reach(S::kStarting);
+  EXPECT_FALSE(life.hasProcess()) << "no pid before the clone answers";
+  EXPECT_EQ(life.requestKill("framework f was removed"), KillAction::kAwaitStart);
+  EXPECT_TRUE(life.killRequested());
+  EXPECT_EQ(life.state(), S::kStarting) << "a kill does not move the state";
+  // The clone came back with a process: now it is signalled.
+  ASSERT_TRUE(life.on(E::kLaunched));
+  EXPECT_EQ(life.requestKill("killed while its executor was starting"), KillAction::kSignal);
+  ASSERT_TRUE(life.on(E::kExited, killedBy(SIGKILL)));
+  wire::TaskStatus s = terminal(life);
+  EXPECT_EQ(s.reason(), wire::REASON_EXECUTOR_SIGNALED);
+  EXPECT_EQ(s.message(), "executor killed by signal 9 before registering (framework f was removed)");
+}
+
+TEST(ContainerLifecycle, ACloneThatFailedFinalizesFromStartingWithItsFailure) {
+  ContainerLifecycle life = reach(S::kStarting);
+  EXPECT_TRUE(life.recordFailure(wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+                                 "executor /x could not start: clone3: EAGAIN"));
+  wire::TaskStatus s = terminal(life);
+  EXPECT_EQ(life.state(), S::kDestroying);
+  EXPECT_EQ(s.reason(), wire::REASON_EXEC_FAILED);
+  EXPECT_EQ(s.message(), "executor /x could not start: clone3: EAGAIN");
+}
+
+TEST(ContainerLifecycle, TakeAcceptsWhatTheStateTakes) {
+  ContainerLifecycle life;
+  life.take(E::kCloning);
+  life.take(E::kLaunched);
+  EXPECT_EQ(life.state(), S::kIsolating);
+}
+
+TEST(ContainerLifecycleDeathTest, TakingARefusedEventIsAProgrammerError) {
+  ContainerLifecycle life = reach(S::kRunning);
+  EXPECT_DEATH(life.take(E::kCloning), "running cannot take event cloning");
 }
 
 }  // namespace

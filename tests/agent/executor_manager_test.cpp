@@ -501,7 +501,7 @@ TEST_F(ExecutorManagerTest, AKillWhileTheCloneIsUnderWayKillsTheNewProcessAndLos
   launcher_->holdStarts(true);
   manager_->runTask(framework(), task("t1", 0.5));
   ASSERT_TRUE(runUntil([&] { return launcher_->heldStarts() == 1; }));
-  EXPECT_EQ(phase(), "preparing");
+  EXPECT_EQ(phase(), "starting");
   manager_->shutdownFramework(kFramework);
   runFor(50ms);
   EXPECT_EQ(manager_->executorCount(), 1u) << "finalized while its process was being cloned";
