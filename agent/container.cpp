@@ -217,3 +217,218 @@ Status ContainerLifecycle::fillTerminal(bool killing, wire::Reason killReason,
 }
 
 }  // namespace allot
+
+namespace allot {
+
+Container::Container(asio::io_context& io, std::string name, uint64_t generation,
+                     wire::FrameworkInfo framework, wire::ExecutorInfo executor)
+    : name(std::move(name)),
+      generation(generation),
+      id{framework.id(), executor.executor_id()},
+      framework(std::move(framework)),
+      executor(std::move(executor)),
+      registerTimer_(io),
+      idleTimer_(io),
+      shutdownTimer_(io),
+      drainTimer_(io),
+      reapTimer_(io) {}
+
+Status Container::on(ContainerEvent event, const ExitInfo& exit) {
+  Status st = life_.on(event, exit);
+  if (st) cancelTimersMootIn(life_.state());
+  return st;
+}
+
+void Container::take(ContainerEvent event, const ExitInfo& exit) {
+  life_.take(event, exit);
+  cancelTimersMootIn(life_.state());
+}
+
+void Container::cancelTimersMootIn(ContainerState state) {
+  switch (state) {
+    case ContainerState::kRunning:
+    case ContainerState::kShuttingDown:
+      registerTimer_.cancel();
+      break;
+    case ContainerState::kExited:
+      registerTimer_.cancel();
+      idleTimer_.cancel();
+      shutdownTimer_.cancel();
+      for (auto& [id, t] : tasks_) {
+        if (t.killTimer) t.killTimer->cancel();
+        if (t.durationTimer) t.durationTimer->cancel();
+      }
+      break;
+    case ContainerState::kDestroying:
+      drainTimer_.cancel();
+      break;
+    default: break;
+  }
+}
+
+ContainerTask* Container::task(const std::string& taskId) {
+  auto it = tasks_.find(taskId);
+  return it == tasks_.end() ? nullptr : &it->second;
+}
+
+ContainerTask& Container::addTask(wire::TaskInfo info) {
+  CHECK(!hasTask(info.task_id()));  // callers check hasTask: ids come from input
+  idleTimer_.cancel();
+  ContainerTask& t = tasks_[info.task_id()];
+  t.info = std::move(info);
+  return t;
+}
+
+bool Container::endTask(const std::string& taskId) { return tasks_.erase(taskId) > 0; }
+
+bool Container::hasTask(const std::string& taskId) const {
+  if (tasks_.count(taskId)) return true;
+  for (const auto& w : waiting_) {
+    if (w.task_id() == taskId) return true;
+  }
+  return false;
+}
+
+Resources Container::limits() const {
+  Resources total;
+  if (auto r = Resources::fromWire(executor.resources())) total += *r;
+  for (const auto& [taskId, t] : tasks_) {
+    if (auto r = Resources::fromWire(t.info.resources())) total += *r;
+  }
+  return total;
+}
+
+void Container::addWaiting(wire::TaskInfo info) {
+  CHECK(!hasTask(info.task_id()));  // callers check hasTask: ids come from input
+  waiting_.push_back(std::move(info));
+}
+
+std::optional<wire::TaskInfo> Container::removeWaiting(const std::string& taskId) {
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if (it->task_id() != taskId) continue;
+    wire::TaskInfo info = std::move(*it);
+    waiting_.erase(it);
+    return info;
+  }
+  return std::nullopt;
+}
+
+std::vector<wire::TaskInfo> Container::takeWaiting() {
+  std::vector<wire::TaskInfo> out = std::move(waiting_);
+  waiting_.clear();
+  return out;
+}
+
+asio::steady_timer& Container::timer(Timer which) {
+  switch (which) {
+    case Timer::kRegister: return registerTimer_;
+    case Timer::kIdle: return idleTimer_;
+    case Timer::kShutdown: return shutdownTimer_;
+    case Timer::kDrain: return drainTimer_;
+    case Timer::kReap: break;
+  }
+  return reapTimer_;
+}
+
+void Container::arm(Timer which, Duration after, std::function<void(Container&)> fn) {
+  arm(timer(which), after, std::move(fn));
+}
+
+void Container::arm(asio::steady_timer& timer, Duration after, std::function<void(Container&)> fn) {
+  timer.expires_after(after);
+  std::weak_ptr<int> alive = alive_;
+  timer.async_wait([this, alive, fn = std::move(fn)](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    fn(*this);
+  });
+}
+
+void Container::explainUpdate(wire::TaskStatus* status) const {
+  auto it = tasks_.find(status->task_id());
+  if (status->state() == wire::TASK_KILLED && it != tasks_.end() && it->second.killing &&
+      it->second.killReason != wire::REASON_KILLED_BY_FRAMEWORK) {
+    wire::Reason reason = it->second.killReason;
+    status->set_reason(reason);
+    if (status->message().empty() || reason == wire::REASON_REVOKED || reason == wire::REASON_AGENT_DRAINED) {
+      switch (reason) {
+        case wire::REASON_REVOKED: status->set_message("revoked by the allocation module"); break;
+        case wire::REASON_AGENT_DRAINED:
+          status->set_message("the agent was drained (allotctl drain) and its deadline passed");
+          break;
+        case wire::REASON_MAX_DURATION: status->set_message("task exceeded its max_duration_s"); break;
+        default: break;
+      }
+    }
+  }
+  // A container that hit a limit is destroyed by the agent: its executor
+  // may still report a task it saw die (the agent's kill, or the kernel's
+  // OOM kill) before it goes. The limit is what ended that task.
+  const auto& limit = life_.limitation();
+  if (!limit) return;
+  if (status->state() != wire::TASK_FAILED && status->state() != wire::TASK_KILLED) return;
+  std::string seen = status->message();
+  status->set_state(wire::TASK_FAILED);
+  status->set_reason(limit->reason);
+  status->set_message(limit->message + (seen.empty() ? "" : " (executor: " + seen + ")"));
+  *status->mutable_usage() = limit->usage;
+}
+
+ExecutorCheckpoint Container::checkpointRecord() const {
+  ExecutorCheckpoint ck;
+  ck.container = name;
+  ck.framework = framework;
+  ck.executor = executor;
+  ck.pid = pid;
+  ck.startTime = startTime;
+  ck.sandbox = sandbox;
+  ck.secret = secret;
+  for (const auto& [taskId, t] : tasks_) {
+    ck.tasks.push_back(t.info);
+    if (t.latest) ck.latest[taskId] = *t.latest;
+  }
+  return ck;
+}
+
+void Container::fillRegistration(wire::ExecutorState* out) const {
+  *out->mutable_info() = executor;
+  auto add = [&](const wire::TaskInfo& info, const std::optional<wire::TaskStatus>& latest) {
+    *out->add_tasks() = info;
+    wire::TaskStatus* s = out->add_latest();
+    if (latest) {
+      *s = *latest;
+    } else {
+      s->set_task_id(info.task_id());
+      s->set_framework_id(framework.id());
+      s->set_state(wire::TASK_STAGING);
+    }
+  };
+  for (const auto& [taskId, t] : tasks_) add(t.info, t.latest);
+  for (const auto& w : waiting_) add(w, std::nullopt);
+}
+
+void Container::fillView(const std::string& agentId, state::ExecutorView* v) const {
+  v->set_framework_id(id.frameworkId);
+  v->set_executor_id(id.executorId);
+  v->set_name(name);
+  v->set_phase(containerStateName(life_.state()));
+  v->set_pid(pid);
+  v->set_sandbox(sandbox);
+  limits().toWire(v->mutable_limits());
+  for (const auto& [taskId, t] : tasks_) {
+    state::TaskView* tv = v->add_tasks();
+    tv->set_task_id(taskId);
+    tv->set_framework_id(id.frameworkId);
+    tv->set_agent_id(agentId);
+    tv->set_executor_id(id.executorId);
+    tv->set_name(t.info.name());
+    *tv->mutable_resources() = t.info.resources();
+    if (t.latest) {
+      tv->set_state(t.latest->state());
+      tv->set_reason(t.latest->reason());
+      tv->set_message(t.latest->message());
+      tv->set_updated_s(t.latest->timestamp_s());
+    }
+  }
+}
+
+}  // namespace allot

@@ -31,17 +31,32 @@
 //      the signal or REASON_EXECUTOR_EXITED with the exit code.
 // After finalized nothing more is recorded.
 //
-// Pure: no I/O, no timers; ExecutorManager does what each transition asks.
+// ContainerLifecycle is pure (no I/O, no timers). Container, below, is the
+// record of one container that holds it, with the container's process,
+// link, tasks and timers.
 // Thread: the agent's io_context thread.
 #pragma once
 
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "agent/checkpoint.h"
+#include "agent/run_as.h"
+#include "base/asio.h"
+#include "base/clock.h"
 #include "base/result.h"
 #include "isolators/isolator.h"
 #include "launcher/launcher.h"
 #include "proto/allot.pb.h"
+#include "proto/connection.h"
+#include "proto/resources.h"
+#include "proto/state.pb.h"
 
 namespace allot {
 
@@ -146,6 +161,131 @@ class ContainerLifecycle {
   std::string killedWhy_;
   bool killRequested_ = false;
   Cause cause_ = Cause::kUndecided;
+};
+
+// One task of a container, as the agent tracks it.
+struct ContainerTask {
+  wire::TaskInfo info;
+  std::optional<wire::TaskStatus> latest;
+  bool sent = false;     // LaunchTask went to the executor
+  bool killing = false;  // KillTask went to the executor
+  double graceS = 0;
+  // Why the agent or master asked for the kill (REVOKED, MAX_DURATION...):
+  // the terminal TASK_KILLED carries it, whatever the executor says.
+  wire::Reason killReason = wire::REASON_KILLED_BY_FRAMEWORK;
+  std::unique_ptr<asio::steady_timer> killTimer;      // its kill grace (+ killSlack)
+  std::unique_ptr<asio::steady_timer> durationTimer;  // max_duration_s (task_deadline.cpp)
+};
+
+// Container: one executor's container as the agent keeps it. What to do
+// on each event is ExecutorManager's; what must stay true whatever it does
+// is kept here:
+// - Its lifecycle moves only through on()/take(), which also cancel the
+//   timers the new state makes moot: registered, the register timer;
+//   exited, the register, idle and shutdown timers and every task's kill
+//   and duration timers; finalized, the drain timer.
+// - Its tasks: the ones its executor runs (tasks()) and the ones waiting
+//   for the executor that replaces it (waiting()); a task id is in at most
+//   one of them, once (addTask and addWaiting CHECK it: the ids come from
+//   input, so callers check hasTask first). A task ends with its timers.
+// - Its timers (arm): a callback runs at most once per arm and never once
+//   the container is gone; a cancel or a new arm drops a wait not yet due
+//   (one already due may still run: callbacks re-check what they act on).
+// Thread: the agent's io_context thread.
+class Container {
+ public:
+  enum class Timer {
+    kRegister,  // registerTimeout, or recoveryTimeout for an adopted one
+    kIdle,      // idleShutdown
+    kShutdown,  // shutdownTimeout after ShutdownExecutor
+    kDrain,     // drainTimeout after the exit
+    kReap,      // the next reap attempt (executor_end.cpp)
+  };
+
+  Container(asio::io_context& io, std::string name, uint64_t generation, wire::FrameworkInfo framework,
+            wire::ExecutorInfo executor);
+  Container(const Container&) = delete;
+  Container& operator=(const Container&) = delete;
+
+  const std::string name;  // containerName(framework, executor)
+  const uint64_t generation;
+  const ContainerId id;
+  wire::FrameworkInfo framework;  // as the latest task for it came
+  const wire::ExecutorInfo executor;
+
+  // Its process and link, as the launch and the registration set them.
+  pid_t pid = 0;
+  uint64_t startTime = 0;
+  std::string sandbox;
+  std::optional<RunAsUser> user;  // none: the agent's own user
+  std::string secret;             // ALLOT_EXECUTOR_SECRET, checked at registration
+  bool rootAllowed = false;       // RunTask.allow_root, for the tasks waiting()
+  std::shared_ptr<Connection> conn;
+  // The failed reap attempts and the last one's error (executor_end.cpp).
+  size_t reapFailures = 0;
+  std::string reapError;
+  bool checkpointPending = false;
+
+  // The lifecycle (ContainerLifecycle above).
+  const ContainerLifecycle& life() const { return life_; }
+  ContainerState state() const { return life_.state(); }
+  Status on(ContainerEvent event, const ExitInfo& exit = {});
+  void take(ContainerEvent event, const ExitInfo& exit = {});
+  bool recordLimitation(const Limitation& limitation) { return life_.recordLimitation(limitation); }
+  bool recordFailure(wire::TaskState state, wire::Reason reason, const std::string& message) {
+    return life_.recordFailure(state, reason, message);
+  }
+  bool recordFrameworkRemoved() { return life_.recordFrameworkRemoved(); }
+  KillAction requestKill(const std::string& why) { return life_.requestKill(why); }
+
+  // Its tasks. A new task also ends the wait for idleness.
+  const std::map<std::string, ContainerTask>& tasks() const { return tasks_; }
+  ContainerTask* task(const std::string& taskId);
+  ContainerTask& addTask(wire::TaskInfo info);
+  // False when it has no such task.
+  bool endTask(const std::string& taskId);
+  // Runs `taskId` or keeps it for its replacement.
+  bool hasTask(const std::string& taskId) const;
+  // What its isolators enforce: the executor's resources and its tasks'.
+  Resources limits() const;
+
+  // The tasks waiting for the executor that replaces this one, in order.
+  const std::vector<wire::TaskInfo>& waiting() const { return waiting_; }
+  void addWaiting(wire::TaskInfo info);
+  std::optional<wire::TaskInfo> removeWaiting(const std::string& taskId);
+  std::vector<wire::TaskInfo> takeWaiting();
+
+  // Runs fn(*this) on the loop `after` from now (see the contract above).
+  void arm(Timer which, Duration after, std::function<void(Container&)> fn);
+  void arm(asio::steady_timer& timer, Duration after, std::function<void(Container&)> fn);
+
+  // An executor's update as the agent knows it better: a kill the agent or
+  // master asked for keeps that kill's reason; a task that died with a
+  // limit the container hit says so (a task that finished keeps FINISHED).
+  void explainUpdate(wire::TaskStatus* status) const;
+
+  // What survives an agent restart (checkpoint.h).
+  ExecutorCheckpoint checkpointRecord() const;
+  // Its tasks, the waiting ones too, as RegisterAgent lists them.
+  void fillRegistration(wire::ExecutorState* out) const;
+  // Its part of GET /state (the isolators add usage and cgroups).
+  void fillView(const std::string& agentId, state::ExecutorView* out) const;
+
+ private:
+  asio::steady_timer& timer(Timer which);
+  void cancelTimersMootIn(ContainerState state);
+
+  ContainerLifecycle life_;
+  std::map<std::string, ContainerTask> tasks_;  // by id
+  std::vector<wire::TaskInfo> waiting_;
+  asio::steady_timer registerTimer_;
+  asio::steady_timer idleTimer_;
+  asio::steady_timer shutdownTimer_;
+  asio::steady_timer drainTimer_;
+  asio::steady_timer reapTimer_;
+  // Expires with the container: a timer's callback queued before the
+  // container went finds it expired.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
 };
 
 }  // namespace allot

@@ -20,7 +20,6 @@
 #include <filesystem>
 
 #include "agent/executor_manager.h"
-#include "agent/executor_manager_types.h"
 #include "agent/gc.h"
 #include "base/check.h"
 #include "base/log.h"
@@ -40,7 +39,7 @@ std::string secondsText(Duration d) {
 }  // namespace
 
 void ExecutorManager::endContainer(Container& c, const std::string& why) {
-  switch (c.life.requestKill(why)) {
+  switch (c.requestKill(why)) {
     case KillAction::kNone: return;        // its end is decided already
     case KillAction::kAwaitStart: return;  // onStarted kills what its clone returns
     case KillAction::kFinalize: return postFinalize(c);
@@ -50,7 +49,7 @@ void ExecutorManager::endContainer(Container& c, const std::string& why) {
 
 void ExecutorManager::failContainer(Container& c, wire::TaskState state, wire::Reason reason,
                                     const std::string& why) {
-  c.life.recordFailure(state, reason, why);
+  c.recordFailure(state, reason, why);
   endContainer(c, why);
 }
 
@@ -80,18 +79,18 @@ void ExecutorManager::onExit(const std::string& name, uint64_t generation, const
   Container* c = byName(name, generation);
   if (!c) return;
   if (!exit.setupError.empty()) {
-    c->life.recordFailure(wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
+    c->recordFailure(wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
                           "executor " + launchSpec(*c).argv[0] + " could not start: " + exit.setupError);
   }
-  if (Status st = c->life.on(ContainerEvent::kExited, exit); !st) {
+  if (Status st = c->on(ContainerEvent::kExited, exit); !st) {
     LOG_ERROR("container " << name << ": exit of pid " << exit.pid << ": " << st.error().describe());
     return;
   }
   LOG_INFO("executor " << c->executor.executor_id() << " of framework " << c->framework.id()
-                       << ": " << c->life.describeExit());
+                       << ": " << c->life().describeExit());
   if (c->conn && c->conn->open()) {
     // Read what it sent before dying; finalize when the link closes.
-    armTimer(*c, c->drainTimer, options_.drainTimeout, [this](Container& c) { finalize(c); });
+    armTimer(*c, Container::Timer::kDrain, options_.drainTimeout, [this](Container& c) { finalize(c); });
     return;
   }
   postFinalize(*c);
@@ -112,14 +111,14 @@ void ExecutorManager::postFinalize(Container& c) {
 // find the end decided (the event refused) and do nothing. A container
 // whose process still runs refuses it too: its exit finalizes it.
 void ExecutorManager::finalize(Container& c) {
-  if (!c.life.on(ContainerEvent::kFinalized)) return;
+  if (!c.on(ContainerEvent::kFinalized)) return;
   std::vector<std::string> ids;
-  for (const auto& [id, t] : c.tasks) ids.push_back(id);
+  for (const auto& [id, t] : c.tasks()) ids.push_back(id);
   for (const auto& id : ids) {
-    const Task& t = c.tasks.at(id);
+    const ContainerTask& t = c.tasks().at(id);
     wire::TaskStatus s = agentStatus(c.framework.id(), c.executor.executor_id(), id,
                                      wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED, "");
-    Status filled = c.life.fillTerminal(t.killing, t.killReason, &s);
+    Status filled = c.life().fillTerminal(t.killing, t.killReason, &s);
     CHECK(filled);  // finalized just above: the reason is decided
     emit(&c, std::move(s));
   }
@@ -177,7 +176,7 @@ void ExecutorManager::onReaped(Container& c, const Status& st) {
   } else {
     LOG_WARNING(what);
   }
-  armTimer(c, c.reapTimer, wait, [this](Container& c) { reap(c); });
+  armTimer(c, Container::Timer::kReap, wait, [this](Container& c) { reap(c); });
 }
 
 std::string ExecutorManager::unreapedReason(const Container& c) const {
@@ -187,9 +186,7 @@ std::string ExecutorManager::unreapedReason(const Container& c) const {
 }
 
 void ExecutorManager::failWaitingTasks(Container& c) {
-  std::vector<wire::TaskInfo> next = std::move(c.next);
-  c.next.clear();
-  for (const auto& t : next) {
+  for (const auto& t : c.takeWaiting()) {
     emit(nullptr, agentStatus(c.framework.id(), c.executor.executor_id(), t.task_id(), wire::TASK_FAILED,
                               wire::REASON_ISOLATION_FAILED, unreapedReason(c)));
   }
@@ -211,10 +208,10 @@ void ExecutorManager::destroy(Container& c) {
   std::function<Status()> touch = [dir = c.sandbox] { return touchDirectory(dir); };
   if (!sandboxPool_.submit<Status>(touch, [](Status) {})) (void)touch();
   wire::FrameworkInfo framework = c.framework;
-  std::vector<wire::TaskInfo> next = std::move(c.next);
+  std::vector<wire::TaskInfo> next = c.takeWaiting();
   bool rootAllowed = c.rootAllowed;
   // Only finalize (then the reap timer) reaps, always in destroying.
-  c.life.take(ContainerEvent::kReaped);
+  c.take(ContainerEvent::kReaped);
   containers_.erase(c.name);
   for (auto& task : next) runTask(framework, std::move(task), rootAllowed);
 }

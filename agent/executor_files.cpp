@@ -1,7 +1,6 @@
 // ExecutorManager::taskSandbox: which sandbox holds a task's files, for the
 // files API (agent/files_api.h).
 #include "agent/executor_manager.h"
-#include "agent/executor_manager_types.h"
 
 namespace allot {
 
@@ -17,7 +16,7 @@ std::optional<ExecutorManager::TaskSandbox> ExecutorManager::taskSandbox(const s
                                                                          const std::string& taskId) const {
   // At most executorsMax containers: linear is fine for an HTTP request.
   for (const auto& [name, c] : containers_) {
-    if (c->framework.id() != frameworkId || !c->tasks.count(taskId)) continue;
+    if (c->framework.id() != frameworkId || !c->tasks().count(taskId)) continue;
     return TaskSandbox{c->name, c->sandbox, c->framework.principal(), builtin(c->executor)};
   }
   auto it = endedTasks_.find({frameworkId, taskId});
@@ -27,7 +26,7 @@ std::optional<ExecutorManager::TaskSandbox> ExecutorManager::taskSandbox(const s
 
 bool ExecutorManager::taskRunsIn(const std::string& container, const std::string& taskId) const {
   auto it = containers_.find(container);
-  return it != containers_.end() && it->second->tasks.count(taskId);
+  return it != containers_.end() && it->second->tasks().count(taskId);
 }
 
 void ExecutorManager::rememberEnded(const Container& c, const std::string& taskId) {

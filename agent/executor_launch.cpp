@@ -16,7 +16,6 @@
 
 #include "agent/checkpoint.h"
 #include "agent/executor_manager.h"
-#include "agent/executor_manager_types.h"
 #include "agent/gc.h"
 #include "agent/run_as.h"
 #include "base/log.h"
@@ -87,8 +86,7 @@ void ExecutorManager::startExecutor(const wire::FrameworkInfo& framework, const 
                                     wire::TaskInfo task, bool rootAllowed) {
   Container& fresh = create(framework, executor);
   fresh.rootAllowed = rootAllowed;
-  Task& t = fresh.tasks[task.task_id()];
-  t.info = std::move(task);
+  fresh.addTask(std::move(task));
   launch(fresh);
 }
 
@@ -125,7 +123,7 @@ void ExecutorManager::launch(Container& c) {
 void ExecutorManager::onPrepared(Container& c, Prepared prepared) {
   // Killed, or its framework removed, while its files were made: the
   // kill's finalize is on its way and ends the tasks; nothing starts.
-  if (c.life.state() != ContainerState::kPreparing || c.life.killRequested()) return;
+  if (c.life().state() != ContainerState::kPreparing || c.life().killRequested()) return;
   if (!prepared.status) {
     return failContainer(c, wire::TASK_FAILED, prepared.reason, prepared.status.error().describe());
   }
@@ -160,9 +158,9 @@ void ExecutorManager::startReady() {
     Container* c = byName(name, generation);
     // Killed (or its framework removed) while it waited: its finalize is
     // on its way.
-    if (!c || c->life.state() != ContainerState::kPreparing || c->life.killRequested()) continue;
+    if (!c || c->life().state() != ContainerState::kPreparing || c->life().killRequested()) continue;
     auto timer = timed(AgentSection::kLaunch);
-    if (c->tasks.empty()) {
+    if (c->tasks().empty()) {
       endContainer(*c, "its tasks were killed before it started");
       continue;
     }
@@ -175,7 +173,7 @@ void ExecutorManager::startReady() {
 // goes on); a failed prepare() ends the container with its reason.
 void ExecutorManager::startProcess(Container& c) {
   LaunchSpec spec = launchSpec(c);
-  ContainerConfig config(limitsOf(c), c.sandbox);
+  ContainerConfig config(c.limits(), c.sandbox);
   for (size_t i = 0; i < isolators_.size(); ++i) {
     Status st;
     {
@@ -217,7 +215,7 @@ void ExecutorManager::startProcess(Container& c) {
     listener_.startFinished();
   };
   // startReady starts only a container still preparing.
-  c.life.take(ContainerEvent::kCloning);
+  c.take(ContainerEvent::kCloning);
   ++startsUnderWay_;
   auto timer = timed(AgentSection::kLauncherStart);
   launcher_.startOffLoop(spec, onExited, onCloned);
@@ -233,22 +231,22 @@ void ExecutorManager::onStarted(Container& c, const std::string& executable, Res
   if (!pid) {
     std::string why = "executor " + executable + " could not start: " + pid.error().describe();
     LOG_ERROR("container " << c.name << ": " << why);
-    c.life.recordFailure(wire::TASK_FAILED, wire::REASON_EXEC_FAILED, why);
+    c.recordFailure(wire::TASK_FAILED, wire::REASON_EXEC_FAILED, why);
     return postFinalize(c);
   }
   c.pid = *pid;
-  c.life.take(ContainerEvent::kLaunched);
+  c.take(ContainerEvent::kLaunched);
   if (auto start = launcher_.startTimeOf(c.pid)) c.startTime = *start;
   LOG_INFO("started executor " << c.executor.executor_id() << " of framework " << c.framework.id()
                                << " (pid " << c.pid << ") in " << c.sandbox);
-  if (c.life.killRequested()) {
+  if (c.life().killRequested()) {
     endContainer(c, "killed while its executor was starting");
     return;
   }
   if (!isolate(c)) return;
-  c.life.take(ContainerEvent::kIsolated);  // isolating since kLaunched above
-  armTimer(c, c.registerTimer, options_.registerTimeout, [this](Container& c) {
-    if (c.life.state() != ContainerState::kRegistering) return;
+  c.take(ContainerEvent::kIsolated);  // isolating since kLaunched above
+  armTimer(c, Container::Timer::kRegister, options_.registerTimeout, [this](Container& c) {
+    if (c.life().state() != ContainerState::kRegistering) return;
     failContainer(c, wire::TASK_FAILED, wire::REASON_EXECUTOR_EXITED,
                   "executor did not register within " + secondsText(options_.registerTimeout));
   });
@@ -279,7 +277,7 @@ std::function<void(const Limitation&)> ExecutorManager::limitWatcher(const Conta
   return [this, alive, name = c.name, gen = c.generation](const Limitation& l) {
     if (alive.expired()) return;
     if (Container* c = byName(name, gen)) {
-      c->life.recordLimitation(l);
+      c->recordLimitation(l);
       endContainer(*c, l.message);
     }
   };

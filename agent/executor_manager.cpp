@@ -14,7 +14,6 @@
 #include "agent/gc.h"
 #include "agent/run_as.h"
 #include "agent/status_updates.h"
-#include "agent/executor_manager_types.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "launcher/process_tree.h"
@@ -112,32 +111,26 @@ LoopSections::Timer ExecutorManager::timed(IsolatorCall call, size_t isolator) c
 
 size_t ExecutorManager::liveTaskCount() const {
   size_t n = 0;
-  for (const auto& [name, c] : containers_) n += c->tasks.size() + c->next.size();
+  for (const auto& [name, c] : containers_) n += c->tasks().size() + c->waiting().size();
   return n;
 }
 
-ExecutorManager::Container* ExecutorManager::find(const std::string& frameworkId,
+Container* ExecutorManager::find(const std::string& frameworkId,
                                                   const std::string& executorId) {
   auto it = containers_.find(containerName(frameworkId, executorId));
   return it == containers_.end() ? nullptr : it->second.get();
 }
 
-ExecutorManager::Container* ExecutorManager::byName(const std::string& name, uint64_t generation) {
+Container* ExecutorManager::byName(const std::string& name, uint64_t generation) {
   auto it = containers_.find(name);
   if (it == containers_.end() || it->second->generation != generation) return nullptr;
   return it->second.get();
 }
 
-ExecutorManager::Container& ExecutorManager::create(const wire::FrameworkInfo& framework,
-                                                    const wire::ExecutorInfo& executor) {
+Container& ExecutorManager::create(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor) {
   std::string name = containerName(framework.id(), executor.executor_id());
   CHECK(!containers_.count(name));
-  auto c = std::make_unique<Container>(io_);
-  c->name = name;
-  c->generation = nextGeneration_++;
-  c->id = ContainerId{framework.id(), executor.executor_id()};
-  c->framework = framework;
-  c->executor = executor;
+  auto c = std::make_unique<Container>(io_, name, nextGeneration_++, framework, executor);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                 std::chrono::system_clock::now().time_since_epoch()).count();
   c->sandbox = options_.workDir + "/sandboxes/" + name + "." + std::to_string(ms);
@@ -147,24 +140,20 @@ ExecutorManager::Container& ExecutorManager::create(const wire::FrameworkInfo& f
   return ref;
 }
 
-Resources ExecutorManager::limitsOf(const Container& c) const {
-  Resources total;
-  if (auto r = Resources::fromWire(c.executor.resources())) total += *r;
-  for (const auto& [id, t] : c.tasks) {
-    if (auto r = Resources::fromWire(t.info.resources())) total += *r;
-  }
-  return total;
+// The container's timers, with the loop's section timing around them.
+void ExecutorManager::armTimer(Container& c, Container::Timer which, Duration after,
+                               std::function<void(Container&)> fn) {
+  c.arm(which, after, [this, fn = std::move(fn)](Container& c) {
+    auto timer = timed(AgentSection::kContainerTimer);
+    fn(c);
+  });
 }
 
 void ExecutorManager::armTimer(Container& c, asio::steady_timer& timer, Duration after,
                                std::function<void(Container&)> fn) {
-  timer.expires_after(after);
-  std::weak_ptr<int> alive = alive_;
-  timer.async_wait([this, alive, name = c.name, gen = c.generation, fn = std::move(fn)](
-                       const boost::system::error_code& ec) {
-    if (ec || alive.expired()) return;
+  c.arm(timer, after, [this, fn = std::move(fn)](Container& c) {
     auto timer = timed(AgentSection::kContainerTimer);
-    if (Container* c = byName(name, gen)) fn(*c);
+    fn(c);
   });
 }
 
@@ -194,10 +183,7 @@ wire::ExecutorInfo ExecutorManager::executorFor(const wire::FrameworkInfo& frame
 bool ExecutorManager::runsTask(const std::string& frameworkId, const std::string& taskId) const {
   for (const auto& [name, c] : containers_) {
     if (c->framework.id() != frameworkId) continue;
-    if (c->tasks.count(taskId)) return true;
-    for (const auto& n : c->next) {
-      if (n.task_id() == taskId) return true;
-    }
+    if (c->hasTask(taskId)) return true;
   }
   return false;
 }
@@ -221,22 +207,22 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
     return;
   }
   Container* c = find(fid, executor.executor_id());
-  if (c && !c->life.acceptsTasks()) {
+  if (c && !c->life().acceptsTasks()) {
     if (c->reapFailures >= options_.reapFailuresBeforeRefusing) {
       return refuse(wire::TASK_FAILED, wire::REASON_ISOLATION_FAILED, unreapedReason(*c));
     }
-    if (c->next.size() >= options_.tasksPerExecutorMax) {
+    if (c->waiting().size() >= options_.tasksPerExecutorMax) {
       return refuse(wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
                     "executor's replacement already waits for its limit of tasks");
     }
-    c->next.push_back(std::move(task));  // for the executor that replaces this one
+    c->addWaiting(std::move(task));  // for the executor that replaces this one
     return;
   }
   if (!c && containers_.size() >= options_.executorsMax) {
     return refuse(wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
                   "the agent runs its limit of " + std::to_string(options_.executorsMax) + " executors");
   }
-  if (c && c->tasks.size() >= options_.tasksPerExecutorMax) {
+  if (c && c->tasks().size() >= options_.tasksPerExecutorMax) {
     return refuse(wire::TASK_FAILED, wire::REASON_EXEC_FAILED, "executor runs its limit of tasks");
   }
   if (c) {
@@ -247,12 +233,9 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
 }
 
 void ExecutorManager::addTask(Container& c, wire::TaskInfo task) {
-  c.idleTimer.cancel();
-  std::string id = task.task_id();
-  Task& t = c.tasks[id];
-  t.info = std::move(task);
+  ContainerTask& t = c.addTask(std::move(task));
   updateLimits(c);
-  if (c.life.state() == ContainerState::kRunning && c.conn) sendLaunch(c, t);
+  if (c.life().state() == ContainerState::kRunning && c.conn) sendLaunch(c, t);
   checkpoint(c);
 }
 
@@ -305,8 +288,8 @@ LaunchSpec ExecutorManager::launchSpec(const Container& c) const {
 }
 
 void ExecutorManager::updateLimits(Container& c) {
-  if (isolators_.empty() || !c.life.hasProcess()) return;
-  Resources limits = limitsOf(c);
+  if (isolators_.empty() || !c.life().hasProcess()) return;
+  Resources limits = c.limits();
   for (size_t i = 0; i < isolators_.size(); ++i) {
     auto timer = timed(IsolatorCall::kUpdate, i);
     if (auto st = isolators_[i]->update(c.id, limits); !st) {
@@ -333,20 +316,8 @@ void ExecutorManager::checkpoint(Container& c) {
 }
 
 void ExecutorManager::writeCheckpoint(Container& c) {
-  if (!c.life.hasProcess()) return;
-  ExecutorCheckpoint ck;
-  ck.container = c.name;
-  ck.framework = c.framework;
-  ck.executor = c.executor;
-  ck.pid = c.pid;
-  ck.startTime = c.startTime;
-  ck.sandbox = c.sandbox;
-  ck.secret = c.secret;
-  for (const auto& [id, t] : c.tasks) {
-    ck.tasks.push_back(t.info);
-    if (t.latest) ck.latest[id] = *t.latest;
-  }
-  if (auto st = checkpoints_.saveExecutor(ck); !st) {
+  if (!c.life().hasProcess()) return;
+  if (auto st = checkpoints_.saveExecutor(c.checkpointRecord()); !st) {
     LOG_ERROR("checkpoint of " << c.name << ": " << st.error().describe());
   }
 }
@@ -363,16 +334,14 @@ void ExecutorManager::killTask(const wire::KillTask& m) {
     Container& c = *cp;
     if (c.framework.id() != m.framework_id()) continue;
     wire::Reason reason = m.reason() != wire::REASON_NONE ? m.reason() : wire::REASON_KILLED_BY_FRAMEWORK;
-    for (auto n = c.next.begin(); n != c.next.end(); ++n) {
-      if (n->task_id() != m.task_id()) continue;
-      c.next.erase(n);
+    if (c.removeWaiting(m.task_id())) {
       return emit(nullptr, agentStatus(m.framework_id(), c.executor.executor_id(), m.task_id(),
                                        wire::TASK_KILLED, reason,
                                        "killed before its executor started"));
     }
-    auto it = c.tasks.find(m.task_id());
-    if (it == c.tasks.end()) continue;
-    Task& t = it->second;
+    ContainerTask* found = c.task(m.task_id());
+    if (!found) continue;
+    ContainerTask& t = *found;
     if (!t.sent) {
       return emit(&c, agentStatus(m.framework_id(), c.executor.executor_id(), m.task_id(),
                                   wire::TASK_KILLED, reason,
@@ -392,7 +361,7 @@ void ExecutorManager::killTask(const wire::KillTask& m) {
     t.killTimer = std::make_unique<asio::steady_timer>(io_);
     std::string taskId = m.task_id();
     armTimer(c, *t.killTimer, secondsToDuration(grace) + options_.killSlack, [this, taskId, grace](Container& c) {
-      if (!c.tasks.count(taskId)) return;
+      if (!c.task(taskId)) return;
       endContainer(c, "task " + taskId + " outlived its kill grace period of " +
                            seconds(secondsToDuration(grace)));
     });
@@ -408,18 +377,17 @@ void ExecutorManager::shutdownFramework(const std::string& frameworkId) {
     if (c->framework.id() == frameworkId) matching.push_back(c.get());
   }
   for (Container* c : matching) {
-    c->life.recordFrameworkRemoved();
-    for (const auto& n : c->next) {
+    c->recordFrameworkRemoved();
+    for (const auto& n : c->takeWaiting()) {
       emit(nullptr, agentStatus(frameworkId, c->executor.executor_id(), n.task_id(), wire::TASK_KILLED,
                                 wire::REASON_FRAMEWORK_REMOVED, "framework was removed"));
     }
-    c->next.clear();
-    if (c->life.state() != ContainerState::kRunning || !c->conn) {
+    if (c->life().state() != ContainerState::kRunning || !c->conn) {
       endContainer(*c, "framework " + frameworkId + " was removed");
       continue;
     }
     sendShutdown(*c);
-    armTimer(*c, c->shutdownTimer, options_.shutdownTimeout, [this](Container& c) {
+    armTimer(*c, Container::Timer::kShutdown, options_.shutdownTimeout, [this](Container& c) {
       endContainer(c, "executor did not exit within " + seconds(options_.shutdownTimeout) +
                            " of its shutdown");
     });
@@ -427,11 +395,11 @@ void ExecutorManager::shutdownFramework(const std::string& frameworkId) {
 }
 
 void ExecutorManager::maybeIdle(Container& c) {
-  if (c.life.state() != ContainerState::kRunning || !c.tasks.empty() || !c.next.empty()) return;
-  armTimer(c, c.idleTimer, options_.idleShutdown, [this](Container& c) {
-    if (c.life.state() != ContainerState::kRunning || !c.tasks.empty() || !c.next.empty()) return;
+  if (c.life().state() != ContainerState::kRunning || !c.tasks().empty() || !c.waiting().empty()) return;
+  armTimer(c, Container::Timer::kIdle, options_.idleShutdown, [this](Container& c) {
+    if (c.life().state() != ContainerState::kRunning || !c.tasks().empty() || !c.waiting().empty()) return;
     sendShutdown(c);
-    armTimer(c, c.shutdownTimer, options_.shutdownTimeout, [this](Container& c) {
+    armTimer(c, Container::Timer::kShutdown, options_.shutdownTimeout, [this](Container& c) {
       endContainer(c, "idle executor did not exit within " + seconds(options_.shutdownTimeout));
     });
   });
@@ -442,7 +410,7 @@ void ExecutorManager::maybeIdle(Container& c) {
 void ExecutorManager::sendShutdown(Container& c) {
   // A running container takes shutdownSent; a shutting-down one is
   // sent it again (a re-registration on a new link).
-  if (c.life.state() == ContainerState::kRunning) c.life.take(ContainerEvent::kShutdownSent);
+  if (c.life().state() == ContainerState::kRunning) c.take(ContainerEvent::kShutdownSent);
   wire::Envelope e;
   e.mutable_shutdown_executor()->set_framework_id(c.framework.id());
   e.mutable_shutdown_executor()->set_executor_id(c.executor.executor_id());
@@ -474,15 +442,15 @@ void ExecutorManager::emit(Container* c, wire::TaskStatus status) {
 }
 
 void ExecutorManager::applyStatus(Container& c, const wire::TaskStatus& status) {
-  auto it = c.tasks.find(status.task_id());
-  if (it == c.tasks.end()) return;
+  ContainerTask* t = c.task(status.task_id());
+  if (!t) return;
   if (isTerminal(status.state())) {
     rememberEnded(c, status.task_id());
-    c.tasks.erase(it);
+    c.endTask(status.task_id());
     updateLimits(c);
     maybeIdle(c);
   } else {
-    it->second.latest = status;
+    t->latest = status;
   }
   checkpoint(c);
 }
@@ -496,8 +464,7 @@ void ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status
     LOG_ERROR("executor " << c.name << " sent a status update without a task id");
     return;
   }
-  applyKillReason(c, &status);
-  applyLimitation(c, &status);
+  c.explainUpdate(&status);
   // Acknowledged once durable; until then the executor keeps it and resends
   // it after a reconnect.
   std::weak_ptr<Connection> conn = c.conn;
@@ -519,25 +486,10 @@ void ExecutorManager::acceptExecutorUpdate(Container& c, wire::TaskStatus status
   applyStatus(c, status);
 }
 
-// A container that hit a limit is destroyed by the agent: its executor may
-// still report a task it saw die (the agent's kill, or the kernel's OOM
-// kill) before it goes. The limit is what ended that task, so its update
-// says so (a task that finished on its own keeps its FINISHED).
-void ExecutorManager::applyLimitation(const Container& c, wire::TaskStatus* status) const {
-  const auto& limit = c.life.limitation();
-  if (!limit) return;
-  if (status->state() != wire::TASK_FAILED && status->state() != wire::TASK_KILLED) return;
-  std::string seen = status->message();
-  status->set_state(wire::TASK_FAILED);
-  status->set_reason(limit->reason);
-  status->set_message(limit->message + (seen.empty() ? "" : " (executor: " + seen + ")"));
-  *status->mutable_usage() = limit->usage;
-}
-
 void ExecutorManager::collectUsage(wire::UsageReport* report) const {
   if (isolators_.empty()) return;
   for (const auto& [name, c] : containers_) {
-    if (!c->life.hasProcess()) continue;
+    if (!c->life().hasProcess()) continue;
     wire::ExecutorUsage* u = report->add_executors();
     u->set_framework_id(c->id.frameworkId);
     u->set_executor_id(c->id.executorId);

@@ -55,6 +55,7 @@
 
 #include "agent/agent_sections.h"
 #include "agent/checkpoint.h"
+#include "agent/container.h"
 #include "agent/executor_link.h"
 #include "agent/run_as.h"
 #include "base/asio.h"
@@ -187,9 +188,6 @@ class ExecutorManager {
   void collectSandboxes(std::chrono::seconds maxAge);
 
  private:
-  struct Task;
-  struct Container;
-
   struct Prepared;
 
   // Lifecycle (executor_manager.cpp).
@@ -231,9 +229,9 @@ class ExecutorManager {
   void updateLimits(Container& c);
   void checkpoint(Container& c);
   void writeCheckpoint(Container& c);
-  void armTimer(Container& c, asio::steady_timer& timer, Duration after,
-                std::function<void(Container&)> fn);
-  Resources limitsOf(const Container& c) const;
+  // Container::arm, timed as the loop's kContainerTimer section.
+  void armTimer(Container& c, Container::Timer which, Duration after, std::function<void(Container&)> fn);
+  void armTimer(Container& c, asio::steady_timer& timer, Duration after, std::function<void(Container&)> fn);
 
   // Updates (executor_manager.cpp).
   wire::TaskStatus agentStatus(const std::string& frameworkId, const std::string& executorId,
@@ -258,11 +256,9 @@ class ExecutorManager {
   void resume(Container& c);
   void onExecutorMessage(Container& c, wire::Envelope& e);
   void onLinkClosed(Container& c);
-  void sendLaunch(Container& c, Task& t);
+  void sendLaunch(Container& c, ContainerTask& t);
   // task_deadline.cpp: max_duration_s for every executor.
-  void armMaxDuration(Container& c, Task& t);
-  void applyKillReason(const Container& c, wire::TaskStatus* status) const;
-  void applyLimitation(const Container& c, wire::TaskStatus* status) const;
+  void armMaxDuration(Container& c, ContainerTask& t);
   // False when the executor has no open link (or the send failed).
   bool sendToExecutor(Container& c, const wire::Envelope& e);
   // Times the caller's scope (nothing without setLoopSections).

@@ -5,7 +5,6 @@
 #include <unordered_map>
 
 #include "agent/executor_manager.h"
-#include "agent/executor_manager_types.h"
 #include "base/log.h"
 #include "launcher/process_tree.h"
 #include "proto/input_limits.h"
@@ -42,7 +41,7 @@ ExecutorListener::Callbacks ExecutorManager::listenerCallbacks() {
   cb.executorPids = [this] {
     std::unordered_map<pid_t, std::string> pids;
     for (const auto& [name, c] : containers_) {
-      if (c->life.hasProcess()) pids[c->pid] = name;
+      if (c->life().hasProcess()) pids[c->pid] = name;
     }
     return pids;
   };
@@ -76,7 +75,7 @@ ExecutorListener::Callbacks ExecutorManager::listenerCallbacks() {
 // connecting process must be of its tree, and the secret must match.
 std::string ExecutorManager::registrationRefusal(const Container* c, const wire::RegisterExecutor& m,
                                                  const std::string& owner) const {
-  if (!c || !c->life.hasProcess()) {
+  if (!c || !c->life().hasProcess()) {
     return "this agent runs no executor " + m.executor_id() + " of framework " + m.framework_id();
   }
   if (c->name != owner) {
@@ -102,8 +101,8 @@ std::optional<ExecutorBinding> ExecutorManager::onRegister(const std::shared_ptr
     conn->closeAfterFlush(refusal);
     return std::nullopt;
   }
-  bool recovering = c->life.state() == ContainerState::kRecovering;
-  if (Status st = c->life.on(ContainerEvent::kRegistered); !st) {
+  bool recovering = c->life().state() == ContainerState::kRecovering;
+  if (Status st = c->on(ContainerEvent::kRegistered); !st) {
     LOG_WARNING("executor registration of " << c->name << " refused: " << st.error().describe());
     conn->close(st.error().describe());
     return std::nullopt;
@@ -116,7 +115,6 @@ std::optional<ExecutorBinding> ExecutorManager::onRegister(const std::shared_ptr
   } else {
     loseUndelivered(*c, m);
   }
-  c->registerTimer.cancel();
   wire::Envelope reply;
   auto* r = reply.mutable_executor_registered();
   r->set_agent_id(agentId_);
@@ -136,7 +134,7 @@ void ExecutorManager::acceptUnacknowledged(Container& c, const wire::RegisterExe
   for (const auto& t : m.tasks()) reportedTasks.insert(t.task_id());
   size_t unknown = 0;
   for (const auto& s : m.unacknowledged()) {
-    if (c.tasks.count(s.task_id()) || reportedTasks.count(s.task_id())) {
+    if (c.tasks().count(s.task_id()) || reportedTasks.count(s.task_id())) {
       acceptExecutorUpdate(c, s);
     } else {
       ++unknown;
@@ -155,7 +153,7 @@ void ExecutorManager::reattach(Container& c, const wire::RegisterExecutor& m) {
   std::set<std::string> reported;
   for (const auto& t : m.tasks()) reported.insert(t.task_id());
   std::vector<std::string> lost;
-  for (const auto& [id, t] : c.tasks) {
+  for (const auto& [id, t] : c.tasks()) {
     if (t.sent && !reported.count(id)) lost.push_back(id);
   }
   for (const auto& id : lost) {
@@ -164,14 +162,13 @@ void ExecutorManager::reattach(Container& c, const wire::RegisterExecutor& m) {
                          "the executor no longer runs this task after the agent restarted"));
   }
   for (const auto& t : m.tasks()) {
-    if (c.tasks.count(t.task_id())) continue;
-    Task& task = c.tasks[t.task_id()];
-    task.info = t;
+    if (c.hasTask(t.task_id())) continue;
+    ContainerTask& task = c.addTask(t);
     task.sent = true;
     armMaxDuration(c, task);
   }
   LOG_INFO("executor " << c.executor.executor_id() << " of framework " << c.framework.id()
-                       << " re-attached with " << c.tasks.size() << " tasks");
+                       << " re-attached with " << c.tasks().size() << " tasks");
 }
 
 // An executor that reconnects while the agent ran on reports every task it
@@ -184,8 +181,8 @@ void ExecutorManager::reattach(Container& c, const wire::RegisterExecutor& m) {
 void ExecutorManager::loseUndelivered(Container& c, const wire::RegisterExecutor& m) {
   std::set<std::string> reported;
   for (const auto& t : m.tasks()) reported.insert(t.task_id());
-  std::vector<std::pair<std::string, const Task*>> gone;
-  for (const auto& [id, t] : c.tasks) {
+  std::vector<std::pair<std::string, const ContainerTask*>> gone;
+  for (const auto& [id, t] : c.tasks()) {
     if (t.sent && !reported.count(id)) gone.emplace_back(id, &t);
   }
   std::vector<wire::TaskStatus> ends;
@@ -202,7 +199,10 @@ void ExecutorManager::loseUndelivered(Container& c, const wire::RegisterExecutor
 // After a (re-)registration: the tasks not yet sent, the kills not yet
 // answered, and a shutdown the executor was asked for on its old link.
 void ExecutorManager::resume(Container& c) {
-  for (auto& [id, t] : c.tasks) {
+  std::vector<std::string> ids;
+  for (const auto& [id, t] : c.tasks()) ids.push_back(id);
+  for (const auto& id : ids) {
+    ContainerTask& t = *c.task(id);
     if (!t.sent) {
       sendLaunch(c, t);
     } else if (t.killing) {
@@ -213,13 +213,13 @@ void ExecutorManager::resume(Container& c) {
       sendToExecutor(c, k);
     }
   }
-  if (c.life.state() == ContainerState::kShuttingDown) sendShutdown(c);
+  if (c.life().state() == ContainerState::kShuttingDown) sendShutdown(c);
 }
 
 void ExecutorManager::onExecutorMessage(Container& c, wire::Envelope& e) {
   if (e.has_status_update()) {
     const std::string& taskId = e.status_update().status().task_id();
-    if (!c.tasks.count(taskId)) {
+    if (!c.task(taskId)) {
       return refuseExecutorMessage(*c.conn, c.name, "status update for task " + taskId + ", which this executor does not run",
                     false);
     }
@@ -230,14 +230,14 @@ void ExecutorManager::onExecutorMessage(Container& c, wire::Envelope& e) {
 
 void ExecutorManager::onLinkClosed(Container& c) {
   c.conn.reset();
-  if (c.life.state() == ContainerState::kExited) return postFinalize(c);
+  if (c.life().state() == ContainerState::kExited) return postFinalize(c);
   LOG_WARNING("executor " << c.executor.executor_id() << " of framework " << c.framework.id()
                           << " (pid " << c.pid << ") dropped its link; waiting for it to reconnect or exit");
 }
 
 // A task counts as sent once its LaunchTask is on the executor's link;
 // with no link (the executor is reconnecting) it waits for resume().
-void ExecutorManager::sendLaunch(Container& c, Task& t) {
+void ExecutorManager::sendLaunch(Container& c, ContainerTask& t) {
   wire::Envelope e;
   *e.mutable_launch_task()->mutable_task() = t.info;
   if (!sendToExecutor(c, e)) return;
@@ -263,10 +263,10 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     c.secret = ck.secret;
     c.pid = ck.pid;
     c.startTime = ck.startTime;
-    c.life.take(ContainerEvent::kAdopted);  // a new record: preparing
+    c.take(ContainerEvent::kAdopted);  // a new record: preparing
     for (auto& t : ck.tasks) {
-      Task& task = c.tasks[t.task_id()];
-      task.info = t;
+      if (c.hasTask(t.task_id())) continue;  // a damaged checkpoint: each id once
+      ContainerTask& task = c.addTask(t);
       task.sent = true;
       auto l = ck.latest.find(t.task_id());
       if (l != ck.latest.end()) task.latest = l->second;
@@ -282,18 +282,18 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     }
     if (!watched) {
       LOG_WARNING("executor " << c.name << " did not survive the agent restart: " << watched.error().describe());
-      c.life.take(ContainerEvent::kExited);  // recovering since kAdopted above
+      c.take(ContainerEvent::kExited);  // recovering since kAdopted above
       failContainer(c, wire::TASK_LOST, wire::REASON_EXECUTOR_EXITED,
                     "executor (pid " + std::to_string(ck.pid) + ") exited while the agent was down");
       continue;
     }
     LOG_INFO("re-attaching to executor " << c.name << " (pid " << c.pid << ") with "
-                                         << c.tasks.size() << " tasks");
+                                         << c.tasks().size() << " tasks");
     for (auto& iso : isolators_) {
       (void)iso->watch(c.id, limitWatcher(c));
     }
-    armTimer(c, c.registerTimer, options_.recoveryTimeout, [this](Container& c) {
-      if (c.life.state() != ContainerState::kRecovering) return;
+    armTimer(c, Container::Timer::kRegister, options_.recoveryTimeout, [this](Container& c) {
+      if (c.life().state() != ContainerState::kRecovering) return;
       failContainer(c, wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
                     "executor did not reconnect after the agent restarted");
     });
@@ -302,26 +302,9 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
 
 void ExecutorManager::fillRegistration(wire::RegisterAgent* registration) const {
   std::set<std::string> frameworks;
-  for (const auto& entry : containers_) {
-    // Not a structured binding: the lambda below captures it (clang < 16
-    // cannot, and the agent fuzz target is built with clang).
-    const auto& c = entry.second;
+  for (const auto& [name, c] : containers_) {
     if (frameworks.insert(c->framework.id()).second) *registration->add_frameworks() = c->framework;
-    wire::ExecutorState* state = registration->add_executors();
-    *state->mutable_info() = c->executor;
-    auto add = [&](const wire::TaskInfo& info, const std::optional<wire::TaskStatus>& latest) {
-      *state->add_tasks() = info;
-      wire::TaskStatus* s = state->add_latest();
-      if (latest) {
-        *s = *latest;
-      } else {
-        s->set_task_id(info.task_id());
-        s->set_framework_id(c->framework.id());
-        s->set_state(wire::TASK_STAGING);
-      }
-    };
-    for (const auto& [id, t] : c->tasks) add(t.info, t.latest);
-    for (const auto& t : c->next) add(t, std::nullopt);
+    c->fillRegistration(registration->add_executors());
   }
 }
 

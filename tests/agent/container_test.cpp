@@ -1,5 +1,8 @@
 // Unit tests of ContainerLifecycle (agent/container.h): every transition,
-// every refused event, and the precedence of terminal reasons.
+// every refused event, and the precedence of terminal reasons; and of
+// Container's invariants: a task id once, limits that follow the tasks,
+// timers that a state makes moot cancelled, none firing once it is gone.
+#include <chrono>
 #include <map>
 #include <utility>
 #include <vector>
@@ -331,6 +334,182 @@ TEST(ContainerLifecycle, TakeAcceptsWhatTheStateTakes) {
 TEST(ContainerLifecycleDeathTest, TakingARefusedEventIsAProgrammerError) {
   ContainerLifecycle life = reach(S::kRunning);
   EXPECT_DEATH(life.take(E::kCloning), "running cannot take event cloning");
+}
+
+// --- Container ---
+
+wire::TaskInfo taskWith(const std::string& id, double cpus) {
+  wire::TaskInfo t;
+  t.set_task_id(id);
+  auto* r = t.add_resources();
+  r->set_name("cpus");
+  r->set_scalar(cpus);
+  return t;
+}
+
+class ContainerTest : public ::testing::Test {
+ protected:
+  ContainerTest() {
+    wire::FrameworkInfo framework;
+    framework.set_id("f1");
+    wire::ExecutorInfo executor;
+    executor.set_executor_id("e1");
+    auto* r = executor.add_resources();
+    r->set_name("cpus");
+    r->set_scalar(0.1);
+    c_ = std::make_unique<Container>(io_, "f1.e1", 7, framework, executor);
+  }
+
+  // Runs the loop until nothing is left to run (timers of 0 s included).
+  void drain() {
+    io_.restart();
+    io_.run_for(std::chrono::milliseconds(50));
+  }
+
+  asio::io_context io_;
+  std::unique_ptr<Container> c_;
+};
+
+TEST_F(ContainerTest, ATaskIdIsOnceAmongItsTasksAndTheWaitingOnes) {
+  c_->addTask(taskWith("t1", 0.5));
+  c_->addWaiting(taskWith("t2", 0.5));
+  EXPECT_TRUE(c_->hasTask("t1"));
+  EXPECT_TRUE(c_->hasTask("t2"));
+  EXPECT_FALSE(c_->hasTask("t3"));
+  EXPECT_DEATH(c_->addTask(taskWith("t2", 0.5)), "hasTask");
+  EXPECT_DEATH(c_->addWaiting(taskWith("t1", 0.5)), "hasTask");
+  ASSERT_TRUE(c_->removeWaiting("t2"));
+  EXPECT_FALSE(c_->removeWaiting("t2"));
+  EXPECT_FALSE(c_->hasTask("t2"));
+  EXPECT_TRUE(c_->endTask("t1"));
+  EXPECT_FALSE(c_->endTask("t1"));
+  EXPECT_FALSE(c_->hasTask("t1"));
+}
+
+TEST_F(ContainerTest, ItsLimitsAreTheExecutorsAndItsTasks) {
+  EXPECT_EQ(c_->limits().scalarMillis("cpus"), 100);
+  c_->addTask(taskWith("t1", 0.5));
+  c_->addTask(taskWith("t2", 0.25));
+  c_->addWaiting(taskWith("t3", 4));
+  EXPECT_EQ(c_->limits().scalarMillis("cpus"), 850) << "a waiting task is the replacement's";
+  c_->endTask("t1");
+  EXPECT_EQ(c_->limits().scalarMillis("cpus"), 350);
+}
+
+TEST_F(ContainerTest, TheWaitingTasksGoTogetherInOrder) {
+  c_->addWaiting(taskWith("t1", 1));
+  c_->addWaiting(taskWith("t2", 1));
+  auto waiting = c_->takeWaiting();
+  ASSERT_EQ(waiting.size(), 2u);
+  EXPECT_EQ(waiting[0].task_id(), "t1");
+  EXPECT_EQ(waiting[1].task_id(), "t2");
+  EXPECT_TRUE(c_->waiting().empty());
+}
+
+TEST_F(ContainerTest, ItsExitCancelsTheTimersItMakesMoot) {
+  std::vector<std::string> fired;
+  auto note = [&](const char* what) { return [&fired, what](Container&) { fired.push_back(what); }; };
+  c_->take(E::kCloning);
+  c_->take(E::kLaunched);
+  c_->take(E::kIsolated);
+  ContainerTask& t = c_->addTask(taskWith("t1", 0.5));
+  t.killTimer = std::make_unique<asio::steady_timer>(io_);
+  t.durationTimer = std::make_unique<asio::steady_timer>(io_);
+  c_->arm(Container::Timer::kRegister, std::chrono::milliseconds(1), note("register"));
+  c_->arm(Container::Timer::kIdle, std::chrono::milliseconds(1), note("idle"));
+  c_->arm(Container::Timer::kShutdown, std::chrono::milliseconds(1), note("shutdown"));
+  c_->arm(*t.killTimer, std::chrono::milliseconds(1), note("kill"));
+  c_->arm(*t.durationTimer, std::chrono::milliseconds(1), note("duration"));
+  c_->arm(Container::Timer::kReap, std::chrono::milliseconds(1), note("reap"));
+  ASSERT_TRUE(c_->on(E::kExited, exitedWith(0)));
+  drain();
+  EXPECT_EQ(fired, std::vector<std::string>{"reap"}) << "only the reap timer outlives the exit";
+}
+
+TEST_F(ContainerTest, RegisteringCancelsTheRegisterTimerAndFinalizingTheDrainTimer) {
+  std::vector<std::string> fired;
+  c_->take(E::kCloning);
+  c_->take(E::kLaunched);
+  c_->take(E::kIsolated);
+  c_->arm(Container::Timer::kRegister, std::chrono::milliseconds(1), [&](Container&) { fired.push_back("register"); });
+  c_->take(E::kRegistered);
+  drain();
+  EXPECT_TRUE(fired.empty());
+  c_->take(E::kExited);
+  c_->arm(Container::Timer::kDrain, std::chrono::milliseconds(1), [&](Container&) { fired.push_back("drain"); });
+  c_->take(E::kFinalized);
+  drain();
+  EXPECT_TRUE(fired.empty());
+}
+
+TEST_F(ContainerTest, ANewTaskEndsTheIdleWait) {
+  bool idle = false;
+  c_->arm(Container::Timer::kIdle, std::chrono::milliseconds(1), [&](Container&) { idle = true; });
+  c_->addTask(taskWith("t1", 0.5));
+  drain();
+  EXPECT_FALSE(idle);
+}
+
+TEST_F(ContainerTest, ATimerRunsOnceAndNeverOnceTheContainerIsGone) {
+  int runs = 0;
+  c_->arm(Container::Timer::kIdle, std::chrono::milliseconds(0), [&](Container& c) {
+    EXPECT_EQ(&c, c_.get());
+    ++runs;
+  });
+  drain();
+  EXPECT_EQ(runs, 1);
+  c_->arm(Container::Timer::kIdle, std::chrono::milliseconds(0), [&](Container&) { ++runs; });
+  c_.reset();
+  drain();
+  EXPECT_EQ(runs, 1) << "a callback ran for a container that is gone";
+}
+
+TEST_F(ContainerTest, AnExecutorsUpdateCarriesTheAgentsKillReasonAndTheLimit) {
+  ContainerTask& t = c_->addTask(taskWith("t1", 0.5));
+  t.killing = true;
+  t.killReason = wire::REASON_REVOKED;
+  wire::TaskStatus killed;
+  killed.set_task_id("t1");
+  killed.set_state(wire::TASK_KILLED);
+  killed.set_message("SIGTERM");
+  c_->explainUpdate(&killed);
+  EXPECT_EQ(killed.reason(), wire::REASON_REVOKED);
+  EXPECT_EQ(killed.message(), "revoked by the allocation module");
+
+  EXPECT_TRUE(c_->recordLimitation(limit(wire::REASON_MEMORY_LIMIT, "memory limit 64 MiB exceeded")));
+  wire::TaskStatus oom;
+  oom.set_task_id("t2");
+  oom.set_state(wire::TASK_FAILED);
+  oom.set_message("killed by signal 9");
+  c_->explainUpdate(&oom);
+  EXPECT_EQ(oom.reason(), wire::REASON_MEMORY_LIMIT);
+  EXPECT_EQ(oom.message(), "memory limit 64 MiB exceeded (executor: killed by signal 9)");
+  EXPECT_EQ(oom.usage().mem_bytes(), 64u << 20);
+  wire::TaskStatus finished;
+  finished.set_task_id("t3");
+  finished.set_state(wire::TASK_FINISHED);
+  c_->explainUpdate(&finished);
+  EXPECT_EQ(finished.state(), wire::TASK_FINISHED) << "a task that finished keeps FINISHED";
+}
+
+TEST_F(ContainerTest, ItsCheckpointHasItsProcessAndItsTasks) {
+  c_->pid = 4242;
+  c_->startTime = 99;
+  c_->sandbox = "/w/sandboxes/f1.e1.1";
+  c_->secret = "s3cret";
+  ContainerTask& t = c_->addTask(taskWith("t1", 0.5));
+  t.latest = wire::TaskStatus();
+  t.latest->set_state(wire::TASK_RUNNING);
+  c_->addWaiting(taskWith("t2", 1));
+  ExecutorCheckpoint ck = c_->checkpointRecord();
+  EXPECT_EQ(ck.container, "f1.e1");
+  EXPECT_EQ(ck.pid, 4242);
+  EXPECT_EQ(ck.startTime, 99u);
+  EXPECT_EQ(ck.sandbox, "/w/sandboxes/f1.e1.1");
+  EXPECT_EQ(ck.secret, "s3cret");
+  ASSERT_EQ(ck.tasks.size(), 1u) << "waiting tasks are not this executor's";
+  EXPECT_EQ(ck.tasks[0].task_id(), "t1");
+  EXPECT_EQ(ck.latest.at("t1").state(), wire::TASK_RUNNING);
 }
 
 }  // namespace
