@@ -30,7 +30,7 @@ enum class AgentSection : size_t {
   kExecutorMessage,  // an executor's registration or message
   kExecutorExit,     // the launcher reports an executor's exit
   kLaunch,           // a new executor's launch, once its sandbox is made
-  kLauncherStart,    // Launcher::start(): the executor's clone
+  kLauncherStart,    // Launcher::startOffLoop(): the clone handed to its thread
   kReaped,           // a container's reap is done: cleanup and removal
   kContainerTimer,   // a container's timer (kill grace, idle, drain, ...)
   kCheckpoint,       // an executor's checkpoint written

@@ -115,13 +115,7 @@ Prepared prepare(const LaunchSpec& spec, int nice) {
 namespace {
 
 [[noreturn]] void childFail(const FailureSink& sink, Step step, int index = 0) {
-  ChildFailure f{step, errno, index};
-  if (sink.shared) {
-    *sink.shared = f;
-  } else {
-    ssize_t ignored = write(sink.pipeFd, &f, sizeof f);
-    (void)ignored;
-  }
+  *sink.shared = ChildFailure{step, errno, index};
   _exit(127);
 }
 
@@ -398,56 +392,37 @@ bool clone3Refused(int err) { return err == ENOSYS || err == E2BIG || err == EPE
 
 }  // namespace
 
-// Starts the child with a pidfd. When the caller waits for the exec anyway
-// (`vforkOk`), a vfork-style clone (CLONE_VM | CLONE_VFORK, as posix_spawn
-// does: no page tables copied, the parent resumes once the child has
-// exec'd or failed), through clone3 with CLONE_INTO_CGROUP when a cgroup2
-// directory is given, else glibc's clone(). Otherwise a fork-like clone3
-// (with CLONE_INTO_CGROUP for a cgroup2 directory). Where clone3 is
-// refused, the vfork-style clone(), or a fork-like clone (with the PID
-// namespace, if one is asked for) + pidfd_open, and the child writes its
-// pid into the cgroup2 directory. The child of CLONE_NEWPID is pid 1 of the
-// new namespace; clone returns its pid in ours.
-pid_t startChild(ChildArgs* args, int* pidfd, bool vforkOk) {
+// Starts the child with a pidfd, by a vfork-style clone (CLONE_VM |
+// CLONE_VFORK, as posix_spawn does: no page tables copied, the parent
+// resumes once the child has exec'd or failed), through clone3 with
+// CLONE_INTO_CGROUP when a cgroup2 directory is given, else glibc's
+// clone(). Where clone3 is refused, glibc's clone(), and the child writes
+// its pid into the cgroup2 directory. The child of CLONE_NEWPID is pid 1
+// of the new namespace; clone returns its pid in ours.
+pid_t startChild(ChildArgs* args, int* pidfd) {
   const ChildSetup& setup = args->prepared->spec->setup;
   const int newPid = newPidNamespace(setup) ? CLONE_NEWPID : 0;
   constexpr size_t kStackBytes = 256 * 1024;
   static thread_local std::vector<char> stack(kStackBytes);
   // The child's stack pointer starts at its top: 16-byte aligned.
   char* stackTop = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(stack.data()) + stack.size()) & ~uintptr_t{15});
-  const bool intoCgroup = setup.cgroupDirFd >= 0;
-  clone_args ca{};
-  ca.flags = CLONE_PIDFD | static_cast<uint64_t>(newPid);
-  ca.pidfd = reinterpret_cast<uint64_t>(pidfd);
-  ca.exit_signal = SIGCHLD;
-  if (intoCgroup) {
-    ca.flags |= CLONE_INTO_CGROUP;
+  if (setup.cgroupDirFd >= 0) {
+    clone_args ca{};
+    ca.flags = CLONE_PIDFD | CLONE_INTO_CGROUP | CLONE_VM | CLONE_VFORK | static_cast<uint64_t>(newPid);
+    ca.pidfd = reinterpret_cast<uint64_t>(pidfd);
+    ca.exit_signal = SIGCHLD;
     ca.cgroup = static_cast<uint64_t>(setup.cgroupDirFd);
+    ca.stack = reinterpret_cast<uint64_t>(stack.data());
+    ca.stack_size = static_cast<uint64_t>(stackTop - stack.data());
+    pid_t pid = clone3SharingMemory(&ca, childMain, args);
+    if (pid >= 0 || !clone3Refused(errno)) return pid;
+    args->prepared->joinCgroupDir = true;
   }
-  if (vforkOk) {
-    if (intoCgroup) {
-      ca.flags |= CLONE_VM | CLONE_VFORK;
-      ca.stack = reinterpret_cast<uint64_t>(stack.data());
-      ca.stack_size = static_cast<uint64_t>(stackTop - stack.data());
-      pid_t pid = clone3SharingMemory(&ca, childMain, args);
-      if (pid >= 0 || !clone3Refused(errno)) return pid;
-      args->prepared->joinCgroupDir = true;
-    }
-    return clone(childMain, stackTop, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | newPid | SIGCHLD, args, pidfd);
-  }
-  long pid = syscall(SYS_clone3, &ca, sizeof ca);
-  if (pid == 0) runChild(*args->prepared, args->sink);
-  if (pid >= 0 || !clone3Refused(errno)) return static_cast<pid_t>(pid);
-  args->prepared->joinCgroupDir = intoCgroup;
-  // Without CLONE_VM the child runs on its own copy of `stack`.
-  pid = newPid ? clone(childMain, stackTop, newPid | SIGCHLD, args) : fork();
-  if (pid == 0) runChild(*args->prepared, args->sink);
-  if (pid > 0) *pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-  return static_cast<pid_t>(pid);
+  return clone(childMain, stackTop, CLONE_VM | CLONE_VFORK | CLONE_PIDFD | newPid | SIGCHLD, args, pidfd);
 }
 
 
-// What a failed child reported, as launch() and ExitInfo::setupError say it.
+// What a failed child reported, as launch() and startOffLoop() say it.
 std::string describeFailure(const ChildFailure& failure, const LaunchSpec& spec) {
   std::string what = stepName(failure.step);
   if (failure.step == Step::kExec) what += " " + spec.argv[0];

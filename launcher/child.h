@@ -2,8 +2,8 @@
 // between clone and exec, and how it is cloned. Everything the child needs
 // is prepared before the clone (prepare()), so that the child makes only
 // async-signal-safe calls; a step that fails is reported through a
-// FailureSink (the parent's memory after a vfork-style clone, else a
-// close-on-exec pipe) and named by describeFailure().
+// FailureSink (the parent's memory, which the vfork-style child shares)
+// and named by describeFailure().
 // Thread: any; a Prepared and its ChildArgs belong to the thread that
 // clones with them.
 #pragma once
@@ -18,7 +18,7 @@
 
 namespace allot::launch_child {
 
-// What the child reports through the close-on-exec pipe when a step fails.
+// What the child reports when a step fails.
 enum class Step : int {
   kSignals = 1, kSetsid, kStdin, kStdout, kStderr, kChdir, kCgroup, kNetns,
   kSetgroups, kSetgid, kSetuid, kNoNewPrivs, kSeccomp, kExec, kCapBound, kCaps,
@@ -59,11 +59,10 @@ struct Prepared {
 // Prepared); `nice` is the nice value the child takes first.
 Prepared prepare(const LaunchSpec& spec, int nice);
 
-// Where the child reports a failed step: straight into the parent's memory
-// when it shares it (the vfork-style clone: the parent reads it once clone
-// returns, with no extra wake-up), else a close-on-exec pipe.
+// Where the child reports a failed step: straight into the parent's memory,
+// which it shares (the vfork-style clone: the parent reads it once clone
+// returns, with no extra wake-up).
 struct FailureSink {
-  int pipeFd = -1;
   ChildFailure* shared = nullptr;
 };
 
@@ -73,12 +72,12 @@ struct ChildArgs {
   FailureSink sink;
 };
 
-// Starts the child with a pidfd (see child.cpp): vfork-style when the
-// caller waits for the exec anyway (`vforkOk`). Returns its pid, or -1
-// with errno set.
-pid_t startChild(ChildArgs* args, int* pidfd, bool vforkOk);
+// Starts the child with a pidfd by a vfork-style clone (see child.cpp): it
+// returns once the child has exec'd or failed a step. Returns its pid, or
+// -1 with errno set.
+pid_t startChild(ChildArgs* args, int* pidfd);
 
-// What a failed child reported, as launch() and ExitInfo::setupError say it.
+// What a failed child reported, as launch() and startOffLoop() say it.
 std::string describeFailure(const ChildFailure& failure, const LaunchSpec& spec);
 
 }  // namespace allot::launch_child

@@ -97,12 +97,13 @@ class RealLauncher final : public Launcher {
     for (auto& [pid, child] : children_) poller_.cancel(child.watch);
   }
 
+  // The clone thread's vfork-style clone (cloneUntilExec), on the caller's
+  // thread: the child has exec'd or failed a step when it returns, so "no
+  // such executable" is an error here instead of an exit 127.
   Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) override {
-    return spawn(spec, std::move(onExit), true);
-  }
-
-  Result<pid_t> start(const LaunchSpec& spec, ExitCallback onExit) override {
-    return spawn(spec, std::move(onExit), false);
+    if (spec.argv.empty()) return Error{"launch: empty argv"};
+    if (std::string why = launch_child::planRootfsError(spec.setup.rootfs); !why.empty()) return Error{why};
+    return superviseStarted(cloneUntilExec(spec, childNice_), std::move(onExit));
   }
 
   void startOffLoop(const LaunchSpec& spec, ExitCallback onExit, StartCallback onStarted) override {
@@ -128,7 +129,7 @@ class RealLauncher final : public Launcher {
         },
         [this, spawned, owned, onExit = std::move(onExit), onStarted](Started started) mutable {
           owned->clear();
-          auto pid = superviseStarted(std::move(started), std::move(spawned), std::move(onExit));
+          auto pid = superviseStarted(std::move(started), std::move(onExit));
           startFinished();
           onStarted(std::move(pid));
         });
@@ -177,32 +178,16 @@ class RealLauncher final : public Launcher {
     UringPoller::WatchId watch = 0;
     bool ourChild = false;
     ExitCallback onExit;
-    // start(): the child's failure pipe (non-blocking) and what it ran.
-    UniqueFd failurePipe;
-    std::shared_ptr<const LaunchSpec> spec;
     std::optional<uint64_t> startTime;  // startOffLoop(): read off the loop
   };
 
-  // launch() (waitForExec) and start(): see launcher.h. launch() makes the
-  // clone thread's vfork-style clone (cloneUntilExec) on the caller's
-  // thread: the child has exec'd or failed a step when it returns, so "no
-  // such executable" is an error of launch() instead of an exit 127.
-  Result<pid_t> spawn(const LaunchSpec& spec, ExitCallback onExit, bool waitForExec) {
-    if (spec.argv.empty()) return Error{"launch: empty argv"};
-    if (std::string why = launch_child::planRootfsError(spec.setup.rootfs); !why.empty()) return Error{why};
-    if (waitForExec) return superviseStarted(cloneUntilExec(spec, childNice_), nullptr, std::move(onExit));
-    auto spawned = std::make_shared<const LaunchSpec>(spec);
-    return superviseStarted(cloneStarted(*spawned, childNice_), spawned, std::move(onExit));
-  }
-
-  // start()'s child: cloned (on any thread; the fork-like clone3 shares
-  // nothing with its parent), not yet supervised. A Started that never
-  // reaches the loop (the launcher went first) kills its child.
+  // A child cloned and exec'd (on any thread), not yet supervised. A
+  // Started that never reaches the loop (the launcher went first) kills
+  // its child.
   struct Started {
     pid_t pid = -1;
     UniqueFd pidfd;
-    UniqueFd failurePipe;  // read end; the child's write end is closed on exec
-    std::string error;     // the clone or the pipe failed (pid -1)
+    std::string error;  // the clone or a step of the child failed (pid -1)
     int errnum = 0;
     std::optional<uint64_t> startTime;  // read where it was cloned (startOffLoop)
     Started() = default;
@@ -214,47 +199,15 @@ class RealLauncher final : public Launcher {
   };
 
   // No signal handler may run in the child before it has reset them.
-  static pid_t cloneWithSignalsBlocked(ChildArgs* args, int* pidfd, bool waitForExec) {
+  static pid_t cloneWithSignalsBlocked(ChildArgs* args, int* pidfd) {
     sigset_t all, previous;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &previous);
-    pid_t pid = startChild(args, pidfd, waitForExec);
+    pid_t pid = startChild(args, pidfd);
     int cloneErrno = errno;
     pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     errno = cloneErrno;
     return pid;
-  }
-
-  // start()'s fork-like clone (no shared memory: a close-on-exec pipe
-  // carries a failed step, read at the exit). Touches nothing of the
-  // launcher: runs on the loop (start()) or the clone thread (startOffLoop()).
-  static Started cloneStarted(const LaunchSpec& spec, int nice) {
-    Started out;
-    auto fail = [&](const std::string& what) {
-      out.errnum = errno;
-      out.error = what;
-      return std::move(out);
-    };
-    Prepared prepared = prepare(spec, nice);
-    int pipeFds[2];
-    if (pipe2(pipeFds, O_CLOEXEC | O_NONBLOCK) != 0) return fail("pipe2");
-    out.failurePipe = UniqueFd(pipeFds[0]);
-    UniqueFd writeEnd(pipeFds[1]);
-    ChildArgs args{&prepared, {}};
-    args.sink.pipeFd = writeEnd.get();
-    int pidfd = -1;
-    pid_t pid = cloneWithSignalsBlocked(&args, &pidfd, false);
-    if (pid < 0) return fail("clone3/fork for " + spec.argv[0]);
-    out.pid = pid;
-    out.pidfd = UniqueFd(pidfd);
-    if (pidfd < 0) {
-      int err = errno;
-      (void)::kill(pid, SIGKILL);  // our unreaped child: its pid is not reused
-      errno = err;
-      out.pid = -1;
-      return fail("pidfd_open for pid " + std::to_string(pid));
-    }
-    return out;
   }
 
   // The vfork-style clone (CLONE_VM | CLONE_VFORK, into a cgroup2
@@ -273,10 +226,10 @@ class RealLauncher final : public Launcher {
     ChildArgs args{&prepared, {}};
     args.sink.shared = &failure;
     int pidfd = -1;
-    pid_t pid = cloneWithSignalsBlocked(&args, &pidfd, true);
+    pid_t pid = cloneWithSignalsBlocked(&args, &pidfd);
     if (pid < 0) {
       out.errnum = errno;
-      out.error = "clone3/fork for " + spec.argv[0];
+      out.error = "clone3/clone for " + spec.argv[0];
       return out;
     }
     UniqueFd pidfdOwner(pidfd);
@@ -299,10 +252,9 @@ class RealLauncher final : public Launcher {
     return out;
   }
 
-  // On the loop: the started child supervised, its failure pipe (start()'s
-  // fork-like clone; none after a vfork-style one) kept for its exit. Its
-  // pid, or why it could not be supervised (killed then).
-  Result<pid_t> superviseStarted(Started started, std::shared_ptr<const LaunchSpec> spec, ExitCallback onExit) {
+  // On the loop: the started child supervised. Its pid, or why it could not
+  // be supervised (killed then).
+  Result<pid_t> superviseStarted(Started started, ExitCallback onExit) {
     if (started.pid < 0) return Error{started.error, started.errnum};
     pid_t pid = started.pid;
     UniqueFd pidfd(::fcntl(started.pidfd.get(), F_DUPFD_CLOEXEC, 0));
@@ -310,10 +262,7 @@ class RealLauncher final : public Launcher {
     Status st = supervise(pid, std::move(pidfd), true, std::move(onExit));
     if (!st) return st.error();  // ~Started kills it
     started.pidfd.reset();       // supervised: it lives
-    Child& child = children_.at(pid);
-    child.failurePipe = std::move(started.failurePipe);
-    child.spec = std::move(spec);
-    child.startTime = started.startTime;
+    children_.at(pid).startTime = started.startTime;
     return pid;
   }
 
@@ -342,13 +291,6 @@ class RealLauncher final : public Launcher {
     if (waitid(static_cast<idtype_t>(P_PIDFD), child.pidfd.get(), &info, WEXITED | WNOHANG) == 0 &&
         info.si_pid == pid) {
       exit = exitInfoFrom(pid, info);
-    }
-    if (child.failurePipe) {
-      ChildFailure failure{};
-      ssize_t n = read(child.failurePipe.get(), &failure, sizeof failure);
-      if (n == static_cast<ssize_t>(sizeof failure)) {
-        exit.setupError = describeFailure(failure, *child.spec) + ": " + std::strerror(failure.errnum);
-      }
     }
     child.pidfd.reset();
     child.onExit(exit);

@@ -2,10 +2,9 @@
 //
 // launch() starts processes with a vfork-style clone (CLONE_VM |
 // CLONE_VFORK | CLONE_PIDFD: no page tables copied), through clone3 with
-// CLONE_INTO_CGROUP when a cgroup2 directory is given; start() with a
-// fork-like clone3 (CLONE_INTO_CGROUP likewise). Where clone3 is refused,
-// clone() or fork + pidfd_open, and the child joins the cgroup2 directory
-// by a cgroup.procs write. Exits are observed by a poll on each pidfd through UringPoller (io_uring),
+// CLONE_INTO_CGROUP when a cgroup2 directory is given. Where clone3 is
+// refused, glibc's clone(), and the child joins the cgroup2 directory by a
+// cgroup.procs write. Exits are observed by a poll on each pidfd through UringPoller (io_uring),
 // then reaped with waitid(P_PIDFD). No SIGCHLD handler, no waitpid loops, no
 // zombies. The agent is made a child subreaper so orphaned grandchildren
 // come back to it and are reaped too. (An Asio signal_set on SIGCHLD only
@@ -157,8 +156,10 @@ struct ExitInfo {
   int exitCode = 0;
   int signal = 0;            // killed by this signal
   bool coreDumped = false;
-  // Set when a child started by start() could not exec or failed a setup
-  // step: what failed, with its errno's text.
+  // Set by a launcher whose child reports a failed setup step or exec only
+  // with its exit (exit 127): what failed, with its errno's text. The real
+  // launcher's children never do (launch() and startOffLoop() wait for the
+  // exec and return the failure as their error).
   std::string setupError;
 };
 
@@ -180,15 +181,6 @@ class Launcher {
   // onExit fires exactly once.
   virtual Result<pid_t> launch(const LaunchSpec& spec, ExitCallback onExit) = 0;
 
-  // Starts a process without waiting for its setup and exec: returns its
-  // pid once clone returned (an Error only when clone itself failed), so the
-  // caller's thread never waits for the child's cgroup joins (v1
-  // cgroup.procs writes wait for an RCU grace period), user switch or exec.
-  // A child that fails a setup step or exec exits 127 and its onExit carries
-  // ExitInfo::setupError naming the step. Never the vfork-style clone.
-  // Default (launchers with nothing to wait for, e.g. fakes): launch().
-  virtual Result<pid_t> start(const LaunchSpec& spec, ExitCallback onExit) { return launch(spec, std::move(onExit)); }
-
   // launch() with the clone, the child's setup and its exec waited for off
   // the caller's thread: `onStarted` runs later on the io_context's thread
   // with the pid (the process has exec'd and is supervised from then on:
@@ -201,10 +193,9 @@ class Launcher {
   // orphan reaping for later, so that a child that exits before it is
   // supervised keeps its exit status.
   // Default (launchers with nothing to wait for, e.g. fakes): onStarted
-  // with start()'s result, before returning (a setup failure then comes as
-  // the exit's setupError, as start()'s).
+  // with launch()'s result, before returning.
   virtual void startOffLoop(const LaunchSpec& spec, ExitCallback onExit, StartCallback onStarted) {
-    onStarted(start(spec, std::move(onExit)));
+    onStarted(launch(spec, std::move(onExit)));
   }
 
   // A supervised process's start time (field 22 of /proc/<pid>/stat: what

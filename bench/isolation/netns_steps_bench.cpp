@@ -19,10 +19,10 @@
 //                 the same, born in a cgroup2 directory, as every executor
 //                 is where cgroup2 is mounted (clone3 with CLONE_INTO_CGROUP,
 //                 vfork-style: CLONE_VM | CLONE_VFORK)
-//   start bare, clone3 into cgroup2
-//                 Launcher::start() of the same (the agent's call): until it
-//                 returns, i.e. a fork-like clone3 with CLONE_INTO_CGROUP,
-//                 not waiting for the exec
+//   start off the loop, clone3 into cgroup2
+//                 Launcher::startOffLoop() of the same (the agent's call):
+//                 until the pid is back on the loop (the clone, the child's
+//                 setup and exec on the launcher's clone thread)
 //
 // and, untimed by the launch path but measured here, the teardown that the
 // next launch may queue behind: deleting the veth, closing the last fd of
@@ -39,6 +39,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,7 +102,7 @@ std::string readLoad() {
 }
 
 void launchAndWait(asio::io_context& io, Launcher& launcher, int netnsFd, Steps& steps, const char* name,
-                   int cgroupDirFd = -1, bool start = false) {
+                   int cgroupDirFd = -1, bool offLoop = false) {
   LaunchSpec spec;
   spec.argv = {"/bin/true"};
   spec.env = {"PATH=/usr/bin:/bin"};
@@ -111,7 +112,14 @@ void launchAndWait(asio::io_context& io, Launcher& launcher, int netnsFd, Steps&
   bool exited = false;
   auto pid = steps.time(name, [&] {
     auto onExit = [&](const ExitInfo&) { exited = true; };
-    return start ? launcher.start(spec, onExit) : launcher.launch(spec, onExit);
+    if (!offLoop) return launcher.launch(spec, onExit);
+    std::optional<Result<pid_t>> started;
+    launcher.startOffLoop(spec, onExit, [&](Result<pid_t> p) { started = std::move(p); });
+    while (!started) {
+      io.restart();
+      io.run_one();
+    }
+    return std::move(*started);
   });
   if (!pid) die("launch", pid.error());
   while (!exited) {
@@ -186,7 +194,7 @@ int runSteps(int count) {
     launchAndWait(io, *launcher, -1, steps, "launch bare");
     if (cgroup2Fd) {
       launchAndWait(io, *launcher, -1, steps, "launch bare, clone3 into cgroup2", cgroup2Fd.get());
-      launchAndWait(io, *launcher, -1, steps, "start bare, clone3 into cgroup2", cgroup2Fd.get(), true);
+      launchAndWait(io, *launcher, -1, steps, "start off the loop, clone3 into cgroup2", cgroup2Fd.get(), true);
     }
     (void)(*nft)->run(deletePortsScript(rules, address, port));
     st = steps.time("teardown: delete veth", [&] { return host->deleteLink(veth); });

@@ -40,12 +40,13 @@ class FakeLauncher final : public Launcher {
   void nextPid(pid_t pid) { nextPid_ = pid; }
   // The next launch fails with this error.
   void failNext(std::string why) { failNext_ = std::move(why); }
-  // The next start() returns a pid, then that child "fails a setup step":
-  // it exits 127 with ExitInfo::setupError = why (as a real child that
-  // cannot exec does after Launcher::start returned).
+  // The next startOffLoop() returns a pid, then that child "fails a setup
+  // step": it exits 127 with ExitInfo::setupError = why (a launcher that
+  // reports a failed step with the exit, launcher.h).
   void failSetupNext(std::string why) { failSetupNext_ = std::move(why); }
 
-  Result<pid_t> start(const LaunchSpec& spec, ExitCallback onExit) override {
+  // What startOffLoop() answers: launch(), and the setup failure asked for.
+  Result<pid_t> startNow(const LaunchSpec& spec, ExitCallback onExit) {
     auto pid = launch(spec, std::move(onExit));
     if (pid && failSetupNext_) {
       ExitInfo e;
@@ -69,12 +70,12 @@ class FakeLauncher final : public Launcher {
     auto held = std::move(held_);
     held_.clear();
     for (auto& h : held) {
-      asio::post(io_, [this, h = std::move(h)]() mutable { h.onStarted(start(h.spec, std::move(h.onExit))); });
+      asio::post(io_, [this, h = std::move(h)]() mutable { h.onStarted(startNow(h.spec, std::move(h.onExit))); });
     }
   }
 
   void startOffLoop(const LaunchSpec& spec, ExitCallback onExit, StartCallback onStarted) override {
-    if (!holdStarts_) return Launcher::startOffLoop(spec, std::move(onExit), std::move(onStarted));
+    if (!holdStarts_) return onStarted(startNow(spec, std::move(onExit)));
     held_.push_back(Held{spec, std::move(onExit), std::move(onStarted)});
   }
 

@@ -144,16 +144,18 @@ TEST_F(LauncherRootTest, ChildJoinsV1CgroupsBeforeExec) {
   EXPECT_NE(readFile(spec.stdoutPath).find("pids:/" + name), std::string::npos) << readFile(spec.stdoutPath);
 }
 
-// start() returns once clone has: here the child's setup blocks opening
-// its stdout (a FIFO nobody reads yet) while the test, on the same thread,
-// goes on; launch() would wait for the exec and never return.
-TEST_F(LauncherRootTest, StartDoesNotWaitForTheChildsSetupOrExec) {
+// startOffLoop() returns before the clone has: here the child's setup
+// blocks opening its stdout (a FIFO nobody reads yet) while the test, on
+// the loop's thread, goes on; launch() would wait for the exec and never
+// return.
+TEST_F(LauncherRootTest, StartOffLoopDoesNotWaitForTheChildsSetupOrExec) {
   LaunchSpec spec = shell("echo started-then-exec");
   spec.stdoutPath = (dir_ / "fifo").string();
   ASSERT_EQ(mkfifo(spec.stdoutPath.c_str(), 0600), 0);
   std::optional<ExitInfo> exit;
-  auto pid = launcher_->start(spec, [&](const ExitInfo& e) { exit = e; });
-  ASSERT_TRUE(pid.ok()) << pid.error().describe();
+  std::optional<Result<pid_t>> started;
+  launcher_->startOffLoop(spec, [&](const ExitInfo& e) { exit = e; },
+                          [&](Result<pid_t> pid) { started = std::move(pid); });
   UniqueFd reader(open(spec.stdoutPath.c_str(), O_RDONLY | O_CLOEXEC));  // unblocks the child
   ASSERT_TRUE(reader.valid());
   std::string out;
@@ -161,29 +163,9 @@ TEST_F(LauncherRootTest, StartDoesNotWaitForTheChildsSetupOrExec) {
   for (ssize_t n; (n = read(reader.get(), buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
   EXPECT_EQ(out, "started-then-exec\n");
   ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 10s));
+  ASSERT_TRUE(started && started->ok()) << (started ? started->error().describe() : "no answer");
   EXPECT_EQ(exit->exitCode, 0);
   EXPECT_TRUE(exit->setupError.empty()) << exit->setupError;
-}
-
-// A child started by start() that cannot exec exits 127, and its exit says
-// why (the step and errno it wrote to the close-on-exec pipe), after it
-// joined its v1 cgroup.
-TEST_F(LauncherRootTest, StartReportsASetupFailureWithTheExit) {
-  LaunchSpec spec = shell("true");
-  spec.argv = {"/no/such/binary"};
-  if (fs::exists("/sys/fs/cgroup/pids/cgroup.procs")) {
-    spec.setup.cgroupProcsFiles = {makeCgroup("/sys/fs/cgroup/pids") + "/cgroup.procs"};
-  }
-  std::optional<ExitInfo> exit;
-  auto pid = launcher_->start(spec, [&](const ExitInfo& e) { exit = e; });
-  ASSERT_TRUE(pid.ok()) << pid.error().describe();
-  ASSERT_TRUE(runUntil(io_, [&] { return exit.has_value(); }, 10s));
-  EXPECT_EQ(exit->pid, *pid);
-  EXPECT_TRUE(exit->exited);
-  EXPECT_EQ(exit->exitCode, 127);
-  EXPECT_NE(exit->setupError.find("exec /no/such/binary"), std::string::npos) << exit->setupError;
-  EXPECT_NE(exit->setupError.find(std::strerror(ENOENT)), std::string::npos) << exit->setupError;
-  EXPECT_EQ(launcher_->supervisedCount(), 0u);
 }
 
 // startOffLoop(): the clone on the launcher's own thread, the pid back on
@@ -471,14 +453,14 @@ TEST_F(LauncherRootTest, ConfinedRootChildCannotWriteHostFiles) {
 
 // Where clone3 is refused (Docker's default seccomp profile answers it
 // with ENOSYS; kernels before 5.3 have none, 5.3-5.6 no CLONE_INTO_CGROUP),
-// launch() falls back to glibc's vfork-style clone() and start() to fork():
+// launch() and startOffLoop() fall back to glibc's vfork-style clone():
 // the child then joins its cgroup2 directory by writing its pid into the
 // directory's cgroup.procs, so it is still tracked. Run in a forked process
 // that installs such a filter (the test's own process stays unfiltered).
 class Clone3RefusedTest : public LauncherRootTest, public ::testing::WithParamInterface<bool> {};
 
 // Exit codes of the forked process: 0 the child ran and exited 0.
-int launchWithClone3Refused(const std::string& cgroup, LaunchSpec spec, bool start) {
+int launchWithClone3Refused(const std::string& cgroup, LaunchSpec spec, bool offLoop) {
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1),
@@ -501,8 +483,14 @@ int launchWithClone3Refused(const std::string& cgroup, LaunchSpec spec, bool sta
   spec.setup.cgroupDirFd = dirFd.get();
   std::optional<ExitInfo> exit;
   auto onExit = [&](const ExitInfo& e) { exit = e; };
-  auto pid = start ? (*launcher)->start(spec, onExit) : (*launcher)->launch(spec, onExit);
-  if (!pid) return 14;
+  std::optional<Result<pid_t>> pid;
+  if (offLoop) {
+    (*launcher)->startOffLoop(spec, onExit, [&](Result<pid_t> started) { pid = std::move(started); });
+    if (!runUntil(io, [&] { return pid.has_value(); }, 10s)) return 15;
+  } else {
+    pid = (*launcher)->launch(spec, onExit);
+  }
+  if (!pid->ok()) return 14;
   if (!runUntil(io, [&] { return exit.has_value(); }, 10s)) return 15;
   return exit->exited && exit->exitCode == 0 && exit->setupError.empty() ? 0 : 16;
 }
@@ -525,7 +513,7 @@ TEST_P(Clone3RefusedTest, ChildStillJoinsItsCgroup2Directory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Clone, Clone3RefusedTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Start" : "Launch"; });
+                         [](const auto& info) { return info.param ? "StartOffLoop" : "Launch"; });
 
 }  // namespace
 }  // namespace allot
