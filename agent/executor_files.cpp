@@ -4,20 +4,12 @@
 
 namespace allot {
 
-namespace {
-
-bool builtin(const wire::ExecutorInfo& e) {
-  return e.command().shell().empty() && e.command().argv().empty();
-}
-
-}  // namespace
-
 std::optional<ExecutorManager::TaskSandbox> ExecutorManager::taskSandbox(const std::string& frameworkId,
                                                                          const std::string& taskId) const {
   // At most executorsMax containers: linear is fine for an HTTP request.
   for (const auto& [name, c] : containers_) {
     if (c->framework.id() != frameworkId || !c->tasks().count(taskId)) continue;
-    return TaskSandbox{c->name, c->sandbox, c->framework.principal(), builtin(c->executor)};
+    return TaskSandbox{c->name, c->sandbox, c->framework.principal(), isBuiltinExecutor(c->executor)};
   }
   auto it = endedTasks_.find({frameworkId, taskId});
   if (it == endedTasks_.end()) return std::nullopt;
@@ -32,7 +24,7 @@ bool ExecutorManager::taskRunsIn(const std::string& container, const std::string
 void ExecutorManager::rememberEnded(const Container& c, const std::string& taskId) {
   std::pair<std::string, std::string> key{c.framework.id(), taskId};
   auto [it, inserted] = endedTasks_.insert_or_assign(
-      key, TaskSandbox{c.name, c.sandbox, c.framework.principal(), builtin(c.executor)});
+      key, TaskSandbox{c.name, c.sandbox, c.framework.principal(), isBuiltinExecutor(c.executor)});
   if (!inserted) return;
   endedOrder_.push_back(std::move(key));
   while (endedOrder_.size() > kEndedTasksRemembered) {

@@ -169,6 +169,16 @@ void ExecutorManager::startReady() {
   }
 }
 
+LaunchSpec ExecutorManager::launchSpec(const Container& c) const {
+  return executorLaunchSpec(c, ExecutorSite{.executorPath = options_.executorPath,
+                                            .socketPath = socketPath(),
+                                            .agentId = agentId_,
+                                            .workDir = options_.workDir,
+                                            .recoveryTimeout = options_.recoveryTimeout,
+                                            .taskLogMaxBytes = options_.taskLogMaxBytes,
+                                            .taskLogFiles = options_.taskLogFiles});
+}
+
 // preparing: prepare(), then the launcher's clone off the loop (onStarted
 // goes on); a failed prepare() ends the container with its reason.
 void ExecutorManager::startProcess(Container& c) {

@@ -24,10 +24,6 @@
 namespace allot {
 namespace {
 
-bool isBuiltin(const wire::ExecutorInfo& e) {
-  return e.command().shell().empty() && e.command().argv().empty();
-}
-
 std::string seconds(Duration d) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g s", std::chrono::duration<double>(d).count());
@@ -50,13 +46,6 @@ std::string randomSecret() {
     out += kHex[b & 15];
   }
   return out;
-}
-
-// systemd's notification and watchdog variables belong to the agent's unit,
-// never to a task (a task could otherwise report for the agent).
-bool isDaemonOnlyVariable(const std::string& name) {
-  return name == "NOTIFY_SOCKET" || name.rfind("WATCHDOG_", 0) == 0 || name == "LISTEN_FDS" ||
-         name == "LISTEN_PID" || name == "LISTEN_FDNAMES";
 }
 
 }  // namespace
@@ -157,29 +146,6 @@ void ExecutorManager::armTimer(Container& c, asio::steady_timer& timer, Duration
   });
 }
 
-// The executor a task runs in: its own ExecutorInfo, or the framework's
-// built-in command executor (one per run-as user).
-wire::ExecutorInfo ExecutorManager::executorFor(const wire::FrameworkInfo& framework,
-                                                const wire::TaskInfo& task) const {
-  wire::ExecutorInfo executor;
-  if (task.has_executor()) executor = task.executor();
-  if (executor.executor_id().empty()) {
-    executor.set_executor_id(task.has_executor() ? task.task_id() : kCommandExecutorId);
-  }
-  executor.set_framework_id(framework.id());
-  if (task.has_executor()) return executor;
-  executor.set_name("allot-executor");
-  if (!task.command().user().empty()) {
-    // A command task of its own user gets its own command executor.
-    const std::string& frameworkUser = framework.user().empty() ? options_.defaultUser : framework.user();
-    if (task.command().user() != frameworkUser) {
-      executor.set_executor_id(std::string(kCommandExecutorId) + "." + task.command().user());
-    }
-    executor.mutable_command()->set_user(task.command().user());
-  }
-  return executor;
-}
-
 bool ExecutorManager::runsTask(const std::string& frameworkId, const std::string& taskId) const {
   for (const auto& [name, c] : containers_) {
     if (c->framework.id() != frameworkId) continue;
@@ -194,11 +160,11 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
     return;
   }
   const std::string& fid = framework.id();
-  wire::ExecutorInfo executor = executorFor(framework, task);
+  wire::ExecutorInfo executor = executorFor(framework, task, options_.defaultUser);
   auto refuse = [&](wire::TaskState state, wire::Reason reason, const std::string& why) {
     emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), state, reason, why));
   };
-  if (isBuiltin(executor) && task.command().shell().empty() && task.command().argv().empty()) {
+  if (isBuiltinExecutor(executor) && task.command().shell().empty() && task.command().argv().empty()) {
     return refuse(wire::TASK_ERROR, wire::REASON_INVALID_LAUNCH,
                   "a command task needs command.shell or command.argv");
   }
@@ -237,54 +203,6 @@ void ExecutorManager::addTask(Container& c, wire::TaskInfo task) {
   updateLimits(c);
   if (c.life().state() == ContainerState::kRunning && c.conn) sendLaunch(c, t);
   checkpoint(c);
-}
-
-// What the executor process is started with (proto/FORMAT.md): its
-// command, environment, user, sandbox and output files; the isolators add
-// their part to `setup` in prepare().
-LaunchSpec ExecutorManager::launchSpec(const Container& c) const {
-  LaunchSpec spec;
-  const wire::CommandInfo& cmd = c.executor.command();
-  if (isBuiltin(c.executor)) {
-    spec.argv = {options_.executorPath};
-  } else if (!cmd.shell().empty()) {
-    spec.argv = {"/bin/sh", "-c", cmd.shell()};
-  } else {
-    spec.argv.assign(cmd.argv().begin(), cmd.argv().end());
-  }
-  spec.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-              "ALLOT_AGENT_ENDPOINT=unix:" + socketPath(),
-              "ALLOT_AGENT_ID=" + agentId_,
-              "ALLOT_FRAMEWORK_ID=" + c.framework.id(),
-              "ALLOT_EXECUTOR_ID=" + c.executor.executor_id(),
-              "ALLOT_SANDBOX_DIR=" + c.sandbox,
-              "ALLOT_EXECUTOR_SECRET=" + c.secret,
-              "ALLOT_TASK_LOG_MAX_BYTES=" + std::to_string(options_.taskLogMaxBytes),
-              "ALLOT_TASK_LOG_FILES=" + std::to_string(options_.taskLogFiles),
-              "ALLOT_RECOVERY_TIMEOUT_S=" +
-                  std::to_string(std::chrono::duration<double>(options_.recoveryTimeout).count())};
-  if (const char* level = std::getenv("ALLOT_LOG_LEVEL")) spec.env.push_back(std::string("ALLOT_LOG_LEVEL=") + level);
-  for (const auto& [k, v] : cmd.environment()) {
-    if (!isDaemonOnlyVariable(k)) spec.env.push_back(k + "=" + v);
-  }
-  if (c.user) {
-    spec.env.push_back("USER=" + c.user->name);
-    spec.env.push_back("LOGNAME=" + c.user->name);
-    spec.setup.uid = static_cast<int>(c.user->uid);
-    spec.setup.gid = static_cast<int>(c.user->gid);
-    spec.setup.groups = c.user->groups;
-    spec.setup.dropCapabilities = !c.user->isRoot();
-    spec.setup.confineRoot = c.user->isRoot();
-    if (c.user->isRoot()) {
-      spec.setup.privateTmpDir = c.sandbox + "/tmp";
-      spec.setup.keepVisibleDir = options_.workDir;
-    }
-  }
-  spec.setup.noNewPrivs = true;
-  spec.workDir = c.sandbox;
-  spec.stdoutPath = c.sandbox + "/stdout";
-  spec.stderrPath = c.sandbox + "/stderr";
-  return spec;
 }
 
 void ExecutorManager::updateLimits(Container& c) {

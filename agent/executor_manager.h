@@ -57,6 +57,7 @@
 #include "agent/checkpoint.h"
 #include "agent/container.h"
 #include "agent/executor_link.h"
+#include "agent/executor_spec.h"
 #include "agent/run_as.h"
 #include "base/asio.h"
 #include "base/clock.h"
@@ -69,8 +70,6 @@
 #include "proto/state.pb.h"
 
 namespace allot {
-
-inline constexpr const char* kCommandExecutorId = "allot-command-executor";
 
 struct ExecutorManagerOptions {
   std::string workDir;
@@ -194,8 +193,8 @@ class ExecutorManager {
   Container* find(const std::string& frameworkId, const std::string& executorId);
   Container* byName(const std::string& name, uint64_t generation);
   Container& create(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor);
-  wire::ExecutorInfo executorFor(const wire::FrameworkInfo& framework, const wire::TaskInfo& task) const;
   bool runsTask(const std::string& frameworkId, const std::string& taskId) const;
+  // The executor process of `c` (executor_spec.h).
   LaunchSpec launchSpec(const Container& c) const;
   // The launch (executor_launch.cpp).
   void startExecutor(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor,

@@ -1,0 +1,47 @@
+// What an executor is and how its process starts, as pure functions of the
+// task, the container and the agent's site: the executor a task runs in
+// (its own, or the framework's built-in command executor) and the
+// LaunchSpec its container's process starts with (proto/FORMAT.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "agent/container.h"
+#include "base/clock.h"
+#include "launcher/launcher.h"
+#include "proto/allot.pb.h"
+
+namespace allot {
+
+inline constexpr const char* kCommandExecutorId = "allot-command-executor";
+
+// What the agent tells every executor it starts.
+struct ExecutorSite {
+  std::string executorPath;  // the built-in allot-executor
+  std::string socketPath;    // where executors register (<work-dir>/agent.sock)
+  std::string agentId;
+  std::string workDir;       // a root task still sees it (the socket is there)
+  Duration recoveryTimeout{};
+  // Command tasks' output rotation (cli/task_logger.h): the size a file
+  // is rotated at, and how many are kept.
+  uint64_t taskLogMaxBytes = 0;
+  size_t taskLogFiles = 0;
+};
+
+// The built-in command executor: an ExecutorInfo without a command.
+bool isBuiltinExecutor(const wire::ExecutorInfo& e);
+
+// The executor `task` runs in: its own ExecutorInfo, or the framework's
+// built-in command executor (one per run-as user; `defaultUser` is the
+// agent's --default-user).
+wire::ExecutorInfo executorFor(const wire::FrameworkInfo& framework, const wire::TaskInfo& task,
+                               const std::string& defaultUser);
+
+// What the container's executor process starts with: its command,
+// environment, user, sandbox and output files; the isolators add their
+// part to `setup` in prepare().
+LaunchSpec executorLaunchSpec(const Container& c, const ExecutorSite& site);
+
+}  // namespace allot
