@@ -69,6 +69,64 @@ Acls Acls::permissive() {
   return acls;
 }
 
+namespace {
+
+Result<size_t> parseCount(std::string_view key, std::string_view value) {
+  size_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size() || n == 0) {
+    return Error{std::string(key) + " must be a positive whole number"};
+  }
+  return n;
+}
+
+const char* optionsOf(std::string_view action) {
+  if (action == "register_framework") return "users, roles, weight_max, guarantee, frameworks_max";
+  if (action == "register_agent") return "agents_max";
+  return "";
+}
+
+bool knownOption(std::string_view action, std::string_view key) {
+  std::string_view list = optionsOf(action);
+  for (const std::string& option : splitList(std::string(list))) {
+    size_t first = option.find_first_not_of(' ');
+    if (option.substr(first) == key) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Status Acls::parseOption(std::string_view key, std::string_view value, Rule* rule) {
+  FrameworkGrant& grant = rule->grant;
+  auto named = [&](const char* u) { return std::find(grant.users.begin(), grant.users.end(), u) != grant.users.end(); };
+  if (key == "users") {
+    grant.users = splitList(value);
+    grant.anyUser = named("*");
+    grant.allowRoot = named("root") || named("0");
+  } else if (key == "roles") {
+    grant.roles = splitList(value);
+    grant.anyRole = std::find(grant.roles.begin(), grant.roles.end(), "*") != grant.roles.end();
+  } else if (key == "weight_max") {
+    double w = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), w);
+    if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(w) || w <= 0) {
+      return Error{"weight_max must be a positive number"};
+    }
+    grant.weightMax = w;
+  } else if (key == "guarantee") {
+    auto r = Resources::parse(value);
+    if (!r) return Error{"guarantee: " + r.error().describe()};
+    if (!r->rangeSets().empty()) return Error{"guarantee: scalars only"};
+    grant.guarantee = *r;
+  } else {
+    auto n = parseCount(key, value);
+    if (!n) return n.error();
+    (key == "frameworks_max" ? grant.frameworksMax : rule->agentsMax) = *n;
+  }
+  return okStatus();
+}
+
 Result<Acls> Acls::parse(std::string_view text, const std::string& source) {
   Acls acls;
   acls.fromFile_ = true;
@@ -78,70 +136,54 @@ Result<Acls> Acls::parse(std::string_view text, const std::string& source) {
     std::string_view line = text.substr(0, nl);
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
     ++lineNo;
-    auto at = [&](size_t column, const std::string& what) {
-      return Error{source + ":" + std::to_string(lineNo) + ":" + std::to_string(column) + ": " + what};
-    };
-    std::vector<Token> tokens = tokenize(line);
-    if (tokens.empty()) continue;
-    Rule rule;
-    std::string_view action = tokens[0].text;
-    if (action == "register_framework") {
-      rule.action = Action::kRegisterFramework;
-    } else if (action == "register_agent") {
-      rule.action = Action::kRegisterAgent;
-    } else if (action == "operate") {
-      rule.action = Action::kOperate;
-    } else {
-      return at(tokens[0].column, "unknown action '" + std::string(action) +
-                                      "' (register_framework, register_agent or operate)");
-    }
-    if (tokens.size() < 2) return at(line.size() + 1, "missing principal (a name or *)");
-    rule.principal = std::string(tokens[1].text);
-    for (size_t i = 2; i < tokens.size(); ++i) {
-      const Token& t = tokens[i];
-      if (rule.action != Action::kRegisterFramework) {
-        return at(t.column, "'" + std::string(action) + "' takes no options");
-      }
-      size_t eq = t.text.find('=');
-      if (eq == std::string_view::npos || eq == 0) return at(t.column, "expected KEY=VALUE");
-      std::string_view key = t.text.substr(0, eq);
-      std::string_view value = t.text.substr(eq + 1);
-      size_t valueColumn = t.column + eq + 1;
-      if (value.empty()) return at(valueColumn, "empty value for " + std::string(key));
-      if (key == "users") {
-        rule.grant.users = splitList(value);
-        auto named = [&](const char* u) {
-          return std::find(rule.grant.users.begin(), rule.grant.users.end(), u) != rule.grant.users.end();
-        };
-        rule.grant.anyUser = named("*");
-        rule.grant.allowRoot = named("root") || named("0");
-      } else if (key == "roles") {
-        rule.grant.roles = splitList(value);
-        rule.grant.anyRole =
-            std::find(rule.grant.roles.begin(), rule.grant.roles.end(), "*") != rule.grant.roles.end();
-      } else if (key == "weight_max") {
-        double w = 0;
-        auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), w);
-        if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(w) || w <= 0) {
-          return at(valueColumn, "weight_max must be a positive number");
-        }
-        rule.grant.weightMax = w;
-      } else if (key == "guarantee") {
-        auto r = Resources::parse(value);
-        if (!r) return at(valueColumn, "guarantee: " + r.error().describe());
-        if (!r->rangeSets().empty()) return at(valueColumn, "guarantee: scalars only");
-        rule.grant.guarantee = *r;
-      } else {
-        return at(t.column, "unknown option '" + std::string(key) +
-                                "' (users, roles, weight_max, guarantee)");
-      }
-    }
+    auto rule = parseRule(line);
+    if (!rule) return Error{source + ":" + std::to_string(lineNo) + ":" + rule.error().message};
+    if (!rule->has_value()) continue;
     if (acls.rules_.size() >= kAclRulesMax) {
-      return at(1, "more than " + std::to_string(kAclRulesMax) + " rules");
+      return Error{source + ":" + std::to_string(lineNo) + ":1: more than " +
+                   std::to_string(kAclRulesMax) + " rules"};
     }
-    acls.rules_.push_back(std::move(rule));
+    acls.rules_.push_back(std::move(**rule));
   }
   return acls;
+}
+
+// One line: nothing (blank or a comment), a rule, or an error whose
+// message starts with "COLUMN: ".
+Result<std::optional<Acls::Rule>> Acls::parseRule(std::string_view line) {
+  auto at = [](size_t column, const std::string& what) {
+    return Error{std::to_string(column) + ": " + what};
+  };
+  std::vector<Token> tokens = tokenize(line);
+  if (tokens.empty()) return std::optional<Rule>();
+  Rule rule;
+  std::string_view action = tokens[0].text;
+  if (action == "register_framework") {
+    rule.action = Action::kRegisterFramework;
+  } else if (action == "register_agent") {
+    rule.action = Action::kRegisterAgent;
+  } else if (action == "operate") {
+    rule.action = Action::kOperate;
+  } else {
+    return at(tokens[0].column, "unknown action '" + std::string(action) +
+                                    "' (register_framework, register_agent or operate)");
+  }
+  if (tokens.size() < 2) return at(line.size() + 1, "missing principal (a name or *)");
+  rule.principal = std::string(tokens[1].text);
+  for (size_t i = 2; i < tokens.size(); ++i) {
+    const Token& t = tokens[i];
+    if (rule.action == Action::kOperate) return at(t.column, "'operate' takes no options");
+    size_t eq = t.text.find('=');
+    if (eq == std::string_view::npos || eq == 0) return at(t.column, "expected KEY=VALUE");
+    std::string_view key = t.text.substr(0, eq);
+    std::string_view value = t.text.substr(eq + 1);
+    if (value.empty()) return at(t.column + eq + 1, "empty value for " + std::string(key));
+    if (!knownOption(action, key)) {
+      return at(t.column, "unknown option '" + std::string(key) + "' (" + optionsOf(action) + ")");
+    }
+    if (Status st = parseOption(key, value, &rule); !st) return at(t.column + eq + 1, st.error().message);
+  }
+  return std::optional<Rule>(std::move(rule));
 }
 
 Result<Acls> Acls::load(const std::string& path) {
@@ -171,6 +213,11 @@ std::optional<FrameworkGrant> Acls::registerFramework(std::string_view principal
 
 bool Acls::registerAgent(std::string_view principal) const {
   return find(Action::kRegisterAgent, principal) != nullptr;
+}
+
+size_t Acls::agentsMax(std::string_view principal) const {
+  const Rule* r = find(Action::kRegisterAgent, principal);
+  return r == nullptr ? 0 : r->agentsMax;
 }
 
 bool Acls::operate(std::string_view principal) const {

@@ -21,6 +21,14 @@
 
 namespace allot {
 
+// How many frameworks (and agents) one principal may hold at once when its
+// rule does not say (`frameworks_max=`, `agents_max=`): frameworks stay
+// well under the master's limits::kFrameworksMax, so one principal cannot
+// fill the master; agents usually share one principal (one certificate
+// name for the fleet), so they are bounded only by the master's limit.
+constexpr size_t kFrameworksPerPrincipalDefault = 10000;
+constexpr size_t kAgentsPerPrincipalDefault = 200000;
+
 // What the first matching register_framework rule grants.
 struct FrameworkGrant {
   bool anyUser = false;            // `*`: any user but root
@@ -30,6 +38,7 @@ struct FrameworkGrant {
   std::vector<std::string> roles;
   double weightMax = 1e6;
   Resources guarantee;             // `guarantee=`: most its frameworks may hold as a floor
+  size_t frameworksMax = kFrameworksPerPrincipalDefault;  // held at once by the principal
 
   // `user` empty means the agent's --default-user: always allowed.
   bool allowsUser(std::string_view user) const;
@@ -48,6 +57,8 @@ class Acls {
   // nullopt: this principal may not register frameworks.
   std::optional<FrameworkGrant> registerFramework(std::string_view principal) const;
   bool registerAgent(std::string_view principal) const;
+  // How many agents the principal may hold at once (0: may not register).
+  size_t agentsMax(std::string_view principal) const;
   // Act on tasks and frameworks that are not the principal's own (kill
   // others' tasks, teardown): the check the HTTP/allotctl operator
   // endpoints call.
@@ -64,8 +75,11 @@ class Acls {
     Action action;
     std::string principal;  // "*" = any
     FrameworkGrant grant;   // register_framework only
+    size_t agentsMax = kAgentsPerPrincipalDefault;  // register_agent only
   };
   const Rule* find(Action action, std::string_view principal) const;
+  static Result<std::optional<Rule>> parseRule(std::string_view line);
+  static Status parseOption(std::string_view key, std::string_view value, Rule* rule);
 
   bool fromFile_ = false;
   std::vector<Rule> rules_;

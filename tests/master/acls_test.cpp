@@ -98,5 +98,44 @@ TEST(Acls, AGuaranteeIsGrantedPerPrincipal) {
             8000);
 }
 
+TEST(Acls, PerPrincipalLimitsHaveNamedDefaultsAndRuleValues) {
+  Acls permissive = Acls::permissive();
+  EXPECT_EQ(permissive.registerFramework("")->frameworksMax, kFrameworksPerPrincipalDefault);
+  EXPECT_EQ(permissive.agentsMax("any"), kAgentsPerPrincipalDefault);
+  auto acls = Acls::parse(
+      "register_framework alice frameworks_max=3 users=*\n"
+      "register_framework *\n"
+      "register_agent rack1 agents_max=40\n"
+      "register_agent *\n",
+      "a");
+  ASSERT_TRUE(acls.ok()) << acls.error().describe();
+  EXPECT_EQ(acls->registerFramework("alice")->frameworksMax, 3u);
+  EXPECT_TRUE(acls->registerFramework("alice")->allowsUser("bob"));
+  EXPECT_EQ(acls->registerFramework("bob")->frameworksMax, kFrameworksPerPrincipalDefault);
+  EXPECT_EQ(acls->agentsMax("rack1"), 40u);
+  EXPECT_EQ(acls->agentsMax("rack2"), kAgentsPerPrincipalDefault);
+  auto only = Acls::parse("register_agent rack1\n", "b");
+  ASSERT_TRUE(only.ok());
+  EXPECT_EQ(only->agentsMax("rack2"), 0u);  // may not register
+}
+
+TEST(Acls, PerPrincipalLimitsMustBePositiveAndBelongToTheirAction) {
+  auto bad = [](const char* text) {
+    auto acls = Acls::parse(text, "f.acls");
+    return acls.ok() ? std::string("ok") : acls.error().describe();
+  };
+  EXPECT_NE(bad("register_framework a frameworks_max=0\n").find("f.acls:1:37: frameworks_max must be a positive"),
+            std::string::npos)
+      << bad("register_framework a frameworks_max=0\n");
+  EXPECT_NE(bad("register_agent a agents_max=ten\n").find("f.acls:1:29: agents_max must be a positive"),
+            std::string::npos)
+      << bad("register_agent a agents_max=ten\n");
+  EXPECT_NE(bad("register_agent a frameworks_max=2\n").find("f.acls:1:18: unknown option 'frameworks_max' (agents_max)"),
+            std::string::npos)
+      << bad("register_agent a frameworks_max=2\n");
+  EXPECT_NE(bad("register_framework a agents_max=2\n").find("f.acls:1:22: unknown option 'agents_max'"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace allot
