@@ -59,6 +59,11 @@ std::string jsonString(const std::string& s) {
 }  // namespace
 
 void MasterHttp::addRoutes() {
+  addReadRoutes();
+  addOperateRoutes();
+}
+
+void MasterHttp::addReadRoutes() {
   server_->route("GET", "/health", [this](const http::Request&) {
     Master& m = master_.master();
     return http::Response::json("{\"status\":\"ok\",\"role\":\"master\",\"masterId\":" +
@@ -67,20 +72,7 @@ void MasterHttp::addRoutes() {
                                 ",\"frameworks\":" + std::to_string(m.frameworkCount()) + "}\n");
   });
   server_->route("GET", "/state", [this](const http::Request&) { return state(); });
-  server_->route("GET", "/metrics", [this](const http::Request&) {
-    auto timed = master_.timed(LoopSection::kMetrics);
-    Master& m = master_.master();
-    auto start = std::chrono::steady_clock::now();
-    m.refreshGauges();
-    auto gaugesSet = std::chrono::steady_clock::now();
-    http::Response r;
-    r.contentType = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = m.metrics().serialize();
-    auto written = std::chrono::steady_clock::now();
-    m.metrics().scraped(std::chrono::duration<double>(gaugesSet - start).count(),
-                        std::chrono::duration<double>(written - gaugesSet).count());
-    return r;
-  });
+  server_->route("GET", "/metrics", [this](const http::Request&) { return metrics(); });
   for (const UiAsset& asset : uiAssets()) {
     server_->route("GET", asset.path, [&asset](const http::Request&) {
       http::Response r;
@@ -89,6 +81,28 @@ void MasterHttp::addRoutes() {
       return r;
     });
   }
+  server_->route("GET", "/roles", [this](const http::Request&) {
+    auto timed = master_.timed(LoopSection::kRoles);
+    return roles();
+  });
+}
+
+http::Response MasterHttp::metrics() {
+  auto timed = master_.timed(LoopSection::kMetrics);
+  Master& m = master_.master();
+  auto start = std::chrono::steady_clock::now();
+  m.refreshGauges();
+  auto gaugesSet = std::chrono::steady_clock::now();
+  http::Response r;
+  r.contentType = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = m.metrics().serialize();
+  auto written = std::chrono::steady_clock::now();
+  m.metrics().scraped(std::chrono::duration<double>(gaugesSet - start).count(),
+                      std::chrono::duration<double>(written - gaugesSet).count());
+  return r;
+}
+
+void MasterHttp::addOperateRoutes() {
   server_->route("POST", "/api/v1/drain", [this](const http::Request& r) {
     auto agent = r.query.find("agent");
     double deadline = 0;
@@ -120,10 +134,6 @@ void MasterHttp::addRoutes() {
     }
     std::string framework = r.query.count("framework") ? r.query.at("framework") : "";
     return operate(r, [&] { return master_.master().killTask(task->second, framework); });
-  });
-  server_->route("GET", "/roles", [this](const http::Request&) {
-    auto timed = master_.timed(LoopSection::kRoles);
-    return roles();
   });
   for (const char* method : {"POST", "PUT"}) {
     server_->routeAsync(method, "/api/v1/roles",

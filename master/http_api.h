@@ -67,6 +67,9 @@ class MasterHttp {
   MasterHttp(asio::io_context& io, MasterServer& master, MasterHttpOptions options,
              std::unique_ptr<http::Server> server);
   void addRoutes();
+  void addReadRoutes();     // /health, /state, /metrics, the UI, GET /roles
+  void addOperateRoutes();  // drain, undrain, kill, setting roles
+  http::Response metrics();
   http::Response state();
   http::Response roles();
   void setRole(const http::Request& r, http::Reply reply);

@@ -9,9 +9,20 @@ namespace allot {
 namespace p = prometheus;
 
 MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
-  auto counter = [this](const char* name, const char* help) {
-    return &p::BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
-  };
+  addTrafficMetrics();
+  addStateGauges();
+  addLoopMetrics();
+}
+
+p::Counter* MasterMetrics::counter(const char* name, const char* help) {
+  return &p::BuildCounter().Name(name).Help(help).Register(*registry_).Add({});
+}
+
+p::Gauge* MasterMetrics::gauge(const char* name, const char* help) {
+  return &p::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
+}
+
+void MasterMetrics::addTrafficMetrics() {
   offersSent_ = counter("allot_master_offers_sent_total", "Offers sent to frameworks.");
   offersDeclined_ = counter("allot_master_offers_declined_total", "Offers frameworks declined.");
   offersRescinded_ = counter("allot_master_offers_rescinded_total",
@@ -36,6 +47,9 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
                             .Register(*registry_)
                             .Add({}, p::Histogram::BucketBoundaries{1e-5, 1e-4, 5e-4, 1e-3, 5e-3,
                                                                     1e-2, 5e-2, 0.1, 0.5, 1});
+}
+
+void MasterMetrics::addStateGauges() {
   auto& tasks = p::BuildGauge()
                    .Name("allot_master_tasks")
                    .Help("Tasks the master knows, by latest state.")
@@ -45,9 +59,6 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
     auto state = static_cast<wire::TaskState>(s);
     tasksByState_[s] = &tasks.Add({{"state", wire::TaskState_Name(state)}});
   }
-  auto gauge = [this](const char* name, const char* help) {
-    return &p::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
-  };
   agents_ = gauge("allot_master_agents", "Registered agents (connected or awaiting re-registration).");
   draining_ = gauge("allot_master_agents_draining", "Agents in maintenance (allotctl drain).");
   frameworks_ = gauge("allot_master_frameworks", "Registered frameworks.");
@@ -57,6 +68,9 @@ MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
                                 "The most connections ever mid-handshake at once (never above "
                                 "--max-pending-handshakes).");
   offers_ = gauge("allot_master_offers_outstanding", "Offers sent and not yet answered.");
+}
+
+void MasterMetrics::addLoopMetrics() {
   loopLateness_ = &p::BuildHistogram()
                        .Name("allot_master_loop_lateness_seconds")
                        .Help("How late each tick of the loop's stall meter ran (a blocked loop makes it late).")

@@ -67,6 +67,12 @@ class MasterMetrics {
   std::string serialize() const;
 
  private:
+  prometheus::Counter* counter(const char* name, const char* help);
+  prometheus::Gauge* gauge(const char* name, const char* help);
+  void addTrafficMetrics();  // offers, messages, connections, allocation time
+  void addStateGauges();     // tasks by state, agents, frameworks, offers, handshakes
+  void addLoopMetrics();     // the loop's lateness and /metrics' own cost
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Counter* offersSent_;
   prometheus::Counter* offersDeclined_;
