@@ -19,6 +19,8 @@ std::string randomMasterId() {
 
 double toSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
+double weightOf(const wire::FrameworkInfo& info) { return info.weight() > 0 ? info.weight() : 1.0; }
+
 std::string taskKey(const std::string& frameworkId, const std::string& taskId) {
   return frameworkId + "/" + taskId;
 }
@@ -116,11 +118,7 @@ void Master::peerMessage(PeerId peer, const wire::Envelope& e) {
   Status valid = binding.role == wire::ROLE_SCHEDULER ? validateFromScheduler(e)
                  : binding.role == wire::ROLE_AGENT   ? validateFromAgent(e)
                                                       : Status(Error{"unexpected role"});
-  if (!valid) {
-    bool fatal = e.has_register_framework() || e.has_register_agent();
-    LOG_WARNING("peer " << peer << ": refused: " << valid.error().describe());
-    return sendError(peer, "refused: " + valid.error().describe(), fatal);
-  }
+  if (!valid) return refuseFrame(peer, binding, e, valid.error());
   if (binding.role == wire::ROLE_SCHEDULER) {
     if (e.has_register_framework()) return onRegisterFramework(peer, e.register_framework());
     auto fw = frameworks_.find(binding.id);
@@ -140,6 +138,19 @@ void Master::peerMessage(PeerId peer, const wire::Envelope& e) {
   sendError(peer, "the master talks to schedulers and agents only", true);
 }
 
+void Master::refuseFrame(PeerId peer, const PeerLink& link, const wire::Envelope& e,
+                         const Error& why) {
+  bool fatal = e.has_register_framework() || e.has_register_agent();
+  std::string message = "refused: " + why.describe();
+  LOG_WARNING("peer " << peer << ": " << message);
+  sendError(peer, message, fatal);
+  // A refused accept still releases the sender's offers it named.
+  auto fw = link.id.empty() ? frameworks_.end() : frameworks_.find(link.id);
+  if (e.has_accept_offers() && link.role == wire::ROLE_SCHEDULER && fw != frameworks_.end()) {
+    refuseAccept(fw->second, e.accept_offers(), wire::REASON_INVALID_LAUNCH, message);
+  }
+}
+
 void Master::schedulerMessage(PeerId peer, FrameworkRecord& fw, const wire::Envelope& e) {
   switch (e.body_case()) {
     case wire::Envelope::kAcceptOffers: return onAccept(fw, e.accept_offers());
@@ -150,8 +161,8 @@ void Master::schedulerMessage(PeerId peer, FrameworkRecord& fw, const wire::Enve
       if (fw.needsOffers) allocationPending_ = true;
       return;
     case wire::Envelope::kSetFilters:
-      fw.agentFilterIds.assign(e.set_filters().filters().agent_ids().begin(),
-                               e.set_filters().filters().agent_ids().end());
+      setAgentFilters(fw, {e.set_filters().filters().agent_ids().begin(),
+                           e.set_filters().filters().agent_ids().end()});
       if (auto r = Resources::fromWire(e.set_filters().filters().min_free()); r) {
         fw.minFree = *r;
       } else {
@@ -205,6 +216,7 @@ Master::FrameworkRecord& Master::ensureFramework(const wire::FrameworkInfo& info
   } else {
     allocator_->updateFramework(fw.handle, paramsOf(info, fw.grant));
   }
+  weightSum_ += weightOf(info) - (inserted ? 0 : weightOf(fw.info));
   fw.info = info;
   return fw;
 }
@@ -225,17 +237,13 @@ Result<FrameworkGrant> Master::authorizeFramework(const PeerLink& link,
     return Error{"principal '" + principal + "' may not ask for a weight above " +
                  std::to_string(grant->weightMax)};
   }
-  auto existing = info.id().empty() ? frameworks_.end() : frameworks_.find(info.id());
-  if (existing == frameworks_.end()) {
-    if (frameworks_.size() >= limits::kFrameworksMax) {
-      return Error{"the master holds " + std::to_string(limits::kFrameworksMax) + " frameworks already"};
-    }
-    return *grant;
+  bool known = !info.id().empty() && frameworks_.count(info.id());
+  if (!known && frameworks_.size() >= limits::kFrameworksMax) {
+    return Error{"the master holds " + std::to_string(limits::kFrameworksMax) + " frameworks already"};
   }
-  if (Status st = peers_.mayTakeOver(IdKind::kFramework, info.id(), link.auth, m.framework_secret());
-      !st) {
-    return st.error();
-  }
+  Status st = peers_.mayTakeOver(IdKind::kFramework, info.id(), link.auth, m.framework_secret());
+  if (st) st = peers_.withinLimit(IdKind::kFramework, info.id(), principal, grant->frameworksMax);
+  if (!st) return st.error();
   return *grant;
 }
 
@@ -270,7 +278,7 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
   fw.peer = peer;
   peers_.bind(peer, fw.id);
   fw.needsOffers = m.needs_offers();
-  fw.agentFilterIds.assign(m.filters().agent_ids().begin(), m.filters().agent_ids().end());
+  setAgentFilters(fw, {m.filters().agent_ids().begin(), m.filters().agent_ids().end()});
   if (auto r = Resources::fromWire(m.filters().min_free()); r) fw.minFree = *r;
   applyStandingFilters(fw);
   allocator_->setActive(fw.handle, fw.needsOffers);
@@ -289,7 +297,18 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
     outbox_.send(peer, fw.pending.front());
     fw.pending.pop_front();
   }
-  sendShareUpdates();
+  sendShareUpdate(fw, allocator_->totalResources());
+}
+
+void Master::setAgentFilters(FrameworkRecord& fw, std::vector<std::string> agentIds) {
+  for (const auto& id : fw.agentFilterIds) {
+    auto naming = filtersNaming_.find(id);
+    if (naming == filtersNaming_.end()) continue;
+    naming->second.erase(fw.id);
+    if (naming->second.empty()) filtersNaming_.erase(naming);
+  }
+  fw.agentFilterIds = std::move(agentIds);
+  for (const auto& id : fw.agentFilterIds) filtersNaming_[id].insert(fw.id);
 }
 
 void Master::applyStandingFilters(FrameworkRecord& fw) {
@@ -318,8 +337,7 @@ void Master::disconnectFramework(FrameworkRecord& fw) {
   fw.peer.reset();
   fw.disconnectedAt = clock_.now();
   allocator_->setActive(fw.handle, false);
-  std::vector<std::string> offers(fw.offers.begin(), fw.offers.end());
-  for (const auto& o : offers) removeOffer(o, true, false);
+  removeOffers(offers_.ofFramework(fw.id), true, false);
 }
 
 void Master::removeFramework(const std::string& frameworkId, const std::string& why) {
@@ -327,8 +345,7 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
   if (it == frameworks_.end()) return;
   FrameworkRecord& fw = it->second;
   LOG_INFO("removing framework " << frameworkId << ": " << why);
-  std::vector<std::string> offers(fw.offers.begin(), fw.offers.end());
-  for (const auto& o : offers) removeOffer(o, true, true);
+  removeOffers(offers_.ofFramework(fw.id), true, true);
   for (const auto& [taskId, task] : fw.tasks) {
     countTask(task, -1);  // the record goes with the framework's below
     auto agent = agents_.find(task.info.agent_id());
@@ -352,6 +369,8 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
       removedOrder_.pop_front();
     }
   }
+  setAgentFilters(fw, {});
+  weightSum_ -= weightOf(fw.info);
   allocator_->removeFramework(fw.handle);
   frameworkByHandle_.erase(fw.handle);
   frameworks_.erase(it);
@@ -362,17 +381,16 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
 
 Status Master::authorizeAgent(const PeerLink& link, const wire::RegisterAgent& m) {
   const std::string& principal = link.auth.principal;
-  if (!options_.acls.registerAgent(principal)) {
-    return Error{"principal '" + principal + "' may not register agents"};
+  size_t agentsMax = options_.acls.agentsMax(principal);
+  if (agentsMax == 0) return Error{"principal '" + principal + "' may not register agents"};
+  const std::string& id = m.info().id();
+  bool known = !id.empty() && agents_.count(id);
+  if (!known && agents_.size() >= limits::kAgentsMax) {
+    return Error{"the master holds " + std::to_string(limits::kAgentsMax) + " agents already"};
   }
-  auto existing = m.info().id().empty() ? agents_.end() : agents_.find(m.info().id());
-  if (existing == agents_.end()) {
-    if (agents_.size() >= limits::kAgentsMax) {
-      return Error{"the master holds " + std::to_string(limits::kAgentsMax) + " agents already"};
-    }
-    return okStatus();
-  }
-  return peers_.mayTakeOver(IdKind::kAgent, m.info().id(), link.auth, m.agent_secret());
+  Status st = peers_.mayTakeOver(IdKind::kAgent, id, link.auth, m.agent_secret());
+  if (!st) return st;
+  return peers_.withinLimit(IdKind::kAgent, id, principal, agentsMax);
 }
 
 void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
@@ -414,8 +432,8 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   agent.lastSeen = clock_.now();
   peers_.bind(peer, id);
   if (auto st = adoptAgentTasks(agent, m); !st) LOG_WARNING("agent " << id << ": " << st.error().describe());
-  for (auto& [fid, fw] : frameworks_) {
-    if (!fw.agentFilterIds.empty()) applyStandingFilters(fw);
+  if (auto naming = filtersNaming_.find(id); naming != filtersNaming_.end()) {
+    for (const auto& fid : naming->second) applyStandingFilters(frameworks_.at(fid));
   }
   allocationPending_ = true;
   LOG_INFO("agent " << id << " (" << m.info().hostname() << ") "
@@ -435,8 +453,18 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
 // Rebuilds the agent's tasks from what it reports; tasks the master thought
 // were there and the agent does not report are lost.
 Status Master::adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m) {
-  // An agent may introduce a framework this master has not seen (it failed
-  // over), never rewrite one: the framework's own registration is the truth.
+  adoptAgentFrameworks(m);
+  std::unordered_map<std::string, std::unordered_set<std::string>> reported;
+  std::string problems;
+  for (const auto& ex : m.executors()) adoptExecutor(agent, ex, &reported, &problems);
+  loseUnreported(agent, reported);
+  if (!problems.empty()) return Error{"ignored" + problems};
+  return okStatus();
+}
+
+// An agent may introduce a framework this master has not seen (it failed
+// over), never rewrite one: the framework's own registration is the truth.
+void Master::adoptAgentFrameworks(const wire::RegisterAgent& m) {
   for (const auto& info : m.frameworks()) {
     if (info.id().empty() || frameworks_.count(info.id())) continue;
     if (frameworks_.size() >= limits::kFrameworksMax) break;
@@ -446,53 +474,58 @@ Status Master::adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m)
     known.set_failover_timeout_s(info.failover_timeout_s());
     allocator_->setActive(ensureFramework(known).handle, false);
   }
-  std::unordered_map<std::string, std::unordered_set<std::string>> reported;
-  std::string problems;
-  for (const auto& ex : m.executors()) {
-    const std::string& fid = ex.info().framework_id();
-    auto fwIt = frameworks_.find(fid);
-    if (fwIt == frameworks_.end() && !fid.empty() && !removedFrameworks_.count(fid) &&
-        frameworks_.size() < limits::kFrameworksMax) {
-      // A framework the agent did not list (only ended tasks left): known
-      // by id alone until its scheduler registers, like the ones above.
-      wire::FrameworkInfo known;
-      known.set_id(fid);
-      FrameworkRecord& fw = ensureFramework(known);
-      allocator_->setActive(fw.handle, false);
-      fwIt = frameworks_.find(fid);
-    }
-    if (fwIt == frameworks_.end()) {
-      problems += " executor " + ex.info().executor_id() + " of unknown framework " + fid + ";";
+}
+
+void Master::adoptExecutor(AgentRecord& agent, const wire::ExecutorState& ex, TaskIdsByFramework* reported,
+                           std::string* problems) {
+  const std::string& fid = ex.info().framework_id();
+  auto fwIt = frameworks_.find(fid);
+  if (fwIt == frameworks_.end() && !fid.empty() && !removedFrameworks_.count(fid) &&
+      frameworks_.size() < limits::kFrameworksMax) {
+    // A framework the agent did not list (only ended tasks left): known
+    // by id alone until its scheduler registers, like the listed ones.
+    wire::FrameworkInfo known;
+    known.set_id(fid);
+    allocator_->setActive(ensureFramework(known).handle, false);
+    fwIt = frameworks_.find(fid);
+  }
+  if (fwIt == frameworks_.end()) {
+    *problems += " executor " + ex.info().executor_id() + " of unknown framework " + fid + ";";
+    return;
+  }
+  FrameworkRecord& fw = fwIt->second;
+  agent.executors[fid].insert(ex.info().executor_id());
+  for (int i = 0; i < ex.tasks_size(); ++i) {
+    const wire::TaskInfo& t = ex.tasks(i);
+    wire::TaskStatus latest = i < ex.latest_size() ? ex.latest(i) : wire::TaskStatus();
+    if (isTerminal(latest.state()) && latest.task_id() == t.task_id()) continue;
+    auto charged = Resources::fromWire(t.resources());
+    if (!charged) continue;
+    (*reported)[fid].insert(t.task_id());
+    if (fw.tasks.size() >= limits::kTasksPerFrameworkMax && !fw.tasks.count(t.task_id())) continue;
+    bool fresh = false;
+    TaskRecord& task = addTask(fw, t.task_id(), &fresh);
+    if (!fresh && task.info.agent_id() != agent.id) {
+      *problems += " task " + t.task_id() + " runs on agent " + task.info.agent_id() + ";";
       continue;
     }
-    agent.executors[fid].insert(ex.info().executor_id());
-    for (int i = 0; i < ex.tasks_size(); ++i) {
-      const wire::TaskInfo& t = ex.tasks(i);
-      wire::TaskStatus latest = i < ex.latest_size() ? ex.latest(i) : wire::TaskStatus();
-      if (isTerminal(latest.state()) && latest.task_id() == t.task_id()) continue;
-      auto charged = Resources::fromWire(t.resources());
-      if (!charged) continue;
-      reported[fid].insert(t.task_id());
-      FrameworkRecord& fw = fwIt->second;
-      if (fw.tasks.size() >= limits::kTasksPerFrameworkMax && !fw.tasks.count(t.task_id())) continue;
-      bool fresh = false;
-      TaskRecord& task = addTask(fw, t.task_id(), &fresh);
-      if (!fresh && task.info.agent_id() != agent.id) {
-        problems += " task " + t.task_id() + " runs on agent " + task.info.agent_id() + ";";
-        continue;
-      }
-      task.info = t;
-      task.info.set_agent_id(agent.id);
-      task.charged = *charged;
-      if (latest.task_id() == t.task_id()) setLatest(task, latest);
-      agent.tasks[fid].insert(t.task_id());
-      allocator_->allocateUsed(fw.handle, agent.handle, *charged);
-    }
+    task.info = t;
+    task.info.set_agent_id(agent.id);
+    task.charged = *charged;
+    if (latest.task_id() == t.task_id()) setLatest(task, latest);
+    agent.tasks[fid].insert(t.task_id());
+    allocator_->allocateUsed(fw.handle, agent.handle, *charged);
   }
+}
+
+void Master::loseUnreported(AgentRecord& agent, const TaskIdsByFramework& reported) {
+  static const std::unordered_set<std::string> kNone;
   for (auto& [fid, taskIds] : agent.tasks) {
+    auto r = reported.find(fid);
+    const auto& kept = r == reported.end() ? kNone : r->second;
     std::vector<std::string> gone;
     for (const auto& tid : taskIds) {
-      if (!reported[fid].count(tid)) gone.push_back(tid);
+      if (!kept.count(tid)) gone.push_back(tid);
     }
     auto fwIt = frameworks_.find(fid);
     for (const auto& tid : gone) {
@@ -506,15 +539,12 @@ Status Master::adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m)
                        "agent " + agent.id + " re-registered without this task");
     }
   }
-  if (!problems.empty()) return Error{"ignored" + problems};
-  return okStatus();
 }
 
 // Returns everything allocated on the agent (its offers, rescinded, and its
 // tasks' resources) to the allocator, before the agent's handle goes away.
 void Master::recoverAgentHoldings(AgentRecord& agent) {
-  std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
-  for (const auto& o : offers) removeOffer(o, true, true);
+  removeOffers(offers_.ofAgent(agent.id), true, true);
   for (const auto& [fid, taskIds] : agent.tasks) {
     auto fw = frameworks_.find(fid);
     if (fw == frameworks_.end()) continue;
@@ -576,8 +606,7 @@ void Master::disconnectAgent(AgentRecord& agent) {
   LOG_INFO("agent " << agent.id << " disconnected; removed unless it re-registers within "
                     << toSeconds(options_.agentTimeout) << " s");
   agent.peer.reset();
-  std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
-  for (const auto& o : offers) removeOffer(o, true, true);
+  removeOffers(offers_.ofAgent(agent.id), true, true);
   allocator_->setAgentActive(agent.handle, false);
 }
 

@@ -45,6 +45,7 @@
 #include "master/allocator/revocation.h"
 #include "master/ids.h"
 #include "master/metrics.h"
+#include "master/offer_book.h"
 #include "master/peer_table.h"
 #include "master/policy.h"
 #include "master/role_store.h"
@@ -135,6 +136,7 @@ class Master {
   size_t agentCount() const { return agents_.size(); }
   size_t frameworkCount() const { return frameworks_.size(); }
   size_t offerCount() const { return offers_.size(); }
+  const OfferBook& offerBook() const { return offers_; }
   size_t taskCount() const;
   std::optional<double> dominantShare(const std::string& frameworkId) const;
   const Allocator& allocator() const { return *allocator_; }
@@ -204,7 +206,6 @@ class Master {
     AgentHandle handle = 0;
     std::optional<PeerId> peer;
     TimePoint lastSeen;
-    std::unordered_set<std::string> offers;
     // framework id -> its task ids here
     std::unordered_map<std::string, std::unordered_set<std::string>> tasks;
     // framework id -> executor ids here
@@ -227,20 +228,12 @@ class Master {
     bool needsOffers = true;
     TimePoint disconnectedAt;
     std::unordered_map<std::string, TaskRecord> tasks;
-    std::unordered_set<std::string> offers;
     std::deque<wire::Envelope> pending;  // updates while disconnected
     std::vector<std::string> agentFilterIds;
     Resources minFree;
     double lastSentShare = -1;
     FrameworkGrant grant;   // what the ACLs allow it (run-as users, roles)
     std::optional<TimePoint> starvedSince;  // wants offers, below its target
-  };
-
-  struct OfferRecord {
-    std::string frameworkId;
-    std::string agentId;
-    Resources resources;
-    TimePoint expiry;
   };
 
   friend class MasterStateView;  // state_view.h: /state reads the records
@@ -253,9 +246,17 @@ class Master {
   void onUnregisterFramework(PeerId peer, FrameworkRecord& fw);
   void onRegisterAgent(PeerId peer, const wire::RegisterAgent& m);
   Status adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m);
+  using TaskIdsByFramework = std::unordered_map<std::string, std::unordered_set<std::string>>;
+  void adoptAgentFrameworks(const wire::RegisterAgent& m);
+  void adoptExecutor(AgentRecord& agent, const wire::ExecutorState& ex, TaskIdsByFramework* reported,
+                     std::string* problems);
+  void loseUnreported(AgentRecord& agent, const TaskIdsByFramework& reported);
   void onHeartbeat(PeerId peer, AgentRecord& agent, const wire::Heartbeat& m);
   void onUsageReport(AgentRecord& agent, const wire::UsageReport& m);
   void schedulerMessage(PeerId peer, FrameworkRecord& fw, const wire::Envelope& e);
+  // A frame that broke an input limit: an ErrorMessage (fatal for a
+  // registration), and a refused accept's own offers released.
+  void refuseFrame(PeerId peer, const PeerLink& link, const wire::Envelope& e, const Error& why);
   void agentMessage(PeerId peer, AgentRecord& agent, const wire::Envelope& e);
   // `grant`: what the ACLs allow it, when it registers itself (kept for
   // later updates from agents).
@@ -278,6 +279,9 @@ class Master {
   void checkTimeouts(TimePoint now);
   FrameworkParams paramsOf(const wire::FrameworkInfo& info, const FrameworkGrant& grant) const;
   void applyStandingFilters(FrameworkRecord& fw);
+  // The only writer of FrameworkRecord::agentFilterIds (and so of
+  // filtersNaming_).
+  void setAgentFilters(FrameworkRecord& fw, std::vector<std::string> agentIds);
   void sendToFramework(FrameworkRecord& fw, const wire::Envelope& e);
   void sendError(PeerId peer, const std::string& message, bool fatal);
   std::string newId(char kind) { return ids_.id(kind); }
@@ -286,7 +290,16 @@ class Master {
   void allocateRound(bool fullCycle);
   void sendOffers(const std::vector<Grant>& grants);
   void sendShareUpdates();
+  void sendShareUpdate(FrameworkRecord& fw, const Resources& total);
   void onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m);
+  // An accept broke an offer rule (`why`) or an input limit: each task
+  // ends TASK_ERROR with `reason`, and the sender's own offers it named go
+  // back to the allocator now.
+  void refuseAccept(FrameworkRecord& fw, const wire::AcceptOffers& m, wire::Reason reason,
+                    const std::string& why);
+  // Launches what fits of an accept whose offers are `accepted`.
+  void launchAccepted(FrameworkRecord& fw, AgentRecord& agent, const wire::AcceptOffers& m,
+                      const Resources& offered);
   void onDecline(FrameworkRecord& fw, const wire::DeclineOffers& m);
   Status validateTask(const FrameworkRecord& fw, const AgentRecord& agent,
                       const wire::TaskInfo& task, Resources* charged);
@@ -299,6 +312,7 @@ class Master {
   // `notify`: tell the framework (OfferRescinded).
   void removeOffer(const std::string& offerId, bool recoverIt, bool notify,
                    std::optional<Duration> refuse = std::nullopt);
+  void removeOffers(const std::vector<std::string>& offerIds, bool recoverIt, bool notify);
   void expireOffers(TimePoint now);
 
   // revocation.cpp: policy the paper describes.
@@ -317,6 +331,9 @@ class Master {
   };
   void revokePlaced(TimePoint now, std::vector<RevocationFramework>* inputs, RevocationScratch* s,
                     std::vector<RevocationRole>* roles);
+  bool gatherRevocationInputs(TimePoint now, std::vector<RevocationFramework>* inputs,
+                              std::vector<RevocationRole>* roles);
+  void gatherRevocableTasks(std::vector<RevocationFramework>* inputs, RevocationScratch* s);
   void sendRevocation(FrameworkRecord& fw, TaskRecord& task);
   // Tasks of this accept already launched count: launchTask records each.
   Status checkLongTaskCap(const AgentRecord& agent, const wire::TaskInfo& task,
@@ -324,6 +341,10 @@ class Master {
 
   // tasks.cpp: status updates, kill, acknowledge, reconcile.
   void onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m);
+  FrameworkRecord* frameworkOfUpdate(AgentRecord& agent, const wire::TaskStatus& status);
+  // A task placed on `agent` ended: forgotten (its resources freed), shown
+  // among the ended tasks, its resent updates still accepted.
+  void endTask(AgentRecord& agent, FrameworkRecord& fw, const std::string& taskId);
   void onKill(FrameworkRecord& fw, const wire::KillTask& m);
   void onAcknowledge(FrameworkRecord& fw, const wire::Acknowledge& m);
   void onReconcile(FrameworkRecord& fw, const wire::Reconcile& m);
@@ -360,8 +381,14 @@ class Master {
   std::deque<std::string> removedOrder_;  // removedFrameworks_ oldest first
   std::unordered_map<FrameworkHandle, std::string> frameworkByHandle_;
   std::unordered_map<AgentHandle, std::string> agentByHandle_;
-  std::unordered_map<std::string, OfferRecord> offers_;
-  std::deque<std::pair<TimePoint, std::string>> offerExpiries_;  // creation order
+  OfferBook offers_;
+  // Agent id -> the frameworks whose standing filter names it: an agent's
+  // registration re-applies only their filters, not every framework's.
+  std::unordered_map<std::string, std::unordered_set<std::string>> filtersNaming_;
+  // The sum of the frameworks' weights, kept as they come, change and go
+  // (a registration's ShareUpdate needs it without a pass over all of
+  // them); recomputed by each tick's pass, so rounding never builds up.
+  double weightSum_ = 0;
   TimePoint nextFullCycle_;
   TimePoint nextTimeoutCheck_;
   RandomIds ids_;

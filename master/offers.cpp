@@ -7,6 +7,17 @@
 #include "master/master.h"
 
 namespace allot {
+namespace {
+
+// How long resources a framework declined (or left unused) are not offered
+// to it again: its filter, else the master's default; at most a year.
+Duration refuseFor(const wire::Filters& filters, Duration byDefault) {
+  if (!filters.has_refuse_seconds()) return byDefault;
+  double s = filters.refuse_seconds();
+  return std::isfinite(s) && s > 0 ? secondsToDuration(std::min(s, 365.0 * 86400)) : Duration::zero();
+}
+
+}  // namespace
 
 void Master::allocateRound(bool fullCycle) {
   if (offersHeld_) return;  // allocationPending_ stays for releaseOffers()
@@ -27,10 +38,7 @@ void Master::sendOffers(const std::vector<Grant>& grants) {
     FrameworkRecord& fw = frameworks_.at(frameworkByHandle_.at(g.framework));
     AgentRecord& agent = agents_.at(agentByHandle_.at(g.agent));
     std::string offerId = newId('O');
-    offers_[offerId] = OfferRecord{fw.id, agent.id, g.resources, now + options_.offerTimeout};
-    offerExpiries_.emplace_back(now + options_.offerTimeout, offerId);
-    fw.offers.insert(offerId);
-    agent.offers.insert(offerId);
+    offers_.add(offerId, OfferRecord{fw.id, agent.id, g.resources, now + options_.offerTimeout});
 
     wire::Envelope& batch = batches[g.framework];
     wire::Offer* o = batch.mutable_resource_offers()->add_offers();
@@ -62,41 +70,41 @@ void Master::sendOffers(const std::vector<Grant>& grants) {
 void Master::sendShareUpdates() {
   double weights = 0;
   for (const auto& [id, fw] : frameworks_) weights += fw.info.weight() > 0 ? fw.info.weight() : 1;
+  weightSum_ = weights;
   Resources total = allocator_->totalResources();
-  for (auto& [id, fw] : frameworks_) {
-    if (!fw.peer) continue;
-    double share = allocator_->dominantShare(fw.handle);
-    if (fw.lastSentShare >= 0 && std::abs(share - fw.lastSentShare) < 0.01) continue;
-    fw.lastSentShare = share;
-    wire::Envelope e;
-    auto* s = e.mutable_share_update();
-    if (const Resources& g = allocator_->params(fw.handle).guaranteed; !g.empty()) {
-      g.toWire(s->mutable_guaranteed());
-    } else {
-      double fraction = (fw.info.weight() > 0 ? fw.info.weight() : 1) / weights;
-      Resources guaranteed;
-      for (const auto& sc : total.scalars()) {
-        guaranteed.setScalarMillis(sc.name, static_cast<int64_t>(sc.millis * fraction));
-      }
-      guaranteed.toWire(s->mutable_guaranteed());
+  for (auto& [id, fw] : frameworks_) sendShareUpdate(fw, total);
+}
+
+void Master::sendShareUpdate(FrameworkRecord& fw, const Resources& total) {
+  if (!fw.peer) return;
+  double share = allocator_->dominantShare(fw.handle);
+  if (fw.lastSentShare >= 0 && std::abs(share - fw.lastSentShare) < 0.01) return;
+  fw.lastSentShare = share;
+  wire::Envelope e;
+  auto* s = e.mutable_share_update();
+  if (const Resources& g = allocator_->params(fw.handle).guaranteed; !g.empty()) {
+    g.toWire(s->mutable_guaranteed());
+  } else {
+    double fraction = (fw.info.weight() > 0 ? fw.info.weight() : 1) / std::max(weightSum_, 1e-9);
+    Resources guaranteed;
+    for (const auto& sc : total.scalars()) {
+      guaranteed.setScalarMillis(sc.name, static_cast<int64_t>(sc.millis * fraction));
     }
-    allocator_->allocation(fw.handle).toWire(s->mutable_allocated());
-    s->set_dominant_share(share);
-    outbox_.send(*fw.peer, e);
+    guaranteed.toWire(s->mutable_guaranteed());
   }
+  allocator_->allocation(fw.handle).toWire(s->mutable_allocated());
+  s->set_dominant_share(share);
+  outbox_.send(*fw.peer, e);
 }
 
 void Master::removeOffer(const std::string& offerId, bool recoverIt, bool notify,
                          std::optional<Duration> refuse) {
-  auto it = offers_.find(offerId);
-  if (it == offers_.end()) return;
-  OfferRecord offer = std::move(it->second);
-  offers_.erase(it);
+  std::optional<OfferRecord> removed = offers_.remove(offerId);
+  if (!removed) return;
+  const OfferRecord& offer = *removed;
   auto fw = frameworks_.find(offer.frameworkId);
   auto agent = agents_.find(offer.agentId);
-  if (agent != agents_.end()) agent->second.offers.erase(offerId);
   if (fw == frameworks_.end()) return;
-  fw->second.offers.erase(offerId);
   if (recoverIt && agent != agents_.end()) {
     allocator_->recover(fw->second.handle, agent->second.handle, offer.resources, refuse,
                         clock_.now());
@@ -110,26 +118,22 @@ void Master::removeOffer(const std::string& offerId, bool recoverIt, bool notify
   }
 }
 
+void Master::removeOffers(const std::vector<std::string>& offerIds, bool recoverIt, bool notify) {
+  for (const auto& id : offerIds) removeOffer(id, recoverIt, notify);
+}
+
 void Master::expireOffers(TimePoint now) {
-  while (!offerExpiries_.empty() && offerExpiries_.front().first <= now) {
-    std::string id = std::move(offerExpiries_.front().second);
-    offerExpiries_.pop_front();
-    if (offers_.count(id)) {
-      LOG_DEBUG("offer " << id << " timed out; rescinding");
-      removeOffer(id, true, true);
-    }
+  for (const std::string& id : offers_.takeExpired(now)) {
+    LOG_DEBUG("offer " << id << " timed out; rescinding");
+    removeOffer(id, true, true);
   }
 }
 
 void Master::onDecline(FrameworkRecord& fw, const wire::DeclineOffers& m) {
-  Duration refuse = options_.refuseDefault;
-  if (m.filters().has_refuse_seconds()) {
-    double s = m.filters().refuse_seconds();
-    refuse = std::isfinite(s) && s > 0 ? secondsToDuration(std::min(s, 365.0 * 86400)) : Duration::zero();
-  }
+  Duration refuse = refuseFor(m.filters(), options_.refuseDefault);
   for (const auto& id : m.offer_ids()) {
-    auto it = offers_.find(id);
-    if (it == offers_.end() || it->second.frameworkId != fw.id) continue;
+    const OfferRecord* offer = offers_.find(id);
+    if (offer == nullptr || offer->frameworkId != fw.id) continue;
     metrics_.offersDeclined().Increment();
     removeOffer(id, true, false, refuse);
   }
@@ -213,44 +217,38 @@ void Master::launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo 
   outbox_.send(*agent.peer, e);
 }
 
+// An accept spends only offers that pass the offer book's rules (each
+// outstanding, the sender's own, named once, all on one agent) on a
+// connected agent; otherwise nothing launches and the sender's offers it
+// named go back to the allocator at once. Each task is then checked on its
+// own (authorization, validity, what is left of the offers).
 void Master::onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m) {
-  std::optional<Duration> refuse = options_.refuseDefault;
-  if (m.filters().has_refuse_seconds()) {
-    double s = m.filters().refuse_seconds();
-    refuse = std::isfinite(s) && s > 0 ? secondsToDuration(std::min(s, 365.0 * 86400)) : Duration::zero();
+  std::vector<std::string> ids(m.offer_ids().begin(), m.offer_ids().end());
+  auto accepted = offers_.checkAccept(fw.id, ids);
+  if (!accepted) return refuseAccept(fw, m, wire::REASON_INVALID_OFFER, accepted.error().message);
+  auto agent = agents_.find(accepted->agentId);
+  if (agent == agents_.end() || !agent->second.peer) {
+    return refuseAccept(fw, m, wire::REASON_INVALID_OFFER, "agent " + accepted->agentId + " is gone");
   }
-  std::string agentId;
-  std::string problem;
-  Resources offered;
-  for (const auto& id : m.offer_ids()) {
-    auto it = offers_.find(id);
-    if (it == offers_.end() || it->second.frameworkId != fw.id) {
-      problem = "offer " + id + " is unknown, was rescinded or belongs to another framework";
-      break;
-    }
-    if (!agentId.empty() && it->second.agentId != agentId) {
-      problem = "offers span more than one agent";
-      break;
-    }
-    agentId = it->second.agentId;
-    offered += it->second.resources;
-  }
-  if (m.offer_ids().empty()) problem = "no offer ids";
-  if (problem.empty() && (!agents_.count(agentId) || !agents_.at(agentId).peer)) {
-    problem = "agent " + agentId + " is gone";
-  }
-  if (!problem.empty()) {
-    for (const auto& t : m.tasks()) {
-      sendMasterUpdate(fw, t, wire::TASK_ERROR, wire::REASON_INVALID_OFFER, problem);
-    }
-    for (const auto& id : m.offer_ids()) {
-      auto it = offers_.find(id);
-      if (it != offers_.end() && it->second.frameworkId == fw.id) removeOffer(id, true, false);
-    }
-    LOG_INFO("framework " << fw.id << ": accept refused: " << problem);
-    return;
-  }
-  AgentRecord& agent = agents_.at(agentId);
+  launchAccepted(fw, agent->second, m, accepted->offered);
+}
+
+void Master::refuseAccept(FrameworkRecord& fw, const wire::AcceptOffers& m, wire::Reason reason,
+                          const std::string& why) {
+  // A frame refused for its size may name more than the limits allow:
+  // what lies beyond them gets no answer (the ErrorMessage covers it).
+  int tasks = std::min(m.tasks_size(), static_cast<int>(limits::kTasksPerAcceptMax));
+  for (int i = 0; i < tasks; ++i) sendMasterUpdate(fw, m.tasks(i), wire::TASK_ERROR, reason, why);
+  int named = std::min(m.offer_ids_size(), static_cast<int>(limits::kOfferIdsPerMessageMax));
+  std::vector<std::string> ids(m.offer_ids().begin(), m.offer_ids().begin() + named);
+  removeOffers(offers_.ownOffers(fw.id, ids), true, false);
+  LOG_INFO("framework " << fw.id << ": accept refused: " << why);
+}
+
+void Master::launchAccepted(FrameworkRecord& fw, AgentRecord& agent, const wire::AcceptOffers& m,
+                            const Resources& offered) {
+  Duration refuse = refuseFor(m.filters(), options_.refuseDefault);
+  for (const auto& id : m.offer_ids()) offers_.remove(id);
   Resources used;
   std::unordered_set<std::string> seen;
   for (const auto& t : m.tasks()) {
@@ -273,11 +271,6 @@ void Master::onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m) {
     }
     used += charged;
     launchTask(fw, agent, t, std::move(charged));
-  }
-  for (const auto& id : m.offer_ids()) {
-    fw.offers.erase(id);
-    agent.offers.erase(id);
-    offers_.erase(id);
   }
   Resources unused = offered - used;
   if (!unused.empty()) {

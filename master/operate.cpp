@@ -14,8 +14,7 @@ Status Master::drainAgent(const std::string& agentId, Duration deadline) {
   setDraining(agent, true);
   agent.drainDeadlineS = wallClockSeconds() + deadlineS;
   allocator_->setAgentActive(agent.handle, false);
-  std::vector<std::string> offers(agent.offers.begin(), agent.offers.end());
-  for (const auto& o : offers) removeOffer(o, true, true);
+  removeOffers(offers_.ofAgent(agent.id), true, true);
   size_t asked = 0;
   if (agent.peer) {
     for (const auto& [fid, taskIds] : agent.tasks) {

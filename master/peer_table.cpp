@@ -96,6 +96,17 @@ size_t PeerTable::heldBy(IdKind kind, const std::string& principal) const {
   return it == held.end() ? 0 : it->second;
 }
 
+Status PeerTable::withinLimit(IdKind kind, const std::string& id, const std::string& principal,
+                              size_t max) const {
+  const IdOwner* o = id.empty() ? nullptr : owner(kind, id);
+  if (o != nullptr && o->principal == principal) return okStatus();
+  size_t held = heldBy(kind, principal);
+  if (held < max) return okStatus();
+  std::string what = std::string(kindName(kind)) + "s";
+  return Error{"principal '" + principal + "' holds " + std::to_string(held) + " " + what +
+               " already (" + what + "_max=" + std::to_string(max) + ")"};
+}
+
 void PeerTable::count(IdKind kind, const std::string& principal, int delta) {
   auto& held = held_[static_cast<size_t>(kind)];
   size_t& n = held[principal];

@@ -86,6 +86,11 @@ class PeerTable {
   const IdOwner* owner(IdKind kind, const std::string& id) const;
   // Ids of `kind` that `principal` owns (per-principal limits, docs/acls.md).
   size_t heldBy(IdKind kind, const std::string& principal) const;
+  // May `principal`, allowed at most `max` ids of `kind`, register `id`
+  // (empty: a new one)? Always for an id it owns already; otherwise only
+  // while it owns fewer than `max`.
+  Status withinLimit(IdKind kind, const std::string& id, const std::string& principal,
+                     size_t max) const;
 
  private:
   using Owners = std::unordered_map<std::string, IdOwner>;

@@ -16,12 +16,36 @@ void Master::revokeForStarved(TimePoint now) {
   const RevocationOptions& opt = options_.policy.revocation;
   if (!opt.enabled) return;
   Resources total = allocator_->totalResources();
-  allocator_->fairShares(&fairScratch_);
   std::vector<RevocationFramework> inputs;
-  inputs.reserve(frameworks_.size());
   // Roles with a quota minimum: floors for victims, and the deficit of a
   // role below its minimum goes to one framework of it that wants offers.
   std::vector<RevocationRole> roles;
+  if (!gatherRevocationInputs(now, &inputs, &roles)) return;
+  RevocationScratch s;
+  gatherRevocableTasks(&inputs, &s);
+  revokePlaced(now, &inputs, &s, &roles);
+  // Resources nobody holds count as freed too: a starved framework that
+  // does not take them (its filters, or its tasks do not fit the pieces)
+  // would otherwise have more revoked every cycle while the freed pieces
+  // pile up unused.
+  // (The inputs' allocations no longer hold the tasks being revoked, so
+  // total - allocated is what is idle plus what is in flight.)
+  Resources allocated;
+  for (const RevocationFramework& in : inputs) allocated += in.allocation;
+  Resources freed = total - allocated;
+  for (size_t i : planRevocations(inputs, s.tasks, total, freed, opt.hysteresis, std::move(roles))) {
+    if (!s.refs[i].task->revoking) sendRevocation(*s.refs[i].fw, *s.refs[i].task);
+  }
+}
+
+// One input per framework, in the order of frameworks_; true when one of
+// them has starved long enough.
+bool Master::gatherRevocationInputs(TimePoint now, std::vector<RevocationFramework>* inputs,
+                                    std::vector<RevocationRole>* roles) {
+  const RevocationOptions& opt = options_.policy.revocation;
+  Resources total = allocator_->totalResources();
+  allocator_->fairShares(&fairScratch_);
+  inputs->reserve(frameworks_.size());
   std::unordered_map<std::string, size_t> roleIndex;
   std::vector<bool> deficitAssigned;
   bool anyStarved = false;
@@ -29,13 +53,13 @@ void Master::revokeForStarved(TimePoint now) {
     RevocationFramework in;
     in.handle = fw.handle;
     const std::string& role = allocator_->params(fw.handle).role;
-    auto [slot, added] = roleIndex.try_emplace(role, roles.size());
+    auto [slot, added] = roleIndex.try_emplace(role, roles->size());
     if (added) {
       Resources minimum = allocator_->roleConfig(role).quota;
       if (minimum.empty()) {
         slot->second = RevocationFramework::kNoRole;
       } else {
-        roles.push_back(RevocationRole{std::move(minimum), allocator_->roleAllocation(role)});
+        roles->push_back(RevocationRole{std::move(minimum), allocator_->roleAllocation(role)});
         deficitAssigned.push_back(false);
       }
     }
@@ -50,7 +74,7 @@ void Master::revokeForStarved(TimePoint now) {
     // use (memory without cpus) must not hide its starvation.
     bool wants = fw.peer && fw.needsOffers;
     if (wants && in.role != RevocationFramework::kNoRole && !deficitAssigned[in.role]) {
-      const RevocationRole& r = roles[in.role];
+      const RevocationRole& r = (*roles)[in.role];
       in.roleDeficit = r.minimum - r.allocation;
       deficitAssigned[in.role] = anyScalar(in.roleDeficit);
     }
@@ -61,41 +85,31 @@ void Master::revokeForStarved(TimePoint now) {
       fw.starvedSince.reset();
     }
     anyStarved = anyStarved || in.starved;
-    inputs.push_back(std::move(in));
+    inputs->push_back(std::move(in));
   }
-  if (!anyStarved) return;
+  return anyStarved;
+}
 
-  RevocationScratch s;
+// The tasks that may be revoked now (their agent is connected), indexed by
+// agent; tasks already being revoked leave their framework's allocation.
+void Master::gatherRevocableTasks(std::vector<RevocationFramework>* inputs, RevocationScratch* s) {
   size_t index = 0;  // frameworks_ in the same order as `inputs`
   for (auto& [id, fw] : frameworks_) {
-    RevocationFramework& in = inputs[index++];
+    RevocationFramework& in = (*inputs)[index++];
     for (auto& [taskId, task] : fw.tasks) {
       auto agent = agents_.find(task.info.agent_id());
       if (task.revoking) {
         // Already on its way out: freed for the need, and no longer the
         // victim's when its guarantee and fair share are checked.
         in.allocation -= task.charged;
-        if (agent != agents_.end()) s.revokingOn.insert(agent->second.handle);
+        if (agent != agents_.end()) s->revokingOn.insert(agent->second.handle);
         continue;
       }
       if (agent == agents_.end() || !agent->second.peer) continue;  // cannot kill now
-      s.tasks.push_back(RevocableTask{fw.handle, task.charged, task.launchedAt, agent->second.handle});
-      s.refs.push_back(RevocationScratch::Ref{&fw, &task, &agent->second});
-      s.byAgent[agent->second.handle].push_back(s.tasks.size() - 1);
+      s->tasks.push_back(RevocableTask{fw.handle, task.charged, task.launchedAt, agent->second.handle});
+      s->refs.push_back(RevocationScratch::Ref{&fw, &task, &agent->second});
+      s->byAgent[agent->second.handle].push_back(s->tasks.size() - 1);
     }
-  }
-  revokePlaced(now, &inputs, &s, &roles);
-  // Resources nobody holds count as freed too: a starved framework that
-  // does not take them (its filters, or its tasks do not fit the pieces)
-  // would otherwise have more revoked every cycle while the freed pieces
-  // pile up unused.
-  // (The inputs' allocations no longer hold the tasks being revoked, so
-  // total - allocated is what is idle plus what is in flight.)
-  Resources allocated;
-  for (const RevocationFramework& in : inputs) allocated += in.allocation;
-  Resources freed = total - allocated;
-  for (size_t i : planRevocations(inputs, s.tasks, total, freed, opt.hysteresis, std::move(roles))) {
-    if (!s.refs[i].task->revoking) sendRevocation(*s.refs[i].fw, *s.refs[i].task);
   }
 }
 

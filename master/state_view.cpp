@@ -242,7 +242,7 @@ std::unique_ptr<StateBatch> MasterStateView::step(const Slice& slice) {
         complete = collectTaskKeys(&meter);
         break;
       default:
-        complete = collectKeys(master_.offers_, &cursor_, &offers_, 0, &meter);
+        complete = collectKeys(master_.offerBook().all(), &cursor_, &offers_, 0, &meter);
         break;
     }
     if (!complete) return nullptr;
@@ -294,7 +294,7 @@ bool MasterStateView::fillAgent(const Master& m, const std::string& id, state::A
   uint32_t tasks = 0;
   for (const auto& [fid, ids] : a.tasks) tasks += static_cast<uint32_t>(ids.size());
   out->set_task_count(tasks);
-  out->set_offer_count(static_cast<uint32_t>(a.offers.size()));
+  out->set_offer_count(static_cast<uint32_t>(m.offerBook().countOfAgent(id)));
   for (const auto& [key, usage] : a.usage) {
     auto* u = out->add_usage();
     size_t slash = key.find('/');
@@ -322,7 +322,7 @@ bool MasterStateView::fillFramework(const Master& m, const std::string& id,
   out->set_connected(f.peer.has_value());
   out->set_needs_offers(f.needsOffers);
   out->set_task_count(static_cast<uint32_t>(f.tasks.size()));
-  out->set_offer_count(static_cast<uint32_t>(f.offers.size()));
+  out->set_offer_count(static_cast<uint32_t>(m.offerBook().countOfFramework(id)));
   return true;
 }
 
@@ -352,9 +352,9 @@ void MasterStateView::fillTaskRecord(const std::string& frameworkId, const std::
 }
 
 bool MasterStateView::fillOffer(const Master& m, const std::string& id, state::OfferView* out) {
-  auto it = m.offers_.find(id);
-  if (it == m.offers_.end()) return false;
-  const auto& o = it->second;
+  const OfferRecord* found = m.offerBook().find(id);
+  if (found == nullptr) return false;
+  const OfferRecord& o = *found;
   out->set_offer_id(id);
   out->set_framework_id(o.frameworkId);
   out->set_agent_id(o.agentId);
@@ -380,7 +380,7 @@ bool MasterStateView::copyAgent(const Master& m, const std::string& id, AgentIte
   uint32_t tasks = 0;
   for (const auto& [fid, ids] : a.tasks) tasks += static_cast<uint32_t>(ids.size());
   out->taskCount = tasks;
-  out->offerCount = static_cast<uint32_t>(a.offers.size());
+  out->offerCount = static_cast<uint32_t>(m.offerBook().countOfAgent(id));
   out->usage.reserve(a.usage.size());
   for (const auto& [key, usage] : a.usage) {
     UsageItem& u = out->usage.emplace_back();
@@ -410,7 +410,7 @@ bool MasterStateView::copyFramework(const Master& m, const std::string& id, Fram
   out->connected = f.peer.has_value();
   out->needsOffers = f.needsOffers;
   out->taskCount = static_cast<uint32_t>(f.tasks.size());
-  out->offerCount = static_cast<uint32_t>(f.offers.size());
+  out->offerCount = static_cast<uint32_t>(m.offerBook().countOfFramework(id));
   return true;
 }
 
@@ -430,9 +430,9 @@ void MasterStateView::copyTaskRecord(const std::string& frameworkId, const std::
 }
 
 bool MasterStateView::copyOffer(const Master& m, const std::string& id, OfferItem* out, ItemText* text) {
-  auto it = m.offers_.find(id);
-  if (it == m.offers_.end()) return false;
-  const auto& o = it->second;
+  const OfferRecord* found = m.offerBook().find(id);
+  if (found == nullptr) return false;
+  const OfferRecord& o = *found;
   out->offerId = text->keep(id);
   out->frameworkId = text->keep(o.frameworkId);
   out->agentId = text->keep(o.agentId);
@@ -450,7 +450,7 @@ state::State MasterStateView::snapshot(const Master& m) {
     fillFramework(m, id, ms->add_frameworks());
     for (const auto& [tid, t] : f.tasks) fillTask(m, id, tid, ms->add_tasks());
   }
-  for (const auto& [id, o] : m.offers_) fillOffer(m, id, ms->add_offers());
+  for (const auto& [id, o] : m.offerBook().all()) fillOffer(m, id, ms->add_offers());
   for (const auto& e : m.endedTasks_) {
     fillTaskRecord(e.frameworkId, e.record.info.task_id(), e.record, ms->add_completed_tasks());
   }

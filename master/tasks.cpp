@@ -76,8 +76,9 @@ std::optional<Master::TaskRecord> Master::forgetTask(FrameworkRecord& fw, const 
   return record;
 }
 
-void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
-  const wire::TaskStatus& status = m.status();
+// The framework an agent's update is for, or null when the update was
+// dealt with here (not kept, or acknowledged for a removed framework).
+Master::FrameworkRecord* Master::frameworkOfUpdate(AgentRecord& agent, const wire::TaskStatus& status) {
   auto fwIt = frameworks_.find(status.framework_id());
   if (fwIt == frameworks_.end() && !removedFrameworks_.count(status.framework_id())) {
     // Not removed by this master: after a failover the new leader hears from
@@ -88,7 +89,7 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
       LOG_WARNING("agent " << agent.id << ": update of task " << status.task_id()
                            << " for unknown framework '" << id.substr(0, kMaxIdBytes)
                            << "' not kept (the agent resends it)");
-      return;
+      return nullptr;
     }
     wire::FrameworkInfo info;
     info.set_id(id);
@@ -109,9 +110,16 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
     wire::Envelope shutdown;
     shutdown.mutable_shutdown_framework()->set_framework_id(status.framework_id());
     outbox_.send(*agent.peer, shutdown);
-    return;
+    return nullptr;
   }
-  FrameworkRecord& fw = fwIt->second;
+  return &fwIt->second;
+}
+
+void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
+  const wire::TaskStatus& status = m.status();
+  FrameworkRecord* known = frameworkOfUpdate(agent, status);
+  if (known == nullptr) return;
+  FrameworkRecord& fw = *known;
   auto t = fw.tasks.find(status.task_id());
   bool placedHere = t != fw.tasks.end() && t->second.info.agent_id() == agent.id;
   // An agent speaks only for tasks the master placed on it (or that it
@@ -132,21 +140,23 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
   }
   if (placedHere) {
     setLatest(t->second, status);
-    if (isTerminal(status.state())) {
-      if (auto ended = forgetTask(fw, status.task_id(), true)) {
-        endedTasks_.push_back(EndedTask{fw.id, std::move(*ended)});
-        if (endedTasks_.size() > kEndedTasksShown) {
-          endedTasks_.pop_front();
-          ++endedTasksDropped_;
-        }
-      }
-      rememberEnded(agent, fw.id, status.task_id());
-    }
+    if (isTerminal(status.state())) endTask(agent, fw, status.task_id());
   }
   wire::Envelope e;
   *e.mutable_status_update()->mutable_status() = status;
   e.mutable_status_update()->mutable_status()->set_agent_id(agent.id);
   sendToFramework(fw, e);
+}
+
+void Master::endTask(AgentRecord& agent, FrameworkRecord& fw, const std::string& taskId) {
+  if (auto ended = forgetTask(fw, taskId, true)) {
+    endedTasks_.push_back(EndedTask{fw.id, std::move(*ended)});
+    if (endedTasks_.size() > kEndedTasksShown) {
+      endedTasks_.pop_front();
+      ++endedTasksDropped_;
+    }
+  }
+  rememberEnded(agent, fw.id, taskId);
 }
 
 void Master::onKill(FrameworkRecord& caller, const wire::KillTask& m) {

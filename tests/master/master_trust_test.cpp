@@ -359,5 +359,100 @@ TEST_F(MasterTest, OversizedFieldsAreRefusedWithTheFieldsName) {
   EXPECT_EQ(master_->taskCount(), 0u);
 }
 
+// ---------------------------------------------------------------- accepts and limits
+
+TEST_F(MasterTest, AnOfferNamedTwiceLaunchesNothingAndIsReleasedAtOnce) {
+  registerAgent(kAgentPeer, "cpus:4;mem:4096");
+  registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  ASSERT_EQ(offers.size(), 1u);
+  wire::Envelope e;
+  e.mutable_accept_offers()->add_offer_ids(offers[0].offer_id());
+  e.mutable_accept_offers()->add_offer_ids(offers[0].offer_id());
+  *e.mutable_accept_offers()->add_tasks() = task("a", "cpus:4;mem:100");
+  *e.mutable_accept_offers()->add_tasks() = task("b", "cpus:4;mem:100");  // the offer twice over
+  master_->peerMessage(kFrameworkPeer, e);
+  auto updates = updatesTo(kFrameworkPeer);
+  ASSERT_EQ(updates.size(), 2u);
+  for (const auto& u : updates) {
+    EXPECT_EQ(u.state(), wire::TASK_ERROR);
+    EXPECT_EQ(u.reason(), wire::REASON_INVALID_OFFER);
+    EXPECT_NE(u.message().find("named more than once"), std::string::npos) << u.message();
+  }
+  EXPECT_TRUE(outbox_.take(kAgentPeer, wire::Envelope::kRunTask).empty());
+  EXPECT_EQ(master_->taskCount(), 0u);
+  EXPECT_EQ(master_->offerCount(), 0u);
+  master_->allocate();  // released, not held until --offer-timeout
+  EXPECT_EQ(offersTo(kFrameworkPeer).size(), 1u);
+}
+
+TEST_F(MasterTest, AnAcceptRefusedForALimitReleasesItsOffersAndAnswersEachTask) {
+  registerAgent();
+  registerFramework();
+  master_->allocate();
+  auto offers = offersTo(kFrameworkPeer);
+  ASSERT_EQ(offers.size(), 1u);
+  wire::Envelope e;
+  e.mutable_accept_offers()->add_offer_ids(offers[0].offer_id());
+  for (size_t i = 0; i <= limits::kTasksPerAcceptMax; ++i) {
+    *e.mutable_accept_offers()->add_tasks() = task("t" + std::to_string(i), "cpus:0.001;mem:1");
+  }
+  master_->peerMessage(kFrameworkPeer, e);
+  EXPECT_EQ(outbox_.take(kFrameworkPeer, wire::Envelope::kError).size(), 1u);
+  auto updates = updatesTo(kFrameworkPeer);
+  ASSERT_EQ(updates.size(), limits::kTasksPerAcceptMax);  // those within the limit
+  EXPECT_EQ(updates[0].state(), wire::TASK_ERROR);
+  EXPECT_NE(updates[0].message().find("AcceptOffers.tasks"), std::string::npos) << updates[0].message();
+  EXPECT_EQ(master_->offerCount(), 0u);
+  master_->allocate();
+  EXPECT_EQ(offersTo(kFrameworkPeer).size(), 1u);
+}
+
+TEST_F(MasterTest, APrincipalHoldsNoMoreFrameworksAndAgentsThanItsRuleAllows) {
+  MasterOptions options;
+  options.masterId = "m";
+  options.minOffer = *Resources::parse("cpus:0.01;mem:32");
+  options.acls = *Acls::parse("register_framework alice frameworks_max=2\nregister_framework *\n"
+                              "register_agent rack agents_max=1\n", "acls");
+  master_ = std::move(*Master::create(options, clock_, outbox_));
+  auto tryRegister = [&](PeerId peer, const std::string& principal, const std::string& id = "") {
+    hello(peer, wire::ROLE_SCHEDULER, tlsPeer(principal));
+    wire::Envelope e;
+    e.mutable_register_framework()->mutable_info()->set_id(id);
+    master_->peerMessage(peer, e);
+    auto replies = outbox_.take(peer, wire::Envelope::kFrameworkRegistered);
+    return replies.empty() ? std::string() : replies[0].framework_registered().framework_id();
+  };
+  std::string first = tryRegister(90, "alice");
+  ASSERT_FALSE(first.empty());
+  ASSERT_FALSE(tryRegister(91, "alice").empty());
+  EXPECT_TRUE(tryRegister(92, "alice").empty());
+  auto errors = outbox_.take(92, wire::Envelope::kError);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].error().message().find("principal 'alice' holds 2 frameworks already (frameworks_max=2)"),
+            std::string::npos)
+      << errors[0].error().message();
+  EXPECT_EQ(outbox_.closed.count(92), 1u);
+  EXPECT_FALSE(tryRegister(93, "bob").empty());        // other principals are not affected
+  EXPECT_EQ(tryRegister(94, "alice", first), first);  // an id it holds: always
+  // A removed framework makes room.
+  wire::Envelope unregister;
+  unregister.mutable_unregister_framework();
+  master_->peerMessage(94, unregister);
+  EXPECT_FALSE(tryRegister(95, "alice").empty());
+
+  wire::Envelope agent;
+  Resources::parse("cpus:1;mem:64")->toWire(agent.mutable_register_agent()->mutable_info()->mutable_resources());
+  hello(96, wire::ROLE_AGENT, tlsPeer("rack"));
+  master_->peerMessage(96, agent);
+  ASSERT_EQ(outbox_.take(96, wire::Envelope::kAgentRegistered).size(), 1u);
+  hello(97, wire::ROLE_AGENT, tlsPeer("rack"));
+  master_->peerMessage(97, agent);
+  EXPECT_TRUE(outbox_.take(97, wire::Envelope::kAgentRegistered).empty());
+  EXPECT_EQ(outbox_.closed.count(97), 1u);
+  EXPECT_EQ(master_->agentCount(), 1u);
+}
+
 }  // namespace
 }  // namespace allot
