@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <regex>
+#include <set>
 
 #include "http/client.h"
 #include "proto/connection.h"
@@ -526,6 +527,165 @@ TEST(RobustnessAcls, MasterRefusesABadAclFileNamingLineAndColumn) {
   EXPECT_FALSE(cluster.startMaster({"--acls", acls}));
   EXPECT_NE(cluster.masterLog().find(acls + ":2:22: unknown option 'colour'"), std::string::npos)
       << cluster.masterLog();
+}
+
+// ---------------------------------------------------------------- accept rules
+
+// Each rule of an AcceptOffers against a real master and agent: a refused
+// accept gets TASK_ERROR for each task and launches nothing, and the
+// sender's offers it named come back at once (here: long before the
+// 120 s --offer-timeout).
+class AcceptRules : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new Cluster();
+    if (!cluster_->missing().empty()) return;
+    started_ = cluster_->startMaster({"--offer-timeout", "120"}) && cluster_->startAgent();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    if (auto why = cluster_->missing(); !why.empty()) GTEST_SKIP() << why;
+    ASSERT_TRUE(started_) << cluster_->masterLog() << cluster_->agentLog();
+  }
+
+  // Registers `peer` as a framework; its id.
+  static std::string join(RawPeer& peer) {
+    peer.send(registerFramework());
+    auto reg = peer.waitFor(wire::Envelope::kFrameworkRegistered);
+    return reg ? reg->framework_registered().framework_id() : "";
+  }
+  // The offers of the next ResourceOffers (none within 5 s: empty).
+  static std::vector<wire::Offer> nextOffers(RawPeer& peer) {
+    auto e = peer.waitFor(wire::Envelope::kResourceOffers);
+    if (!e) return {};
+    return {e->resource_offers().offers().begin(), e->resource_offers().offers().end()};
+  }
+  static wire::TaskInfo task(const std::string& id, const char* resources, const char* shell = "true") {
+    wire::TaskInfo t;
+    t.set_task_id(id);
+    t.mutable_command()->set_shell(shell);
+    Resources::parse(resources)->toWire(t.mutable_resources());
+    return t;
+  }
+  static wire::Envelope accept(std::vector<std::string> offerIds, std::vector<wire::TaskInfo> tasks) {
+    wire::Envelope e;
+    for (const auto& id : offerIds) e.mutable_accept_offers()->add_offer_ids(id);
+    for (auto& t : tasks) *e.mutable_accept_offers()->add_tasks() = t;
+    e.mutable_accept_offers()->mutable_filters()->set_refuse_seconds(0);
+    return e;
+  }
+  // A TASK_ERROR for `taskId` naming `why` comes (other updates, such as
+  // a running task's, are passed over).
+  static void expectTaskError(RawPeer& peer, const std::string& taskId, const std::string& why) {
+    for (int i = 0; i < 20; ++i) {
+      auto u = peer.waitFor(wire::Envelope::kStatusUpdate);
+      ASSERT_TRUE(u.has_value()) << "no TASK_ERROR for " << taskId;
+      const wire::TaskStatus& s = u->status_update().status();
+      if (s.state() != wire::TASK_ERROR) continue;
+      EXPECT_EQ(s.task_id(), taskId);
+      EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
+      return;
+    }
+    ADD_FAILURE() << "no TASK_ERROR for " << taskId;
+  }
+
+  static Cluster* cluster_;
+  static bool started_;
+};
+Cluster* AcceptRules::cluster_ = nullptr;
+bool AcceptRules::started_ = false;
+
+TEST_F(AcceptRules, AnOfferNamedTwiceIsRefusedAndComesBackAtOnce) {
+  RawPeer fw(cluster_->masterPort(), wire::ROLE_SCHEDULER);
+  ASSERT_FALSE(join(fw).empty());
+  auto offers = nextOffers(fw);
+  ASSERT_EQ(offers.size(), 1u);
+  const std::string& o = offers[0].offer_id();
+  // Twice the offer's cpus, were it counted twice.
+  fw.send(accept({o, o}, {task("a", "cpus:8;mem:16"), task("b", "cpus:8;mem:16")}));
+  expectTaskError(fw, "a", "named more than once");
+  expectTaskError(fw, "b", "named more than once");
+  auto again = nextOffers(fw);
+  ASSERT_EQ(again.size(), 1u) << "the offer was not released at once";
+  EXPECT_EQ(again[0].agent_id(), offers[0].agent_id());
+}
+
+TEST_F(AcceptRules, AnotherFrameworksOfferIsRefusedAndStaysItsOwners) {
+  RawPeer owner(cluster_->masterPort(), wire::ROLE_SCHEDULER);
+  ASSERT_FALSE(join(owner).empty());
+  auto offers = nextOffers(owner);
+  ASSERT_EQ(offers.size(), 1u);
+  RawPeer thief(cluster_->masterPort(), wire::ROLE_SCHEDULER);
+  ASSERT_FALSE(join(thief).empty());
+  thief.send(accept({offers[0].offer_id()}, {task("stolen", "cpus:0.1;mem:16")}));
+  expectTaskError(thief, "stolen", "belongs to another framework");
+  owner.send(accept({offers[0].offer_id()}, {task("mine", "cpus:0.1;mem:16")}));
+  auto u = owner.waitFor(wire::Envelope::kStatusUpdate);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->status_update().status().task_id(), "mine");
+  EXPECT_NE(u->status_update().status().state(), wire::TASK_ERROR) << u->status_update().status().message();
+}
+
+TEST_F(AcceptRules, ALiveTaskIdAndResourcesBeyondTheOffersAreRefused) {
+  RawPeer fw(cluster_->masterPort(), wire::ROLE_SCHEDULER);
+  ASSERT_FALSE(join(fw).empty());
+  auto offers = nextOffers(fw);
+  ASSERT_EQ(offers.size(), 1u);
+  fw.send(accept({offers[0].offer_id()}, {task("live", "cpus:0.1;mem:16", "sleep 30")}));
+  offers = nextOffers(fw);  // the rest, returned with refuse_seconds 0
+  ASSERT_EQ(offers.size(), 1u);
+  fw.send(accept({offers[0].offer_id()},
+                 {task("live", "cpus:0.1;mem:16"), task("huge", "cpus:1000;mem:16")}));
+  expectTaskError(fw, "live", "already in use");
+  expectTaskError(fw, "huge", "is left in the offers");
+  wire::Envelope kill;
+  kill.mutable_kill_task()->set_task_id("live");
+  fw.send(kill);
+}
+
+TEST_F(AcceptRules, OffersOnTwoAgentsAreRefusedAndBothComeBack) {
+  RawPeer agent(cluster_->masterPort(), wire::ROLE_AGENT);
+  wire::Envelope reg;
+  reg.mutable_register_agent()->mutable_info()->set_hostname("second");
+  Resources::parse("cpus:1;mem:64")->toWire(reg.mutable_register_agent()->mutable_info()->mutable_resources());
+  agent.send(reg);
+  ASSERT_TRUE(agent.waitFor(wire::Envelope::kAgentRegistered).has_value());
+  RawPeer fw(cluster_->masterPort(), wire::ROLE_SCHEDULER);
+  ASSERT_FALSE(join(fw).empty());
+  std::vector<wire::Offer> offers;
+  while (offers.size() < 2) {
+    auto more = nextOffers(fw);
+    ASSERT_FALSE(more.empty()) << "expected an offer from each agent";
+    offers.insert(offers.end(), more.begin(), more.end());
+  }
+  ASSERT_NE(offers[0].agent_id(), offers[1].agent_id());
+  fw.send(accept({offers[0].offer_id(), offers[1].offer_id()}, {task("split", "cpus:0.1;mem:16")}));
+  expectTaskError(fw, "split", "span more than one agent");
+  std::set<std::string> back;
+  while (back.size() < 2) {
+    auto more = nextOffers(fw);
+    ASSERT_FALSE(more.empty()) << "the offers were not released at once";
+    for (const auto& o : more) back.insert(o.agent_id());
+  }
+}
+
+TEST_F(AcceptRules, AFrameRefusedForALimitAnswersEachTaskAndReleasesItsOffer) {
+  RawPeer fw(cluster_->masterPort(), wire::ROLE_SCHEDULER);
+  ASSERT_FALSE(join(fw).empty());
+  auto offers = nextOffers(fw);
+  ASSERT_EQ(offers.size(), 1u);
+  std::vector<wire::TaskInfo> tasks;
+  for (size_t i = 0; i <= limits::kTasksPerAcceptMax; ++i) tasks.push_back(task("t" + std::to_string(i), "cpus:0.001;mem:1"));
+  fw.send(accept({offers[0].offer_id()}, tasks));
+  auto error = fw.waitFor(wire::Envelope::kError);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->error().message().find("AcceptOffers.tasks"), std::string::npos);
+  expectTaskError(fw, "t0", "AcceptOffers.tasks");
+  auto again = nextOffers(fw);
+  ASSERT_EQ(again.size(), 1u) << "the offer was not released at once";
 }
 
 }  // namespace
