@@ -21,10 +21,17 @@ namespace {
 class NullOutbox final : public Outbox {
  public:
   void send(PeerId, const wire::Envelope& e) override {
-    if (e.has_agent_registered()) secret = e.agent_registered().agent_secret();
+    if (e.has_agent_registered()) {
+      secret = e.agent_registered().agent_secret();
+      agentId = e.agent_registered().agent_id();
+    }
+    if (e.has_framework_registered()) {
+      frameworkId = e.framework_registered().framework_id();
+      frameworkSecret = e.framework_registered().framework_secret();
+    }
   }
   void close(PeerId, const std::string&) override {}
-  std::string secret;
+  std::string secret, agentId, frameworkId, frameworkSecret;
 };
 
 constexpr PeerId kScheduler = 1;
@@ -153,6 +160,47 @@ void BM_RegisterAgentTasksOverLimit(benchmark::State& state) {
   });
 }
 
+// Registrations among many frameworks (each naming an agent in a standing
+// filter): what one registration costs should not grow with the number of
+// frameworks the master holds. range(0): frameworks besides the measured one.
+void addFrameworks(Fixture& f, int64_t n) {
+  wire::Hello h;
+  h.set_role(wire::ROLE_SCHEDULER);
+  for (int64_t i = 0; i < n; ++i) {
+    PeerId peer = 1000 + static_cast<PeerId>(i);
+    f.master->peerConnected(peer, h);
+    wire::Envelope reg;
+    reg.mutable_register_framework()->mutable_info()->set_name("other");
+    reg.mutable_register_framework()->mutable_filters()->add_agent_ids("A-elsewhere");
+    f.master->peerMessage(peer, reg);
+  }
+}
+
+void BM_FrameworkReregistersAmongFrameworks(benchmark::State& state) {
+  Fixture f;
+  wire::Envelope again;
+  again.mutable_register_framework()->mutable_info()->set_name("bench");
+  again.mutable_register_framework()->mutable_info()->set_id(f.out.frameworkId);
+  again.mutable_register_framework()->set_framework_secret(f.out.frameworkSecret);
+  addFrameworks(f, state.range(0));
+  for (auto _ : state) f.master->peerMessage(kScheduler, again);
+  state.SetLabel("flat in the number of frameworks");
+}
+
+void BM_AgentReregistersAmongFrameworks(benchmark::State& state) {
+  Fixture f;
+  wire::Envelope reg;
+  Resources::parse("cpus:8;mem:8192")->toWire(reg.mutable_register_agent()->mutable_info()->mutable_resources());
+  f.master->peerMessage(kAgent, reg);
+  reg.mutable_register_agent()->mutable_info()->set_id(f.out.agentId);
+  reg.mutable_register_agent()->set_agent_secret(f.out.secret);
+  addFrameworks(f, state.range(0));
+  for (auto _ : state) f.master->peerMessage(kAgent, reg);
+  state.SetLabel("flat in the number of frameworks");
+}
+
+BENCHMARK(BM_FrameworkReregistersAmongFrameworks)->Arg(100)->Arg(5000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AgentReregistersAmongFrameworks)->Arg(100)->Arg(5000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AcceptTasksOverLimit)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AcceptArgvOverLimit)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AcceptMaxRanges)->Unit(benchmark::kMillisecond);
