@@ -16,6 +16,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <csignal>
@@ -85,6 +86,20 @@ int readCapLastCap() {
   return last;
 }
 
+// A private /tmp hides what lies under the host's /tmp: the agent's work
+// dir (its executor socket) and the program itself (an executor installed or
+// built under /tmp) are bound back at their own paths, read-only like the
+// rest of the host. A program inside the kept directory needs no bind.
+void keepVisible(const LaunchSpec& spec, Prepared& p) {
+  if (!spec.setup.confineRoot || spec.setup.privateTmpDir.empty()) return;
+  auto underTmp = [](const std::string& path) { return path.rfind("/tmp/", 0) == 0; };
+  const std::string& dir = spec.setup.keepVisibleDir;
+  if (underTmp(dir)) p.kept.push_back({dir, false, 2});
+  const std::string program = spec.argv.empty() ? "" : spec.argv[0];
+  bool inDir = !dir.empty() && program.rfind(dir + "/", 0) == 0;
+  if (underTmp(program) && !inDir) p.kept.push_back({program, true, 3});
+}
+
 }  // namespace
 
 Prepared prepare(const LaunchSpec& spec, int nice) {
@@ -107,7 +122,7 @@ Prepared prepare(const LaunchSpec& spec, int nice) {
   }
   if (spec.setup.dropCapabilities || spec.setup.confineRoot) p.capLastCap = readCapLastCap();
   p.workDirPath = spec.workDir;
-  if (spec.setup.keepVisibleDir.rfind("/tmp/", 0) == 0) p.keepVisiblePath = spec.setup.keepVisibleDir;
+  keepVisible(spec, p);
   p.rootfs = planRootfs(spec.setup.rootfs);
   return p;
 }
@@ -201,6 +216,26 @@ void makeDirs(char* path) {
   mkdir(path, 0755);
 }
 
+// Attaches a kept tree at its own path inside the private /tmp: the
+// directories above it, and an empty file to mount a file on.
+void attachKept(Prepared::KeptPath& kept, int tree, const FailureSink& sink) {
+  char* path = kept.path.data();
+  if (kept.file) {
+    char* slash = std::strrchr(path, '/');
+    *slash = '\0';
+    makeDirs(path);
+    *slash = '/';
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
+    if (fd >= 0) close(fd);
+  } else {
+    makeDirs(path);
+  }
+  if (move_mount(tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+    childFail(sink, Step::kWritable, kept.failureIndex);
+  }
+  close(tree);
+}
+
 // A root task's writable places: its working directory, its private /tmp
 // and a private /dev/shm (Docker's 64 MiB; tmpfs pages are charged to the
 // task's memory cgroup). Everything else stays read-only. The working
@@ -211,23 +246,19 @@ void mountWritable(Prepared& p, const FailureSink& sink) {
   const LaunchSpec& spec = *p.spec;
   const std::string& tmp = spec.setup.privateTmpDir;
   int workTree = spec.workDir.empty() ? -1 : writableTree(spec.workDir.c_str(), 0, sink);
-  int keptTree = -1;
-  if (!tmp.empty() && !p.keepVisiblePath.empty()) {
-    keptTree = open_tree(AT_FDCWD, p.keepVisiblePath.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-    if (keptTree < 0) childFail(sink, Step::kWritable, 2);
+  int keptTrees[kMaxKeptPaths];
+  size_t kept = tmp.empty() ? 0 : std::min(p.kept.size(), kMaxKeptPaths);
+  for (size_t i = 0; i < kept; ++i) {
+    unsigned flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (p.kept[i].file ? 0 : AT_RECURSIVE);
+    keptTrees[i] = open_tree(AT_FDCWD, p.kept[i].path.c_str(), flags);
+    if (keptTrees[i] < 0) childFail(sink, Step::kWritable, p.kept[i].failureIndex);
   }
   if (!tmp.empty()) {
     int tmpTree = writableTree(tmp.c_str(), 1, sink);
     if (move_mount(tmpTree, "", AT_FDCWD, "/tmp", MOVE_MOUNT_F_EMPTY_PATH) != 0) childFail(sink, Step::kWritable, 1);
     close(tmpTree);
   }
-  if (keptTree >= 0) {
-    makeDirs(p.keepVisiblePath.data());
-    if (move_mount(keptTree, "", AT_FDCWD, p.keepVisiblePath.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) {
-      childFail(sink, Step::kWritable, 2);
-    }
-    close(keptTree);
-  }
+  for (size_t i = 0; i < kept; ++i) attachKept(p.kept[i], keptTrees[i], sink);
   if (workTree >= 0) {
     makeDirs(p.workDirPath.data());
     if (move_mount(workTree, "", AT_FDCWD, spec.workDir.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0 ||
@@ -434,7 +465,8 @@ std::string describeFailure(const ChildFailure& failure, const LaunchSpec& spec)
   if (failure.step == Step::kWritable) {
     what += failure.index == 0   ? " " + spec.workDir
             : failure.index == 1 ? " " + spec.setup.privateTmpDir + " at /tmp"
-                                 : " " + spec.setup.keepVisibleDir + " under the private /tmp";
+            : failure.index == 2 ? " " + spec.setup.keepVisibleDir + " under the private /tmp"
+                                 : " " + spec.argv[0] + " (the program) under the private /tmp";
   }
   if (failure.step == Step::kChdir) what += " " + spec.workDir;
   if (failure.step == Step::kRootfs) what += std::string(": ") + rootfsStepName(failure.index);

@@ -33,6 +33,8 @@ struct ChildFailure {
 
 // Everything the child needs, prepared before clone so the child only
 // makes async-signal-safe calls.
+constexpr size_t kMaxKeptPaths = 2;
+
 struct Prepared {
   // Set by startChild() when the clone could not put the child into
   // ChildSetup::cgroupDirFd itself (no CLONE_INTO_CGROUP): the child writes
@@ -47,7 +49,15 @@ struct Prepared {
   std::vector<int> nonDefaultSignals;
   int capLastCap = 0;  // /proc/sys/kernel/cap_last_cap, read before clone
   std::string workDirPath;  // spec.workDir, for the child to write into (makeDirs)
-  std::string keepVisiblePath;  // setup.keepVisibleDir when it lies under /tmp
+  // What a confined root task keeps seeing (read-only, at its own path)
+  // below its private /tmp: setup.keepVisibleDir and the program it execs
+  // (argv[0]) when they lie under /tmp, at most kMaxKeptPaths.
+  struct KeptPath {
+    std::string path;
+    bool file = false;  // a bind of one file (the program), else a directory tree
+    int failureIndex = 0;  // ChildFailure::index for kWritable
+  };
+  std::vector<KeptPath> kept;
   // The nice value the child takes before anything else: the launcher's
   // creator's (the loop's), not the niced clone thread's it would inherit.
   int nice = 0;

@@ -451,6 +451,31 @@ TEST_F(LauncherRootTest, ConfinedRootChildCannotWriteHostFiles) {
   EXPECT_NE(out.find("\n0\n"), std::string::npos) << out;
 }
 
+// A program installed (or built) under /tmp stays reachable for a confined
+// root child, whose /tmp is its private directory: bound back read-only at
+// its own path, a script as well as a binary.
+TEST_F(LauncherRootTest, ConfinedRootChildExecsAProgramThatLivesUnderTmp) {
+  if (dir_.string().rfind("/tmp/", 0) != 0) GTEST_SKIP() << dir_ << " is not under /tmp (TMPDIR)";
+  fs::path program = dir_ / "installed" / "probe";
+  fs::create_directories(program.parent_path());
+  std::ofstream(program) << "#!/bin/sh\necho reached\n"
+                            "if (echo x >> \"$0\") 2>/dev/null; then echo wrote-program; else echo program-read-only; fi\n";
+  fs::permissions(program, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::path sandbox = dir_ / "sandbox";
+  fs::create_directories(sandbox);
+  LaunchSpec spec = shell("");
+  spec.argv = {program.string()};
+  spec.workDir = sandbox.string();
+  spec.setup.uid = 0;
+  spec.setup.gid = 0;
+  spec.setup.confineRoot = true;
+  spec.setup.privateTmpDir = (sandbox / "tmp").string();
+  ExitInfo exit = run(spec);
+  EXPECT_EQ(exit.setupError, "");
+  ASSERT_EQ(exit.exitCode, 0);
+  EXPECT_EQ(readFile(spec.stdoutPath), "reached\nprogram-read-only\n");
+}
+
 // Where clone3 is refused (Docker's default seccomp profile answers it
 // with ENOSYS; kernels before 5.3 have none, 5.3-5.6 no CLONE_INTO_CGROUP),
 // launch() and startOffLoop() fall back to glibc's vfork-style clone():
