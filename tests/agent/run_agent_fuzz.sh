@@ -21,18 +21,18 @@ bin="$out/agent_fuzz"
 covered=("$src/tests/agent/agent_fuzz.cpp" "$src/proto/validate.cpp" "$src/proto/frame.cpp"
          "$src/proto/connection.cpp")
 for f in "$src"/agent/*.cpp; do
-  case "$(basename "$f")" in main.cpp|http_api.cpp) ;; *) covered+=("$f") ;; esac
+  case "$(basename "$f")" in main.cpp|http_api.cpp|files_api.cpp) ;; *) covered+=("$f") ;; esac
 done
 # Objects given first define validate/frame/connection; the archives only
 # supply what they leave undefined.
 # (isolators: ContainerId::name, beside the isolator table.)
-libs=("$gen/isolators/liballot_isolators.a" "$gen/proto/liballot_proto.a" "$gen/ha/liballot_ha.a"
+libs=("$gen/isolators/liballot_isolators.a" "$gen/images/liballot_images.a" "$gen/proto/liballot_proto.a" "$gen/ha/liballot_ha.a"
       "$gen/launcher/liballot_launcher.a" "$gen/base/liballot_base.a")
 for l in "${libs[@]}"; do
   [ -f "$l" ] || { echo "FAIL: $l is missing (build the project first)"; exit 1; }
 done
 flags="-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
-pkgs="protobuf prometheus-cpp-core openssl liburing libcgroup libnl-3.0 libnl-route-3.0 libnl-nf-3.0 libnftables libseccomp"
+pkgs="protobuf prometheus-cpp-core openssl liburing libcgroup libnl-3.0 libnl-route-3.0 libnl-nf-3.0 libnftables libseccomp libarchive"
 {
   echo "CXXFLAGS := $flags -I$src -I$gen $(pkg-config --cflags $pkgs)"
   echo "LIBS := ${libs[*]} $(pkg-config --libs $pkgs) -lzookeeper_mt -lpthread"
