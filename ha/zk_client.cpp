@@ -107,7 +107,7 @@ class InheritedPriority {
 };
 
 // The ACL of every znode an authenticated session creates: everything for
-// the identities this session authenticated as (ZooKeeper's "auth" scheme,
+// the identities this ZooKeeper session authenticated as (ZooKeeper's "auth" scheme,
 // expanded by the server to digest:user:hash), reading for anyone, so that
 // clients that only read need no secret.
 struct RestrictedAcl {

@@ -45,7 +45,7 @@ enum class ZkRc {
   kConnectionLoss,
   kSessionExpired,
   kClosing,
-  kNoAuth,  // the znode's ACL forbids it to this session's identity
+  kNoAuth,  // the znode's ACL forbids it to this ZooKeeper session's identity
   kOther
 };
 const char* zkRcName(ZkRc rc);
@@ -93,8 +93,8 @@ class ZkSession {
                    StatFn done) = 0;
   virtual void remove(const std::string& path, DoneFn done) = 0;
   // With credentials (ZkClientOptions::credentials): sets the ACL of `path`
-  // to the one this session creates znodes with (only its identity writes,
-  // anyone reads), so a znode made open by someone else is locked too;
+  // to the one this ZooKeeper session creates znodes with (only its
+  // identity writes, anyone reads), so a znode made open by someone else is locked too;
   // kNoAuth when its ACL does not let this identity change it. Without
   // credentials: kOk, nothing changes.
   virtual void restrict(const std::string& path, DoneFn done) = 0;
