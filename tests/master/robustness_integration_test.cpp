@@ -18,6 +18,7 @@
 #include "proto/input_limits.h"
 #include "proto/resources.h"
 #include "tests/agent/cluster.h"
+#include "tests/common/raw_peer.h"
 
 namespace allot {
 namespace {
@@ -25,81 +26,10 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Child;
 using testing::Cluster;
+using testing::RawPeer;
+using testing::registerFramework;
 
 int exitStatus(int st) { return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1; }
-
-// A blocking loopback client speaking raw frames.
-class RawPeer {
- public:
-  RawPeer(uint16_t port, wire::Role role) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    timeval tv{5, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    if (connected_ && role != wire::ROLE_UNKNOWN) send(helloEnvelope(role, "robustness-test"));
-  }
-  ~RawPeer() { close(fd_); }
-  bool connected() const { return connected_; }
-
-  void send(const wire::Envelope& e) {
-    std::string bytes;
-    ASSERT_TRUE(appendFrame(e, &bytes).ok());
-    sendRaw(bytes);
-  }
-  void sendRaw(const std::string& bytes) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-      if (n <= 0) return;  // the master may close first; reading tells
-      done += static_cast<size_t>(n);
-    }
-  }
-
-  // Reads until a frame of `kind` arrives (returned), the link closes or
-  // 5 s pass (nullopt).
-  std::optional<wire::Envelope> waitFor(wire::Envelope::BodyCase kind) {
-    wire::Envelope e;
-    while (true) {
-      auto got = decoder_.next(&e);
-      if (!got.ok()) return std::nullopt;
-      if (*got) {
-        if (e.body_case() == kind) return e;
-        continue;
-      }
-      char buf[65536];
-      ssize_t n = recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        closed_ = n == 0;
-        return std::nullopt;
-      }
-      decoder_.append(buf, static_cast<size_t>(n));
-    }
-  }
-  // True when the master closed the link (EOF) within 5 s.
-  bool closedByMaster() {
-    while (waitFor(wire::Envelope::kHelloRejected)) {
-    }
-    return closed_;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-  bool closed_ = false;
-  FrameDecoder decoder_;
-};
-
-wire::Envelope registerFramework(const std::string& id = "", const std::string& secret = "") {
-  wire::Envelope e;
-  e.mutable_register_framework()->mutable_info()->set_name("hostile");
-  e.mutable_register_framework()->mutable_info()->set_id(id);
-  e.mutable_register_framework()->set_framework_secret(secret);
-  return e;
-}
 
 class Robustness : public ::testing::Test {
  protected:
