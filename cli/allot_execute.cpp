@@ -28,6 +28,7 @@
 #include "sdk/health_flags.h"
 #include "base/log.h"
 #include "proto/resources.h"
+#include "cli/output_followers.h"
 #include "ha/detector_factory.h"
 #include "sdk/scheduler.h"
 
@@ -54,6 +55,7 @@ struct Settings {
   std::optional<wire::HealthCheck> healthCheck;
   RestartFlags restart;
   RestartPolicy restartPolicy;
+  bool follow = false;
 };
 
 const char* stateName(wire::TaskState s) {
@@ -82,6 +84,8 @@ class ExecuteScheduler final : public Scheduler {
   bool launchedAll() const { return launched_ >= instances_; }
   size_t launched() const { return launched_; }
   void setDriver(SchedulerDriver* driver) { driver_ = driver; }
+  // --follow: the running tasks' output goes there.
+  void setFollowers(OutputFollowers* followers) { followers_ = followers; }
 
   void registered(SchedulerDriver&, const std::string& frameworkId, const std::string&) override {
     std::printf("registered as framework %s\n", frameworkId.c_str());
@@ -110,6 +114,7 @@ class ExecuteScheduler final : public Scheduler {
 
   void statusUpdate(SchedulerDriver& d, const wire::TaskStatus& s) override {
     (void)d.acknowledge(s);
+    follow(s);
     auto& last = states_[s.task_id()];
     bool terminal = isTerminal(s.state());
     if (s.has_healthy() && !terminal) printHealth(s);
@@ -136,6 +141,23 @@ class ExecuteScheduler final : public Scheduler {
   // Kills sent while the master was unreachable were refused: again now.
   void reregistered(SchedulerDriver&, const std::string&) override {
     if (stopping_) sendKills();
+  }
+
+  void follow(const wire::TaskStatus& s) {
+    if (!followers_) return;
+    if (isTerminal(s.state())) return followers_->ended(s.task_id());
+    if (s.state() != wire::TASK_RUNNING || !driver_) return;
+    auto agent = agentOf_.find(s.task_id());
+    if (agent == agentOf_.end()) return;
+    auto hp = parseHostPort(agent->second);
+    if (agent->second.empty() || !hp) {
+      std::fprintf(stderr, "allot-execute: task %s: its agent serves no HTTP endpoint; output not followed\n",
+                   s.task_id().c_str());
+    } else if (!followers_->start(driver_->frameworkId(), s.task_id(), *hp)) {
+      std::fprintf(stderr, "allot-execute: task %s: already following %zu tasks; output not followed\n",
+                   s.task_id().c_str(), OutputFollowers::kFollowedTasksMax);
+    }
+    agentOf_.erase(agent);
   }
 
   void agentLost(SchedulerDriver&, const std::string& agentId) override {
@@ -275,6 +297,7 @@ class ExecuteScheduler final : public Scheduler {
       t.mutable_executor()->set_name(settings_.name);
     }
     states_[id] = wire::TASK_STAGING;
+    agentOf_[id] = offer.agent_http_address();
     std::printf("task %s launching on %s\n", id.c_str(), offer.hostname().c_str());
     return t;
   }
@@ -284,6 +307,8 @@ class ExecuteScheduler final : public Scheduler {
   Resources taskResources_;
   size_t instances_;
   SchedulerDriver* driver_ = nullptr;
+  OutputFollowers* followers_ = nullptr;
+  std::map<std::string, std::string> agentOf_;  // task -> its agent's HTTP address, until it runs
   std::map<std::string, wire::TaskState> states_;
   std::set<std::string> done_;
   size_t launched_ = 0;
@@ -313,6 +338,9 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addBool("executor-per-task", &s->executorPerTask,
                 "run each task in an executor of its own (needs --executor; default: one per agent)");
   flags.addDouble("timeout", &s->timeoutS, "give up when the tasks have not all launched after this many seconds");
+  flags.addBool("follow", &s->follow,
+                "print the tasks' stdout and stderr as they come, each line prefixed with its task id "
+                "(from the agents' HTTP endpoints)");
   addTlsFlags(flags, &s->tls);
   addHealthFlags(flags, &s->health);
   addRestartFlags(flags, &s->restart);
@@ -349,6 +377,13 @@ Result<Resources> checkSettings(Settings& s) {
 int run(const Settings& s, const Resources& resources) {
   asio::io_context io(1);
   ExecuteScheduler scheduler(io, s, resources);
+  auto clientTls = tlsContextFromFlags(s.tls, TlsSide::kClient);
+  if (!clientTls) {
+    std::cerr << "allot-execute: " << clientTls.error().describe() << "\n";
+    return 2;
+  }
+  OutputFollowers followers(http::ClientTls{*clientTls, "agent"});
+  if (s.follow) scheduler.setFollowers(&followers);
   wire::FrameworkInfo info;
   info.set_name(s.name);
   info.set_failover_timeout_s(10);
@@ -403,6 +438,12 @@ int run(const Settings& s, const Resources& resources) {
   });
   io.run();
   if (timedOut) return 124;
+  // The tasks ended: their last output comes within a few answers.
+  if (s.follow && !followers.finish(std::chrono::seconds(5))) {
+    std::fprintf(stderr, "allot-execute: some output was not read within 5 s\n");
+    std::fflush(stdout);
+    std::_Exit(scheduler.exitCode());
+  }
   return scheduler.exitCode();
 }
 

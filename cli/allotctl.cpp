@@ -9,6 +9,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "base/flags.h"
+#include "cli/allotctl_logs.h"
 #include "cli/allotctl_roles.h"
 #include "cli/table.h"
 #include "ha/leader_lookup.h"
@@ -36,6 +37,8 @@ constexpr const char* kSummary =
     "  drain AGENT [--deadline S]                      stop offering AGENT, ask its tasks to\n"
     "                                                  finish, kill them after S seconds\n"
     "  undrain AGENT                                   offer AGENT again\n"
+    "  logs TASK [--stderr] [-f] [--tail N]            a task's stdout (stderr), from its agent;\n"
+    "                                                  -f: as the task writes, until it ends\n"
     "  leader                                          which master answers: id, epoch, addresses\n"
     "  roles                                           roles: weight, quota, allocation\n"
     "  role weight ROLE W | role quota ROLE RES|none   set a role's weight or quota; answered once\n"
@@ -57,6 +60,9 @@ struct Settings {
   std::string framework;
   double timeoutS = 10;
   TlsFiles tls;
+  bool stderrStream = false;
+  bool follow = false;
+  int64_t tail = -1;
 };
 
 std::string fmt(double v) {
@@ -315,6 +321,18 @@ int run(const Context& ctx, const std::vector<std::string>& args) {
     }
     return printLeader(ctx);
   }
+  if (cmd == "logs") {
+    LogsRequest request;
+    if (!parseLogsArgs(args, &request)) return kUsage;
+    request.framework = ctx.settings.framework;
+    request.stderrStream = ctx.settings.stderrStream;
+    request.follow = request.follow || ctx.settings.follow;
+    request.tail = ctx.settings.tail;
+    request.timeoutS = ctx.settings.timeoutS;
+    request.agentTls = http::ClientTls{ctx.tls.context, "agent"};
+    auto call = [&](const std::string& method, const std::string& target) { return ctx.call(method, target); };
+    return static_cast<int>(runLogs(call, request));
+  }
   if (isRoleCommand(cmd)) {
     auto call = [&](const std::string& method, const std::string& target) { return ctx.call(method, target); };
     return static_cast<int>(runRoleCommand(call, args, ctx.settings.json));
@@ -354,7 +372,10 @@ int main(int argc, char** argv) {
   flags.addString("zk", &s.master, "zk://host:port,.../path: the same as --master zk://...");
   flags.addBool("json", &s.json, "print the list as JSON (the array from /state)");
   flags.addDouble("deadline", &s.deadlineS, "drain: seconds before the agent's tasks are killed");
-  flags.addString("framework", &s.framework, "kill: the task's framework (when ids repeat)");
+  flags.addString("framework", &s.framework, "kill, logs: the task's framework (when ids repeat)");
+  flags.addBool("stderr", &s.stderrStream, "logs: the task's stderr instead of its stdout");
+  flags.addBool("follow", &s.follow, "logs: keep printing what the task writes until it ends (= -f)");
+  flags.addInt("tail", &s.tail, "logs: only the last N lines (then, with -f, what comes)");
   flags.addDouble("timeout", &s.timeoutS, "seconds to wait for the master");
   addTlsFlags(flags, &s.tls);
   flags.allowPositional();

@@ -56,14 +56,25 @@ Result<ClientResponse> outcome(const std::string& where, const std::string& refu
   out.contentType = std::string(res[bhttp::field::content_type]);
   out.retryAfter = std::string(res[bhttp::field::retry_after]);
   out.body = std::move(res.body());
+  for (const auto& field : res) out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   return out;
 }
 
 }  // namespace
 
-Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
-                             const std::string& target, const std::string& body,
-                             std::chrono::milliseconds timeout, const ClientTls& tls) {
+std::string ClientResponse::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (beast::iequals(key, beast::string_view(name.data(), name.size()))) return value;
+  }
+  return "";
+}
+
+namespace {
+
+Result<ClientResponse> exchangeWith(const HostPort& server, const std::string& method,
+                                    const std::string& target, const std::string& body,
+                                    std::chrono::milliseconds timeout, const ClientTls& tls,
+                                    const ChunkSink* onChunk) {
   std::string where = server.host + ":" + std::to_string(server.port);
   asio::io_context io;
   beast::error_code ec;
@@ -74,6 +85,19 @@ Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
   auto req = makeRequest(server, method, target, body);
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(kMaxClientBodyBytes);
+  bool stopped = false;
+  // Beast keeps a reference to the callback: it lives until the end.
+  auto chunkBody = [&](std::uint64_t, beast::string_view piece, beast::error_code& ec) -> size_t {
+    if (!(*onChunk)(std::string_view(piece.data(), piece.size()))) {
+      stopped = true;
+      ec = asio::error::operation_aborted;
+    }
+    return piece.size();
+  };
+  if (onChunk) {
+    parser.body_limit(boost::none);  // the pieces never pile up in the body
+    parser.on_chunk_body(chunkBody);
+  }
   beast::flat_buffer buffer;
 
   beast::error_code result = asio::error::timed_out;
@@ -110,7 +134,22 @@ Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
     });
   });
   io.run();
+  if (stopped) result = {};
   return outcome(where, refusal, result, parser);
+}
+
+}  // namespace
+
+Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
+                             const std::string& target, const std::string& body,
+                             std::chrono::milliseconds timeout, const ClientTls& tls) {
+  return exchangeWith(server, method, target, body, timeout, tls, nullptr);
+}
+
+Result<ClientResponse> fetchStreamed(const HostPort& server, const std::string& target,
+                                     std::chrono::milliseconds timeout, const ClientTls& tls,
+                                     const ChunkSink& onChunk) {
+  return exchangeWith(server, "GET", target, "", timeout, tls, &onChunk);
 }
 
 std::string encodeQueryValue(const std::string& value) {

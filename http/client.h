@@ -4,7 +4,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/flags.h"
 #include "base/result.h"
@@ -17,6 +21,10 @@ struct ClientResponse {
   std::string contentType;
   std::string retryAfter;  // the Retry-After field (503), empty without one
   std::string body;
+  // Every header field as sent (name as the server spelled it).
+  std::vector<std::pair<std::string, std::string>> headers;
+  // The first field of that name (case-insensitive), empty without one.
+  std::string header(std::string_view name) const;
 };
 
 // HTTPS with a client certificate (a server started with
@@ -35,6 +43,15 @@ Result<ClientResponse> fetch(const HostPort& server, const std::string& method,
                              const std::string& target, const std::string& body = "",
                              std::chrono::milliseconds timeout = std::chrono::seconds(10),
                              const ClientTls& tls = {});
+
+// As fetch (a GET), but a chunked body goes to `onChunk` piece by piece as
+// it arrives, never into ClientResponse::body (which keeps a body that is
+// not chunked, an error's). onChunk returning false stops the reading: the
+// answer is then what came so far. `timeout` bounds the whole exchange.
+using ChunkSink = std::function<bool(std::string_view chunk)>;
+Result<ClientResponse> fetchStreamed(const HostPort& server, const std::string& target,
+                                     std::chrono::milliseconds timeout, const ClientTls& tls,
+                                     const ChunkSink& onChunk);
 
 // Percent-encodes a query value.
 std::string encodeQueryValue(const std::string& value);
