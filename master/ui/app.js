@@ -94,7 +94,7 @@ function renderCluster(m) {
   }
   fillBody("#tasks", tasks, (row, t) => {
     row.dataset.task = t.taskId;
-    cell(row, t.taskId);
+    cell(row, link(`#/task/${encodeURIComponent(t.frameworkId)}/${encodeURIComponent(t.taskId)}`, t.taskId));
     cell(row, t.frameworkId);
     cell(row, link(`#/agent/${encodeURIComponent(t.agentId)}`, t.agentId));
     cell(row, t.state.replace("TASK_", ""), "state-cell");
@@ -167,6 +167,79 @@ function renderAgent(m, id) {
   });
 }
 
+// A task's stdout and stderr, live: the browser follows them from the
+// task's agent (its files API, agent/files_api.h; the agent answers
+// cross-origin reads), answer after answer, until the task ended. Each pane
+// keeps the last LOG_KEEP_BYTES characters.
+const LOG_KEEP_BYTES = 1 << 20;
+let logView = null;  // {key, streams: [{stop}]}
+
+function findTask(m, fw, id) {
+  return [...(m.tasks || []), ...(m.completedTasks || [])].find((t) => t.frameworkId === fw && t.taskId === id);
+}
+
+function followStream(agentUrl, fw, id, stream, pane, ended) {
+  const state = { stopped: false, offset: 0, file: "" };
+  const decoder = new TextDecoder();
+  const append = (s) => {
+    pane.textContent = (pane.textContent + s).slice(-LOG_KEEP_BYTES);
+    pane.dataset.bytes = String(Number(pane.dataset.bytes || 0) + s.length);
+  };
+  (async () => {
+    for (;;) {
+      const wasEnded = ended();
+      const q = `framework=${encodeURIComponent(fw)}&task=${encodeURIComponent(id)}&stream=${stream}` +
+        `&offset=${state.offset}` + (state.file ? `&file=${encodeURIComponent(state.file)}` : "");
+      try {
+        const res = await fetch(`${agentUrl}/files/follow?${q}`, { cache: "no-store" });
+        if (!res.ok) { pane.dataset.error = `${res.status} ${await res.text()}`; return; }
+        state.file = res.headers.get("X-Allot-File") || "";
+        state.offset = Number(res.headers.get("X-Allot-Offset") || 0);
+        const reader = res.body.getReader();
+        let got = 0;
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done || state.stopped) break;
+          state.offset += value.length;
+          got += value.length;
+          append(decoder.decode(value, { stream: true }));
+        }
+        // An empty answer: the task ended and the master has not said so yet.
+        if (!got) await new Promise((r) => setTimeout(r, 500));
+      } catch (e) {
+        pane.dataset.error = e.message;
+        await new Promise((r) => setTimeout(r, POLL_MS));
+      }
+      if (state.stopped) return;
+      if (wasEnded) { pane.dataset.ended = "true"; return; }
+    }
+  })();
+  return { stop: () => { state.stopped = true; } };
+}
+
+function renderTask(m, fw, id) {
+  const key = fw + "\n" + id;
+  const t = findTask(m, fw, id);
+  $("#task-id").textContent = id;
+  const agent = t && (m.agents || []).find((a) => a.id === t.agentId);
+  $("#task-info").textContent = t
+    ? `${t.state.replace("TASK_", "")} on ${agent ? agent.hostname : t.agentId} · framework ${fw}` : "unknown task";
+  if (logView && logView.key === key) return;
+  if (logView) logView.streams.forEach((s) => s.stop());
+  logView = null;
+  for (const s of ["stdout", "stderr"]) { const p = $(`#task-${s}`); p.textContent = ""; delete p.dataset.ended; }
+  if (!t || !agent || !agent.httpAddress) {
+    $("#task-info").textContent += " · its agent serves no HTTP endpoint";
+    return;
+  }
+  const agentUrl = `${location.protocol}//${agent.httpAddress}`;
+  const ended = () => {
+    const now = latest && findTask(latest.master || {}, fw, id);
+    return !now || !["TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING"].includes(now.state);
+  };
+  logView = { key, streams: ["stdout", "stderr"].map((s) => followStream(agentUrl, fw, id, s, $(`#task-${s}`), ended)) };
+}
+
 function render() {
   if (!latest) return;
   const m = latest.master || {};
@@ -174,9 +247,14 @@ function render() {
     `master ${m.masterId} · ${(m.agents || []).length} agents · ` +
     `${(m.frameworks || []).length} frameworks · ${(m.tasks || []).length} tasks`;
   const route = location.hash.match(/^#\/agent\/(.+)$/);
-  $("#cluster").hidden = !!route;
+  const task = location.hash.match(/^#\/task\/([^/]+)\/(.+)$/);
+  $("#cluster").hidden = !!(route || task);
   $("#agent-page").hidden = !route;
-  if (route) renderAgent(m, decodeURIComponent(route[1])); else renderCluster(m);
+  $("#task-page").hidden = !task;
+  if (!task && logView) { logView.streams.forEach((s) => s.stop()); logView = null; }
+  if (route) renderAgent(m, decodeURIComponent(route[1]));
+  else if (task) renderTask(m, decodeURIComponent(task[1]), decodeURIComponent(task[2]));
+  else renderCluster(m);
 }
 
 async function poll() {
