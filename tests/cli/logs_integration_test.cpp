@@ -39,7 +39,7 @@ class TaskLogs : public ::testing::Test {
     certs_ = cluster_->dir() + "/tls";
     std::string script = std::string(root) + "/scripts/allot-certs " + certs_;
     ASSERT_EQ(std::system((script + " >/dev/null").c_str()), 0);
-    ASSERT_EQ(std::system((script + " other framework >/dev/null").c_str()), 0);
+    ASSERT_EQ(std::system((script + " --principal other --role framework >/dev/null").c_str()), 0);
   }
 
   void start(std::vector<std::string> agentFlags = {}) {
