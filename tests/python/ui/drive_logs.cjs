@@ -2,16 +2,17 @@
 // followed live from its agent) in headless Chromium, for
 // tests/python/ui/test_ui_logs.py:
 //
-//   node drive_logs.cjs URL FRAMEWORK TASK WANT_STDOUT_LINES SCREENSHOT_DIR PLAYWRIGHT_CORE_DIR
+//   node drive_logs.cjs URL FRAMEWORK TASK WANT_STDOUT_LINES SCREENSHOT_DIR PLAYWRIGHT_CORE_DIR GO_FILE
 //
-// Opens the cluster page, follows the task's link, waits until the stdout
+// Opens the cluster page, follows the task's link, makes GO_FILE (the task
+// starts writing when it exists), waits until the stdout
 // pane holds WANT_STDOUT_LINES lines and records the panes' text on the way
 // (how many lines each time it grew: live, not all at the end), saves
 // ui-task.png and prints one JSON line. Exit 3 when Chromium cannot start,
 // 1 on any other failure.
 "use strict";
 
-const [url, framework, task, wantLines, shots, playwrightDir] = process.argv.slice(2);
+const [url, framework, task, wantLines, shots, playwrightDir, goFile] = process.argv.slice(2);
 const { chromium } = require(playwrightDir);
 
 async function main() {
@@ -33,6 +34,7 @@ async function main() {
   await page.goto(url);
   await page.waitForSelector(`#tasks tbody tr[data-task="${task}"] a`, { timeout: 30000 });
   await page.click(`#tasks tbody tr[data-task="${task}"] a`);
+  require("fs").writeFileSync(goFile, "");
   const seen = [];  // stdout line counts as the pane grew
   const deadline = Date.now() + 30000;
   for (;;) {

@@ -48,9 +48,11 @@ def log_cluster():
         c.start_agent("cpus:2;mem:2048", "--http-listen", "127.0.0.1:0")
         http = int(_wait(lambda: (work / "http.port").exists() and (work / "http.port").read_text().strip(),
                          10, "the master's HTTP port"))
-        # One line every 0.4 s: the page must show them as they come.
-        command = (f"sleep 3; for i in $(seq 1 {LINES}); do echo out-$i; echo err-$i >&2; sleep 0.4; done; "
-                   "sleep 60")
+        # One line every 0.4 s once the page is open (the driver makes the
+        # go file): the page must show them as they come.
+        go = work / "go"
+        command = (f"while [ ! -e {go} ]; do sleep 0.1; done; "
+                   f"for i in $(seq 1 {LINES}); do echo out-$i; echo err-$i >&2; sleep 0.4; done; sleep 60")
         execute = subprocess.Popen([_binary("ALLOT_EXECUTE"), "--master", c.master, "--name", "logs",
                                     "--command", command, "--resources", "cpus:0.5;mem:64"],
                                    stdout=open(work / "execute.log", "w"), stderr=subprocess.STDOUT)
@@ -73,7 +75,7 @@ def test_the_task_page_shows_its_output_live(log_cluster):
     shots = pathlib.Path(os.environ.get("ALLOT_UI_SHOTS") or tempfile.mkdtemp(prefix="allot-ui-shots-"))
     shots.mkdir(parents=True, exist_ok=True)
     run = subprocess.run(["node", str(HERE / "drive_logs.cjs"), base + "/", task["frameworkId"], task["taskId"],
-                          str(LINES), str(shots), str(PLAYWRIGHT)],
+                          str(LINES), str(shots), str(PLAYWRIGHT), str(cluster.work / "go")],
                          capture_output=True, text=True, timeout=180)
     if run.returncode == 3:
         pytest.skip(run.stderr.strip())
