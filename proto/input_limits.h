@@ -27,6 +27,12 @@ inline constexpr size_t kEnvironmentCountMax = 1024;
 inline constexpr size_t kCommandBytesMax = 256 * 1024;
 inline constexpr size_t kTaskDataBytesMax = 1024 * 1024;
 
+// ContainerInfo: an image reference (images/reference.h parses at most
+// this), its volumes, and each volume path.
+inline constexpr size_t kImageReferenceBytesMax = 512;
+inline constexpr size_t kVolumesPerContainerMax = 16;
+inline constexpr size_t kVolumePathBytesMax = 1024;
+
 // ---------------------------------------------------------------- resources
 inline constexpr size_t kResourcesPerListMax = 32;   // distinct names in one list
 inline constexpr size_t kRangesPerResourceMax = 1024;

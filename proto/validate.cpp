@@ -129,11 +129,49 @@ Status command(const wire::CommandInfo& c, const Where& where) {
   return okStatus();
 }
 
+// A volume path: bounded, no control characters, no ".." component.
+Status volumePath(const std::string& path, const Where& where) {
+  ALLOT_TRY(bytes(path, kVolumePathBytesMax, where));
+  if (path.empty()) return Error{where.str() + ": empty"};
+  for (unsigned char c : path) {
+    if (c < 0x20 || c == 0x7f) return Error{where.str() + ": control characters"};
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (path.compare(start, end - start, "..") == 0 && end - start == 2) {
+      return Error{where.str() + ": '..' is not allowed"};
+    }
+    start = end + 1;
+  }
+  return okStatus();
+}
+
+Status container(const wire::ContainerInfo& c, const Where& where) {
+  ALLOT_TRY(bytes(c.image(), kImageReferenceBytesMax, Where(where, ".image")));
+  const Where volumes(where, ".volumes");
+  ALLOT_TRY(count(c.volumes(), kVolumesPerContainerMax, volumes));
+  if (c.volumes_size() > 0 && c.image().empty()) return Error{volumes.str() + ": volumes need an image"};
+  for (int i = 0; i < c.volumes_size(); ++i) {
+    const Where at(volumes, i);
+    const wire::Volume& v = c.volumes(i);
+    ALLOT_TRY(volumePath(v.source(), Where(at, ".source")));
+    const Where target(at, ".container_path");
+    ALLOT_TRY(volumePath(v.container_path(), target));
+    if (v.container_path().front() != '/' || v.container_path() == "/") {
+      return Error{target.str() + ": must be absolute and not '/'"};
+    }
+  }
+  return okStatus();
+}
+
 Status executorInfo(const wire::ExecutorInfo& ex, const Where& where) {
   ALLOT_TRY(bytes(ex.executor_id(), kIdBytesMax, Where(where, ".executor_id")));
   ALLOT_TRY(bytes(ex.framework_id(), kIdBytesMax, Where(where, ".framework_id")));
   ALLOT_TRY(bytes(ex.name(), kNameBytesMax, Where(where, ".name")));
   ALLOT_TRY(command(ex.command(), Where(where, ".command")));
+  ALLOT_TRY(container(ex.container(), Where(where, ".container")));
   return resources(ex.resources(), Where(where, ".resources"));
 }
 
@@ -195,6 +233,10 @@ Status taskInfo(const wire::TaskInfo& task, const Where& where) {
   ALLOT_TRY(number(task.kill_grace_s(), kKillGraceSecondsMax, Where(where, ".kill_grace_s")));
   ALLOT_TRY(number(task.max_duration_s(), kTimeoutSecondsMax, Where(where, ".max_duration_s")));
   ALLOT_TRY(healthCheck(task.health_check(), Where(where, ".health_check")));
+  ALLOT_TRY(container(task.container(), Where(where, ".container")));
+  if (task.has_executor() && !task.container().image().empty()) {
+    return Error{Where(where, ".container").str() + ": a task with its own executor sets the image on the executor"};
+  }
   return bytes(task.data(), kTaskDataBytesMax, Where(where, ".data"));
 }
 

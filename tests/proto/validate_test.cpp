@@ -77,6 +77,42 @@ TEST(Validate, EveryLimitNamesTheField) {
   }
 }
 
+TEST(Validate, ContainerImagesAndVolumes) {
+  auto check = [](const std::function<void(wire::ContainerInfo&)>& build) {
+    wire::Envelope e;
+    auto* t = e.mutable_accept_offers()->add_tasks();
+    t->set_task_id("t1");
+    t->mutable_command()->set_shell("true");
+    build(*t->mutable_container());
+    return refusal(validateFromScheduler(e));
+  };
+  auto volume = [](const std::string& source, const std::string& target) {
+    return [=](wire::ContainerInfo& c) {
+      c.set_image("busybox");
+      auto* v = c.add_volumes();
+      v->set_source(source);
+      v->set_container_path(target);
+    };
+  };
+  EXPECT_EQ(check(volume("/data", "/mnt/data")), "ok");
+  EXPECT_EQ(check(volume("cache", "/var/cache")), "ok");
+  EXPECT_NE(check(volume("/data/../etc", "/mnt")).find("volumes[0].source: '..'"), std::string::npos);
+  EXPECT_NE(check(volume("/data", "/a/../../etc")).find("volumes[0].container_path: '..'"), std::string::npos);
+  EXPECT_NE(check(volume("/data", "relative")).find("must be absolute"), std::string::npos);
+  EXPECT_NE(check(volume("/data", "/")).find("must be absolute and not '/'"), std::string::npos);
+  EXPECT_NE(check(volume("/da\nta", "/x")).find("control characters"), std::string::npos);
+  EXPECT_NE(check(volume(std::string(2000, 'a'), "/x")).find("2000 bytes (limit 1024)"), std::string::npos);
+  EXPECT_NE(check([](wire::ContainerInfo& c) { c.set_image(std::string(600, 'a')); })
+                .find("container.image: 600 bytes (limit 512)"),
+            std::string::npos);
+  EXPECT_NE(check([](wire::ContainerInfo& c) {
+              c.set_image("busybox");
+              for (size_t i = 0; i <= limits::kVolumesPerContainerMax; ++i) c.add_volumes();
+            }).find("volumes: 17 entries (limit 16)"),
+            std::string::npos);
+  EXPECT_NE(check([](wire::ContainerInfo& c) { c.add_volumes(); }).find("volumes need an image"), std::string::npos);
+}
+
 TEST(Validate, AgentMessagesAreBoundedInTotal) {
   wire::Envelope e;
   auto* reg = e.mutable_register_agent();
