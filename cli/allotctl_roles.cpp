@@ -46,7 +46,8 @@ CtlExit listRoles(const CtlCall& call, bool json) {
   // SET: where the role's weight and quota come from, "run-time" (allotctl
   // role, stored) or "flags" (--role-weight/--quota, or the defaults).
   Table t({"ROLE", "WEIGHT", "QUOTA", "ALLOCATED", "FRAMEWORKS", "SET"});
-  for (const auto& [key, role] : tree.get_child("roles", {})) {
+  const boost::property_tree::ptree noRoles;  // outlives the loop, unlike a temporary
+  for (const auto& [key, role] : tree.get_child("roles", noRoles)) {
     std::string name = role.get<std::string>("name", "");
     std::string quota = role.get<std::string>("quota", "");
     t.add({name.empty() ? "(default)" : name, role.get<std::string>("weight", "?"),
