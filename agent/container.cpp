@@ -427,6 +427,7 @@ void Container::fillView(const std::string& agentId, state::ExecutorView* v) con
       tv->set_reason(t.latest->reason());
       tv->set_message(t.latest->message());
       tv->set_updated_s(t.latest->timestamp_s());
+      if (t.latest->has_healthy()) tv->set_healthy(t.latest->healthy());
     }
   }
 }

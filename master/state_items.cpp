@@ -234,6 +234,7 @@ void appendItemJson(const TaskItem& t, std::string* out) {
   resourceItems(t.resources, o.field<"resources">());
   appendJsonString(t.executorId, o.field<"executorId">());
   appendJsonDouble(t.updatedS, o.field<"updatedS">());
+  if (t.healthy >= 0) boolean(t.healthy == 1, o.field<"healthy">());
   o.end();
 }
 

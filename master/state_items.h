@@ -82,6 +82,7 @@ struct TaskItem {
   ResourceItems resources;
   std::string_view executorId;
   double updatedS = 0;
+  int healthy = -1;  // the health check's verdict: 1, 0; -1: none (left out)
 };
 
 struct OfferItem {

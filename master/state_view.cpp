@@ -349,6 +349,7 @@ void MasterStateView::fillTaskRecord(const std::string& frameworkId, const std::
   out->set_executor_id(task.latest.executor_id().empty() ? task.info.executor().executor_id()
                                                          : task.latest.executor_id());
   out->set_updated_s(task.latest.timestamp_s());
+  if (task.latest.has_healthy()) out->set_healthy(task.latest.healthy());
 }
 
 bool MasterStateView::fillOffer(const Master& m, const std::string& id, state::OfferView* out) {
@@ -427,6 +428,7 @@ void MasterStateView::copyTaskRecord(const std::string& frameworkId, const std::
   out->executorId = text->keep(task.latest.executor_id().empty() ? task.info.executor().executor_id()
                                                                  : task.latest.executor_id());
   out->updatedS = task.latest.timestamp_s();
+  out->healthy = task.latest.has_healthy() ? (task.latest.healthy() ? 1 : 0) : -1;
 }
 
 bool MasterStateView::copyOffer(const Master& m, const std::string& id, OfferItem* out, ItemText* text) {

@@ -98,6 +98,7 @@ function renderCluster(m) {
     cell(row, t.frameworkId);
     cell(row, link(`#/agent/${encodeURIComponent(t.agentId)}`, t.agentId));
     cell(row, t.state.replace("TASK_", ""), "state-cell");
+    cell(row, healthText(t), healthClass(t));
     cell(row, t.reason === "REASON_NONE" ? "" : t.reason.replace("REASON_", ""));
     cell(row, t.message, "message");
   });
@@ -163,6 +164,7 @@ function renderAgent(m, id) {
     cell(row, t.taskId);
     cell(row, t.frameworkId);
     cell(row, t.state.replace("TASK_", ""));
+    cell(row, healthText(t), healthClass(t));
     cell(row, t.reason === "REASON_NONE" ? "" : t.reason.replace("REASON_", ""));
   });
 }
@@ -238,6 +240,17 @@ function renderTask(m, fw, id) {
     return !now || !["TASK_STAGING", "TASK_STARTING", "TASK_RUNNING", "TASK_KILLING"].includes(now.state);
   };
   logView = { key, streams: ["stdout", "stderr"].map((s) => followStream(agentUrl, fw, id, s, $(`#task-${s}`), ended)) };
+}
+
+// A task's health check verdict (absent: no check, or no verdict yet).
+function healthText(t) {
+  if (t.healthy === undefined) return "";
+  return t.healthy ? "healthy" : "unhealthy";
+}
+
+function healthClass(t) {
+  if (t.healthy === undefined) return "health-cell";
+  return t.healthy ? "health-cell healthy" : "health-cell unhealthy";
 }
 
 function render() {
