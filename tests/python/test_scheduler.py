@@ -228,3 +228,40 @@ def test_sigterm_with_no_master_stops_the_driver_naming_the_running_task(cluster
     assert "returned" in out
     assert "these tasks may still run: py-sleeper" in err
 
+def test_health_check_set_from_python_reports_healthy_then_kills(cluster):
+    # The check passes until the task removes its flag file, then fails
+    # twice and the executor kills the task.
+    def build(offer):
+        t = command_task("checked", "touch up; sleep 1.5; rm up; sleep 60")(offer)
+        t.health_check.type = wire.HealthCheck.COMMAND
+        t.health_check.command.shell = "test -e up"
+        t.health_check.delay_s = 0
+        t.health_check.interval_s = 0.2
+        t.health_check.grace_period_s = 1
+        t.health_check.consecutive_failures = 2
+        return t
+    scheduler = Recorder([build])
+    asyncio.run(run_framework(cluster, scheduler))
+    verdicts = [u.healthy for u in scheduler.updates
+                if u.state == wire.TASK_RUNNING and u.HasField("healthy")]
+    assert verdicts[:1] == [True], scheduler.updates
+    final = [u for u in scheduler.updates if u.state in TERMINAL][-1]
+    assert final.state == wire.TASK_KILLED
+    assert final.reason == wire.REASON_HEALTH_CHECK_FAILED
+    assert final.HasField("healthy") and not final.healthy
+
+
+def test_health_check_limits_are_checked_in_python():
+    e = wire.Envelope()
+    t = e.launch_task.task
+    t.task_id = "t"
+    t.command.shell = "true"
+    t.health_check.type = wire.HealthCheck.HTTP
+    t.health_check.port = 8080
+    t.health_check.path = "/ok"
+    assert allot.validate.from_agent_to_executor(e) is None
+    t.health_check.path = "/a b"
+    assert "LaunchTask.task.health_check.path" in allot.validate.from_agent_to_executor(e)
+    t.health_check.path = "/ok"
+    t.health_check.interval_s = 0.01
+    assert "health_check.interval_s" in allot.validate.from_agent_to_executor(e)
