@@ -15,6 +15,9 @@
 // as the task's command is (runChild), so they see what the task sees.
 // Each change of health is a RUNNING update with `healthy`; past the
 // threshold the task is killed (REASON_HEALTH_CHECK_FAILED).
+// A task of an image (filesystem/linux) is started inside the image's root
+// filesystem, and its COMMAND checks in the task's mount namespace, while
+// the executor stays on the node's filesystem (cli/task_root.h).
 // In its own PID namespace (namespaces/pid, root tasks) the executor is the namespace's pid 1 and inherits its tasks'
 // orphans: it reaps them on SIGCHLD.
 #include <fcntl.h>
@@ -35,6 +38,7 @@
 #include "base/log.h"
 #include "base/unique_fd.h"
 #include "cli/task_logger.h"
+#include "cli/task_root.h"
 #include "sdk/executor.h"
 #include "sdk/health_check.h"
 
@@ -64,15 +68,21 @@ struct ChildPlan {
   // The task logger's pipes (cli/task_logger.h); -1: open the paths.
   int stdoutFd = -1;
   int stderrFd = -1;
+  // The image's root the child enters (cli/task_root.h); null: the node's
+  // filesystem. A check joins its task's mount namespace (mntNsFd).
+  TaskRoot* root = nullptr;
+  int mntNsFd = -1;
 };
+
+void reportStep(int step, void* errorFd) {
+  int report[2] = {step, errno};
+  (void)!write(*static_cast<int*>(errorFd), report, sizeof report);
+  _exit(127);
+}
 
 [[noreturn]] void runChild(const ChildPlan& plan, std::vector<char*>& argv,
                            std::vector<char*>& envp, int errorFd) {
-  auto fail = [&](int step) {
-    int report[2] = {step, errno};
-    (void)!write(errorFd, report, sizeof report);
-    _exit(127);
-  };
+  auto fail = [&](int step) { reportStep(step, &errorFd); };
   setpgid(0, 0);
   sigset_t none;
   sigemptyset(&none);
@@ -85,6 +95,7 @@ struct ChildPlan {
   if (err < 0 || dup2(err, 2) < 0) fail(1);
   int in = open("/dev/null", O_RDONLY);
   if (in < 0 || dup2(in, 0) < 0) fail(1);
+  if (plan.root) enterTaskRoot(*plan.root, plan.mntNsFd, reportStep, &errorFd);
   if (!plan.workDir.empty() && chdir(plan.workDir.c_str()) != 0) fail(2);
   execvpe(argv[0], argv.data(), envp.data());
   fail(3);
@@ -92,6 +103,7 @@ struct ChildPlan {
 }
 
 const char* stepName(int step) {
+  if (step >= kTaskRootStepBase) return taskRootStepName(step);
   switch (step) {
     case 1: return "opening the task's stdout/stderr";
     case 2: return "changing into the sandbox";
@@ -104,7 +116,8 @@ class CommandExecutor final : public Executor {
   // Only its namespace's pid 1 inherits orphans: anywhere else SIGCHLD
   // stays ignored (no signal, pipe write and waitid per task that ends:
   // the pidfd watch alone finishes a task).
-  explicit CommandExecutor(asio::io_context& io) : io_(io), quiescenceTimer_(io), sigchld_(io) {
+  CommandExecutor(asio::io_context& io, std::optional<TaskRoot> root)
+      : io_(io), quiescenceTimer_(io), root_(std::move(root)), sigchld_(io) {
     if (getpid() == 1) {
       sigchld_.add(SIGCHLD);
       reapOrphans();
@@ -221,6 +234,15 @@ class CommandExecutor final : public Executor {
 
   Result<CheckProcess> spawnCheck(const wire::TaskInfo& task, const wire::CommandInfo& command) {
     ChildPlan plan = planFor(task, command);
+    UniqueFd mntNs;
+    if (root_) {
+      auto it = children_.find(task.task_id());
+      if (it == children_.end()) return Error{"task " + task.task_id() + " is not running"};
+      std::string path = "/proc/" + std::to_string(it->second->pid) + "/ns/mnt";
+      mntNs = UniqueFd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!mntNs) return Error::fromErrno("open " + path);
+      plan.mntNsFd = mntNs.get();
+    }
     int pipeFds[2];
     if (pipe2(pipeFds, O_CLOEXEC) != 0) return Error::fromErrno("pipe2");
     UniqueFd readEnd(pipeFds[0]), writeEnd(pipeFds[1]);
@@ -268,6 +290,10 @@ class CommandExecutor final : public Executor {
     for (const auto& [k, v] : env) plan.env.push_back(k + "=" + v);
     plan.workDir = driver_->options().sandboxDir;
     std::string dir = (plan.workDir.empty() ? std::string(".") : plan.workDir) + "/";
+    if (root_) {
+      plan.root = &*root_;
+      plan.workDir.clear();  // the root's working directory
+    }
     plan.stdoutPath = dir + taskOutputFile(task.task_id(), "stdout");
     plan.stderrPath = dir + taskOutputFile(task.task_id(), "stderr");
     return plan;
@@ -505,6 +531,7 @@ class CommandExecutor final : public Executor {
   asio::steady_timer quiescenceTimer_;
   ExecutorDriver* driver_ = nullptr;
   TaskLogLimits logLimits_ = taskLogLimitsFromEnv();
+  std::optional<TaskRoot> root_;
   std::map<std::string, std::unique_ptr<Child>> children_;
   std::map<pid_t, std::string> taskOfPid_;  // children_'s pids
   // Health check commands running (at most one per task), and those that
@@ -531,8 +558,13 @@ int main(int argc, char** argv) {
                                << " (allot-executor is started by allot-agent)");
     return 2;
   }
+  auto root = taskRootFromEnvironment();
+  if (!root) {
+    LOG_ERROR("cannot start: " << root.error().describe());
+    return 2;
+  }
   asio::io_context io;
-  CommandExecutor executor(io);
+  CommandExecutor executor(io, std::move(*root));
   ExecutorDriver driver(io, executor, *options);
   executor.setDriver(&driver);
   if (auto st = driver.start(); !st) {

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "images/digest.h"
 #include "images/layer_store.h"
+#include "launcher/rootfs_env.h"
 
 namespace allot {
 
@@ -100,6 +101,8 @@ void FilesystemIsolator::releaseAll(const std::string& name) {
 Result<RootfsBind> FilesystemIsolator::volumeBind(const ContainerVolume& volume, const std::string& sandbox) const {
   const std::string& target = volume.containerPath;
   std::string shown = "volume '" + volume.hostPath + "' -> '" + target + "'";
+  if ((volume.hostPath + target).find_first_of("\t\n") != std::string::npos)
+    return Error{shown + ": a tab or newline in a path"};
   if (target.empty() || target.front() != '/' || target == "/" || hasDotDot(target))
     return Error{shown + ": the path inside the root must be absolute, not '/', without '..'"};
   if (volume.hostPath.empty() || hasDotDot(volume.hostPath)) return Error{shown + ": bad host path"};
@@ -131,7 +134,8 @@ Status FilesystemIsolator::prepare(const ContainerId& id, const ContainerConfig&
     if (!bind) return bind.error();
     root.binds.push_back(*bind);
   }
-  for (const RootfsBind& bind : hostBinds_) root.binds.push_back(bind);
+  if (!config.rootForTasksOnly)
+    for (const RootfsBind& bind : hostBinds_) root.binds.push_back(bind);
   if (Status st = hold(id.name(), config.imageLayers); !st) return st;
   std::string dir = dirOf(id);
   for (const std::string& d : {dir, dir + "/upper", dir + "/work", dir + "/mnt"}) {
@@ -147,8 +151,12 @@ Status FilesystemIsolator::prepare(const ContainerId& id, const ContainerConfig&
   root.workDir = dir + "/work";
   root.mountPoint = dir + "/mnt";
   root.workingDir = config.workingDir.empty() ? kRootfsSandbox : config.workingDir;
-  setup->rootfs = std::move(root);
   setup->env.push_back(std::string("ALLOT_SANDBOX=") + kRootfsSandbox);
+  if (config.rootForTasksOnly) {
+    setup->env.push_back(std::string(kRootfsEnv) + "=" + encodeRootfs(root));
+    return okStatus();
+  }
+  setup->rootfs = std::move(root);
   return okStatus();
 }
 

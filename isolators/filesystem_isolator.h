@@ -5,7 +5,10 @@
 // (ChildSetup::rootfs, launcher/child_rootfs.h). Inside the root the
 // sandbox is at kRootfsSandbox (ALLOT_SANDBOX says so), volumes where the
 // task asked, and the host paths every executor needs (hostBinds: the
-// executor's files, the agent's socket) read-only.
+// executor's files, the agent's socket) read-only. The built-in executor
+// (ContainerConfig::rootForTasksOnly) stays on the node's filesystem: the
+// plan goes in its environment (ALLOT_ROOTFS, launcher/rootfs_env.h) and
+// each of its tasks enters the root, without the host binds.
 //
 // A container whose config names no image layers keeps the host's
 // filesystem: this isolator does nothing for it. Layers are held in the

@@ -74,6 +74,10 @@ struct ContainerConfig {
   std::vector<std::string> imageLayers;
   std::vector<ContainerVolume> volumes;
   std::string workingDir;
+  // The built-in executor: it stays on the node's filesystem and each of
+  // its tasks enters the root (the plan goes in its environment,
+  // launcher/rootfs_env.h); false: the executor process itself enters it.
+  bool rootForTasksOnly = false;
 };
 
 // A container the agent still knows at recover(), with what it was
