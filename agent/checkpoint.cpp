@@ -48,9 +48,11 @@ std::string encodeCheckpoint(const ExecutorCheckpoint& c) {
     *se.mutable_status_update()->mutable_status() = s;
     if (!appendFrame(se, &out)) LOG_ERROR("checkpoint: status of " << id << " too large");
   }
+  std::string layers;
+  for (const std::string& layer : c.imageLayers) layers += (layers.empty() ? " " : ",") + layer;
   // The header says how long the rest is: a torn or stale tail is detected.
   return std::string(kMagic) + std::to_string(c.pid) + " " + std::to_string(c.startTime) + " " +
-         std::to_string(c.sequence) + " " + std::to_string(out.size()) + " " + c.secret + "\n" + out;
+         std::to_string(c.sequence) + " " + std::to_string(out.size()) + " " + c.secret + layers + "\n" + out;
 }
 
 Result<ExecutorCheckpoint> decodeCheckpoint(const std::string& bytes) {
@@ -65,6 +67,11 @@ Result<ExecutorCheckpoint> decodeCheckpoint(const std::string& bytes) {
   size_t length = 0;
   if (!(header >> pid >> c.startTime >> c.sequence >> length) || pid <= 0) return Error{"bad header"};
   header >> c.secret;  // absent in checkpoints written before executor secrets
+  std::string layers, layer;
+  header >> layers;  // absent without an image
+  std::istringstream layerList(layers);
+  while (std::getline(layerList, layer, ',') && c.imageLayers.size() < kCheckpointLayersMax)
+    if (!layer.empty()) c.imageLayers.push_back(layer);
   if (bytes.size() != line1 + 1 + length) return Error{"length mismatch (torn write)"};
   c.pid = static_cast<pid_t>(pid);
   c.sandbox = bytes.substr(line1 + 1, line2 - line1 - 1);

@@ -44,6 +44,9 @@ struct ExecutorCheckpoint {
   uint64_t sequence = 0;   // set by the store's writer: newer slots win
   std::string sandbox;
   std::string secret;  // the executor's ALLOT_EXECUTOR_SECRET (hex; "" in old checkpoints)
+  // The image layers its root stands on (64 hex each, bottom first; none
+  // without an image): held in the layer store again after a restart.
+  std::vector<std::string> imageLayers;
   std::vector<wire::TaskInfo> tasks;                  // live (non-terminal) tasks
   std::map<std::string, wire::TaskStatus> latest;     // by task id
 };
@@ -51,6 +54,9 @@ struct ExecutorCheckpoint {
 // Named limit on queued background writes; past it saveExecutor() writes
 // synchronously (back-pressure instead of unbounded memory).
 inline constexpr size_t kCheckpointQueueMax = 4096;
+// Layers read back from one checkpoint (an image has at most
+// images::kImageLayersMax).
+inline constexpr size_t kCheckpointLayersMax = 128;
 
 class CheckpointStore {
  public:

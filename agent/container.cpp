@@ -382,6 +382,7 @@ ExecutorCheckpoint Container::checkpointRecord() const {
   ck.startTime = startTime;
   ck.sandbox = sandbox;
   ck.secret = secret;
+  if (image) ck.imageLayers = image->layers;
   for (const auto& [taskId, t] : tasks_) {
     ck.tasks.push_back(t.info);
     if (t.latest) ck.latest[taskId] = *t.latest;

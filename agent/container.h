@@ -60,6 +60,17 @@
 
 namespace allot {
 
+// The image a container's executor or tasks run in, once pulled
+// (filesystem/linux): its layers and the config that makes a task's
+// process when the task gives no command.
+struct ContainerImage {
+  std::vector<std::string> layers;  // blob digests as 64 hex, bottom first
+  std::vector<std::string> entrypoint;
+  std::vector<std::string> cmd;
+  std::vector<std::string> env;     // "K=V", defaults under the task's own
+  std::string workingDir;           // "": the sandbox
+};
+
 enum class ContainerState {
   kPreparing,     // sandbox, isolators' prepare(); no process yet
   kStarting,      // its clone is under way on the launcher's thread; no pid yet
@@ -220,6 +231,8 @@ class Container {
   std::optional<RunAsUser> user;  // none: the agent's own user
   std::string secret;             // ALLOT_EXECUTOR_SECRET, checked at registration
   bool rootAllowed = false;       // RunTask.allow_root, for the tasks waiting()
+  // Pulled before the launch when executor.container names an image.
+  std::optional<ContainerImage> image;
   std::shared_ptr<Connection> conn;
   // The failed reap attempts and the last one's error (executor_end.cpp).
   size_t reapFailures = 0;

@@ -93,6 +93,7 @@ void ExecutorManager::startExecutor(const wire::FrameworkInfo& framework, const 
 // preparing: the run-as user and the sandbox are made on the sandbox
 // thread; onPrepared goes on from there, on the loop.
 void ExecutorManager::launch(Container& c) {
+  if (!c.executor.container().image().empty() && !c.image) return pullImage(c);
   LaunchFiles files{c.sandbox, c.executor.command().user(), c.framework.user(), options_.defaultUser,
                     c.rootAllowed};
   std::function<Prepared()> work = [files] {
@@ -118,6 +119,45 @@ void ExecutorManager::launch(Container& c) {
     failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED,
                   "sandbox " + c.sandbox + " not made: " + queued.error().describe());
   }
+}
+
+// preparing: the image is pulled off the loop (ImagePuller: pulls of one
+// image, and of one layer, are done once); its tasks say so meanwhile.
+void ExecutorManager::pullImage(Container& c) {
+  const std::string& image = c.executor.container().image();
+  for (const auto& [taskId, t] : c.tasks()) {
+    emit(&c, agentStatus(c.framework.id(), c.executor.executor_id(), taskId, wire::TASK_STARTING, wire::REASON_NONE,
+                         "pulling " + image));
+  }
+  std::weak_ptr<int> alive = alive_;
+  options_.pullImage(image, [this, alive, name = c.name, gen = c.generation](Result<ContainerImage> pulled) {
+    if (alive.expired()) return;
+    auto timer = timed(AgentSection::kLaunch);
+    if (Container* c = byName(name, gen)) onPulled(*c, std::move(pulled));
+  });
+}
+
+// A kill meanwhile already ends the container (nothing was made); a
+// failed pull ends it with the puller's reason, a task without a command
+// in an image without one with REASON_EXEC_FAILED.
+void ExecutorManager::onPulled(Container& c, Result<ContainerImage> image) {
+  if (c.life().state() != ContainerState::kPreparing || c.life().killRequested()) return;
+  const std::string& reference = c.executor.container().image();
+  if (!image) {
+    LOG_WARNING("container " << c.name << ": pulling " << reference << ": " << image.error().describe());
+    return failContainer(c, wire::TASK_FAILED, wire::REASON_IMAGE_PULL_FAILED,
+                         "pulling image " + reference + ": " + image.error().describe());
+  }
+  if (isBuiltinExecutor(c.executor)) {
+    for (const auto& [taskId, t] : c.tasks()) {
+      if (Result<wire::TaskInfo> run = withImageConfig(t.info, *image); !run) {
+        return failContainer(c, wire::TASK_FAILED, wire::REASON_EXEC_FAILED, "image " + reference + ": " +
+                                                                                 run.error().describe());
+      }
+    }
+  }
+  c.image = std::move(*image);
+  launch(c);
 }
 
 void ExecutorManager::onPrepared(Container& c, Prepared prepared) {
@@ -184,6 +224,13 @@ LaunchSpec ExecutorManager::launchSpec(const Container& c) const {
 void ExecutorManager::startProcess(Container& c) {
   LaunchSpec spec = launchSpec(c);
   ContainerConfig config(c.limits(), c.sandbox);
+  if (c.image) {
+    config.imageLayers = c.image->layers;
+    config.workingDir = c.image->workingDir;
+    config.rootForTasksOnly = isBuiltinExecutor(c.executor);
+    for (const wire::Volume& v : c.executor.container().volumes())
+      config.volumes.push_back({v.source(), v.container_path(), v.read_only()});
+  }
   for (size_t i = 0; i < isolators_.size(); ++i) {
     Status st;
     {
@@ -196,6 +243,7 @@ void ExecutorManager::startProcess(Container& c) {
     }
   }
   spec.env.insert(spec.env.end(), spec.setup.env.begin(), spec.setup.env.end());
+  if (c.image && isBuiltinExecutor(c.executor)) moveSeccompToTasks(spec);
   std::weak_ptr<int> alive = alive_;
   // startOffLoop(): the clone runs on the launcher's thread (a fork-like
   // clone3 copies the agent's page tables, takes cgroup_mutex and the

@@ -164,7 +164,12 @@ void ExecutorManager::runTask(const wire::FrameworkInfo& framework, wire::TaskIn
   auto refuse = [&](wire::TaskState state, wire::Reason reason, const std::string& why) {
     emit(nullptr, agentStatus(fid, executor.executor_id(), task.task_id(), state, reason, why));
   };
-  if (isBuiltinExecutor(executor) && task.command().shell().empty() && task.command().argv().empty()) {
+  if (!executor.container().image().empty() && !options_.pullImage) {
+    return refuse(wire::TASK_ERROR, wire::REASON_INVALID_LAUNCH,
+                  "this agent runs no images (--isolation without filesystem/linux)");
+  }
+  if (isBuiltinExecutor(executor) && task.container().image().empty() && task.command().shell().empty() &&
+      task.command().argv().empty()) {
     return refuse(wire::TASK_ERROR, wire::REASON_INVALID_LAUNCH,
                   "a command task needs command.shell or command.argv");
   }

@@ -14,6 +14,11 @@
 //   the new process (or ends the container if the clone failed). Command tasks (no
 //   ExecutorInfo) share one built-in allot-executor per framework,
 //   executor id kCommandExecutorId. Later tasks go to the same executor.
+//   A command task that names an image gets an executor of its own.
+// - An executor or task that names an image has it pulled first
+//   (options.pullImage, off the loop), its tasks TASK_STARTING "pulling
+//   IMAGE" meanwhile; a failed pull ends them TASK_FAILED with
+//   REASON_IMAGE_PULL_FAILED before anything else is made.
 // - Executors connect to the Unix socket <work-dir>/agent.sock (accepted
 //   and held until they register by ExecutorListener, executor_link.h);
 //   tasks wait in the container until its executor registers
@@ -107,6 +112,11 @@ struct ExecutorManagerOptions {
   // kept (cli/task_logger.h, through the executor's environment).
   uint64_t taskLogMaxBytes = 10 * 1024 * 1024;
   size_t taskLogFiles = 5;
+  // Pulls an image off the loop and calls `done` on the loop, exactly once
+  // (the daemon's images::ImagePuller). Unset: the agent runs no
+  // filesystem/linux isolator and refuses tasks that name an image.
+  using ImageDone = std::function<void(Result<ContainerImage>)>;
+  std::function<void(const std::string& reference, ImageDone done)> pullImage;
 };
 
 class ExecutorManager {
@@ -200,6 +210,8 @@ class ExecutorManager {
   void startExecutor(const wire::FrameworkInfo& framework, const wire::ExecutorInfo& executor,
                      wire::TaskInfo task, bool rootAllowed);
   void launch(Container& c);
+  void pullImage(Container& c);
+  void onPulled(Container& c, Result<ContainerImage> image);
   void onPrepared(Container& c, Prepared prepared);
   void postStarts();
   void startReady();

@@ -27,8 +27,9 @@ KnownContainer knownContainer(const ExecutorCheckpoint& ck) {
   for (const auto& t : ck.tasks) {
     if (auto r = Resources::fromWire(t.resources())) limits += *r;
   }
-  return KnownContainer(ContainerId{ck.framework.id(), ck.executor.executor_id()},
-                        ContainerConfig(std::move(limits), ck.sandbox));
+  ContainerConfig config(std::move(limits), ck.sandbox);
+  config.imageLayers = ck.imageLayers;
+  return KnownContainer(ContainerId{ck.framework.id(), ck.executor.executor_id()}, std::move(config));
 }
 
 }  // namespace
@@ -240,6 +241,10 @@ void ExecutorManager::onLinkClosed(Container& c) {
 void ExecutorManager::sendLaunch(Container& c, ContainerTask& t) {
   wire::Envelope e;
   *e.mutable_launch_task()->mutable_task() = t.info;
+  if (c.image && isBuiltinExecutor(c.executor)) {
+    // Checked when the image came (onPulled): a command is there.
+    if (Result<wire::TaskInfo> run = withImageConfig(t.info, *c.image)) *e.mutable_launch_task()->mutable_task() = *run;
+  }
   if (!sendToExecutor(c, e)) return;
   t.sent = true;
   armMaxDuration(c, t);
@@ -263,6 +268,7 @@ void ExecutorManager::recover(std::vector<ExecutorCheckpoint> checkpoints) {
     c.secret = ck.secret;
     c.pid = ck.pid;
     c.startTime = ck.startTime;
+    if (!ck.imageLayers.empty()) c.image = ContainerImage{.layers = ck.imageLayers};
     c.take(ContainerEvent::kAdopted);  // a new record: preparing
     for (auto& t : ck.tasks) {
       if (c.hasTask(t.task_id())) continue;  // a damaged checkpoint: each id once

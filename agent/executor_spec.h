@@ -39,6 +39,18 @@ bool isBuiltinExecutor(const wire::ExecutorInfo& e);
 wire::ExecutorInfo executorFor(const wire::FrameworkInfo& framework, const wire::TaskInfo& task,
                                const std::string& defaultUser);
 
+// A command task of an image as its executor runs it: without a command,
+// the image's Entrypoint and Cmd (Entrypoint + Cmd, or Cmd alone); the
+// image's Env under the task's own environment. An Error when neither
+// gives a command.
+Result<wire::TaskInfo> withImageConfig(wire::TaskInfo task, const ContainerImage& image);
+
+// The built-in executor of an image builds each task's root (mount,
+// pivot_root, setns), which a seccomp filter forbids: the filter moves
+// from the executor to its tasks (ALLOT_TASK_SECCOMP, hex), installed once
+// they are inside their root (cli/task_root.h).
+void moveSeccompToTasks(LaunchSpec& spec);
+
 // What the container's executor process starts with: its command,
 // environment, user, sandbox and output files; the isolators add their
 // part to `setup` in prepare().

@@ -19,6 +19,7 @@
 #include <functional>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "agent/agent.h"
 #include "agent/http_api.h"
@@ -35,6 +36,7 @@
 #include "proto/tls.h"
 #include "launcher/launcher.h"
 #ifdef ALLOT_HAVE_ISOLATORS
+#include "agent/image_service.h"
 #include "isolators/isolator_table.h"
 #endif
 
@@ -66,6 +68,10 @@ struct Settings {
   int64_t taskLogFiles = 5;
 #ifdef ALLOT_HAVE_ISOLATORS
   IsolatorOptions isolatorOptions;
+  std::string imageCacheMax = "10GiB";
+  std::string registryCa;
+  std::string insecureRegistries;
+  std::string registryCredentials;
 #endif
 };
 
@@ -109,6 +115,17 @@ void addFlags(Flags& f, Settings* s) {
 #ifdef ALLOT_HAVE_ISOLATORS
   s->isolatorOptions.cgroupsRoot = "";  // defaultCgroupsRoot(work dir)
   addIsolatorFlags(f, &s->isolatorOptions);
+  f.addString("image-cache-max", &s->imageCacheMax,
+              "filesystem/linux: unpacked image layers kept under <work-dir>/images (bytes, or with KiB, MiB, "
+              "GiB); the least recently used layers no running executor uses go first");
+  f.addString("registry-ca", &s->registryCa, "filesystem/linux: PEM file of the CAs registries' HTTPS is checked "
+                                             "against (default: the system's)");
+  f.addString("insecure-registries", &s->insecureRegistries,
+              "filesystem/linux: comma-separated registries (host or host:port) reached over plain HTTP "
+              "(loopback registries always are)");
+  f.addString("registry-credentials", &s->registryCredentials,
+              "filesystem/linux: file of \"REGISTRY USER PASSWORD\" lines for registries that ask for "
+              "credentials (Basic or bearer tokens)");
 #endif
 }
 
@@ -255,9 +272,50 @@ std::string defaultCgroupsRoot(const std::string& workDir) {
   return out;
 }
 
-Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringPoller& poller,
-                                                             asio::io_context& io, WorkerPool& pool) {
 #ifdef ALLOT_HAVE_ISOLATORS
+std::vector<std::string> commaList(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// filesystem/linux's images: the layer store for the isolator, the puller
+// for the executor manager; none without that isolator.
+Result<std::unique_ptr<ImageService>> makeImages(Settings& s, asio::io_context& io, AgentConfig* config) {
+  std::vector<std::string> names = commaList(s.isolation);
+  if (std::find(names.begin(), names.end(), "filesystem/linux") == names.end()) return std::unique_ptr<ImageService>();
+  auto cap = parseByteSize(s.imageCacheMax, "--image-cache-max");
+  if (!cap) return cap.error();
+  ImageServiceOptions o{.workDir = config->workDir, .cacheBytesMax = *cap};
+  o.registry.caFile = s.registryCa;
+  o.registry.credentialsFile = s.registryCredentials;
+  o.registry.insecureRegistries = commaList(s.insecureRegistries);
+  auto service = ImageService::create(io, o);
+  if (!service) return service.error();
+  std::string socket = config->workDir + "/agent.sock";
+  s.isolatorOptions.imageStore = &(*service)->store();
+  s.isolatorOptions.rootfsDir = config->workDir + "/rootfs";
+  s.isolatorOptions.hostBinds = {{socket, socket, false}};  // a custom executor inside its image reaches the agent
+  ImageService* images = service->get();
+  config->executors.pullImage = [images](const std::string& reference, ExecutorManagerOptions::ImageDone done) {
+    images->pull(reference, std::move(done));
+  };
+  return service;
+}
+#endif
+
+// The isolators, and filesystem/linux's images kept in *images.
+Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringPoller& poller, asio::io_context& io,
+                                                             WorkerPool& pool, AgentConfig* config,
+                                                             std::shared_ptr<void>* images) {
+#ifdef ALLOT_HAVE_ISOLATORS
+  auto service = makeImages(s, io, config);
+  if (!service) return service.error();
+  *images = std::shared_ptr<ImageService>(std::move(*service));
   s.isolatorOptions.poller = &poller;
   s.isolatorOptions.io = &io;
   s.isolatorOptions.pool = &pool;
@@ -269,10 +327,13 @@ Result<std::vector<std::unique_ptr<Isolator>>> makeIsolators(Settings& s, UringP
   (void)poller;
   (void)io;
   (void)pool;
+  (void)config;
+  (void)images;
   if (s.isolation.empty()) return std::vector<std::unique_ptr<Isolator>>{};
   return Error{"--isolation " + s.isolation + ": isolation is not built into this allot-agent yet"};
 #endif
 }
+
 
 Result<std::unique_ptr<AgentHttp>> startHttp(asio::io_context& io, Agent& agent,
                                              const Settings& s) {
@@ -328,12 +389,12 @@ int run(Settings& settings, AgentConfig config) {
     LOG_ERROR("io_uring poller: " << poller.error().describe());
     return 1;
   }
-  // The isolators' own blocking work (disk/du's sandbox scans), apart from
-  // the executor manager's reaping: a long scan never delays a reap.
-  // Niced, as the reaping workers are: a scan never takes the loop's CPU.
+  // The isolators' own blocking work (disk/du's sandbox scans), apart from the executor manager's
+  // reaping: a long scan never delays a reap. Niced: a scan never takes the loop's CPU.
   WorkerPool isolatorPool(io,
                           {.threads = 1, .queueMax = 4096, .niceness = kBackgroundNiceness, .name = "allot-isolate"});
-  auto isolators = makeIsolators(settings, **poller, io, isolatorPool);
+  std::shared_ptr<void> images;  // filesystem/linux's (agent/image_service.h), outlives the agent
+  auto isolators = makeIsolators(settings, **poller, io, isolatorPool, &config, &images);
   if (!isolators) {
     std::fprintf(stderr, "allot-agent: %s\n", isolators.error().describe().c_str());
     return 2;

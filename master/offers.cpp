@@ -154,7 +154,9 @@ Status Master::validateTask(const FrameworkRecord& fw, const AgentRecord& agent,
   bool hasCommand = !task.command().shell().empty() || task.command().argv_size() > 0;
   bool customExecutor = task.has_executor() && (!task.executor().command().shell().empty() ||
                                                 task.executor().command().argv_size() > 0);
-  if (!hasCommand && !customExecutor) return Error{"a task needs a command or an executor"};
+  // A task of an image may run the image's Entrypoint/Cmd (the agent checks it has one).
+  bool image = !task.container().image().empty();
+  if (!hasCommand && !customExecutor && !image) return Error{"a task needs a command, an image or an executor"};
   if (task.has_executor() && !task.executor().framework_id().empty() &&
       task.executor().framework_id() != fw.id) {
     return Error{"executor belongs to another framework"};

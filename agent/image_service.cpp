@@ -1,0 +1,52 @@
+#include "agent/image_service.h"
+
+#include "base/log.h"
+
+namespace allot {
+
+namespace {
+
+ContainerImage containerImage(const images::PulledImage& pulled) {
+  ContainerImage image;
+  for (const images::Digest& layer : pulled.layers) image.layers.push_back(layer.hex);
+  image.entrypoint = pulled.exec.entrypoint;
+  image.cmd = pulled.exec.cmd;
+  image.env = pulled.exec.env;
+  image.workingDir = pulled.exec.workingDir;
+  return image;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ImageService>> ImageService::create(asio::io_context& io, const ImageServiceOptions& options) {
+  std::unique_ptr<ImageService> service(new ImageService(io));
+  auto store = images::LayerStore::open({.root = options.workDir + "/images", .bytesMax = options.cacheBytesMax});
+  if (!store) return Error{"image store: " + store.error().describe()};
+  service->store_ = std::move(*store);
+  auto client = images::RegistryClient::create(options.registry);
+  if (!client) return Error{"registry client: " + client.error().describe()};
+  service->client_ = std::move(*client);
+  service->puller_ = std::make_unique<images::ImagePuller>(service->pool_, *service->client_, *service->store_);
+  return service;
+}
+
+void ImageService::pull(const std::string& reference, ExecutorManagerOptions::ImageDone done) {
+  puller_->pull(reference, [this, done = std::move(done)](const Result<images::PulledImage>& pulled) {
+    if (!pulled) return done(pulled.error());
+    if (pulled->exec.user.size() > 0)
+      LOG_INFO("image " << pulled->reference.str() << " names user '" << pulled->exec.user
+                        << "': tasks run as their framework's user (--default-user), not the image's");
+    done(containerImage(*pulled));
+    evict();
+  });
+}
+
+void ImageService::evict() {
+  images::LayerStore* store = store_.get();
+  Status queued = pool_.submit<size_t>([store] { return store->evict().size(); }, [](size_t removed) {
+    if (removed) LOG_INFO("image store: evicted " << removed << " unused layers (--image-cache-max)");
+  });
+  if (!queued) LOG_WARNING("image store: eviction skipped: " << queued.error().describe());
+}
+
+}  // namespace allot

@@ -1,0 +1,55 @@
+// The agent daemon's images (filesystem/linux): the layer store under
+// <work-dir>/images (survives restarts), the registry client and the
+// ImagePuller on a worker pool of its own, handed to the isolators
+// (IsolatorOptions::imageStore) and to the executor manager
+// (ExecutorManagerOptions::pullImage). After each pull the store is held
+// under --image-cache-max on the pool (least recently used layers no
+// running executor holds go first).
+// Thread: create and use on the agent's loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "agent/executor_manager.h"
+#include "base/asio.h"
+#include "base/result.h"
+#include "base/worker_pool.h"
+#include "images/image_puller.h"
+#include "images/layer_store.h"
+#include "images/registry_client.h"
+
+namespace allot {
+
+// Pulls at once: each holds a worker for its whole download.
+inline constexpr size_t kImagePullThreads = 2;
+
+struct ImageServiceOptions {
+  std::string workDir;
+  uint64_t cacheBytesMax = 0;  // 0: no cap
+  images::RegistryOptions registry;
+};
+
+class ImageService {
+ public:
+  static Result<std::unique_ptr<ImageService>> create(asio::io_context& io, const ImageServiceOptions& options);
+
+  images::LayerStore& store() { return *store_; }
+  // The executor manager's pullImage: the pull, then the cap enforced.
+  void pull(const std::string& reference, ExecutorManagerOptions::ImageDone done);
+
+ private:
+  ImageService(asio::io_context& io) : pool_(io, {.threads = kImagePullThreads,
+                                                  .queueMax = images::kPullsInFlightMax * 2,
+                                                  .niceness = kBackgroundNiceness,
+                                                  .name = "allot-pull"}) {}
+  void evict();
+
+  std::unique_ptr<images::LayerStore> store_;
+  std::unique_ptr<images::RegistryClient> client_;
+  std::unique_ptr<images::ImagePuller> puller_;
+  WorkerPool pool_;  // last: its workers (pulls using the above) joined first
+};
+
+}  // namespace allot
