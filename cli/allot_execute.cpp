@@ -22,6 +22,8 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
+#include <vector>
 
 #include "base/asio.h"
 #include "proto/task_state.h"
@@ -57,6 +59,9 @@ struct Settings {
   RestartFlags restart;
   RestartPolicy restartPolicy;
   bool follow = false;
+  std::string image;
+  std::string volumes;  // "SRC:DST[:ro|rw],..."
+  wire::ContainerInfo container;  // from image and volumes
 };
 
 const char* stateName(wire::TaskState s) {
@@ -290,8 +295,10 @@ class ExecuteScheduler final : public Scheduler {
     t.set_name(settings_.name);
     t.set_agent_id(offer.agent_id());
     taskResources_.toWire(t.mutable_resources());
-    t.mutable_command()->set_shell(settings_.command);
+    if (!settings_.command.empty()) t.mutable_command()->set_shell(settings_.command);
+    if (!settings_.image.empty() && settings_.executor.empty()) *t.mutable_container() = settings_.container;
     if (!settings_.executor.empty()) {
+      if (!settings_.image.empty()) *t.mutable_executor()->mutable_container() = settings_.container;
       // One executor for all the tasks on an agent, or one each.
       t.mutable_executor()->set_executor_id(settings_.executorPerTask ? id : settings_.name + "-executor");
       t.mutable_executor()->mutable_command()->add_argv(settings_.executor);
@@ -328,7 +335,14 @@ class ExecuteScheduler final : public Scheduler {
 
 void addFlags(Flags& flags, Settings* s) {
   flags.addString("master", &s->master, "HOST:PORT of the master, or zk://host:port,.../path");
-  flags.addString("command", &s->command, "shell command to run (required)");
+  flags.addString("command", &s->command, "shell command to run (required without --image)");
+  flags.addString("image", &s->image,
+                  "run the tasks in a root filesystem from this OCI image, e.g. registry:5000/team/app:1.2 "
+                  "(agents with --isolation ...,filesystem/linux; without --command: the image's "
+                  "Entrypoint and Cmd)");
+  flags.addString("volume", &s->volumes,
+                  "with --image: comma-separated SRC:DST[:ro|rw] mounts; SRC an absolute host path the agent "
+                  "allows (--volume-allow) or a path in the sandbox; DST absolute in the image (default rw)");
   flags.addString("user", &s->user,
                   "run the tasks as this user, if the master's ACLs allow it (default: the agent's --default-user)");
   flags.addString("resources", &s->resources, "resources of each task");
@@ -349,8 +363,31 @@ void addFlags(Flags& flags, Settings* s) {
 
 // The resources of each task, or what is wrong with the flags (the health
 // check and restart policy filled in).
+// --volume "SRC:DST[:ro|rw],..." into the container's volumes.
+Status parseVolumes(Settings& s) {
+  if (!s.volumes.empty() && s.image.empty()) return Error{"--volume needs --image"};
+  s.container.set_image(s.image);
+  std::istringstream list(s.volumes);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    if (item.empty()) continue;
+    std::vector<std::string> parts;
+    std::istringstream fields(item);
+    for (std::string f; std::getline(fields, f, ':');) parts.push_back(f);
+    bool modeGiven = parts.size() == 3 && (parts[2] == "ro" || parts[2] == "rw");
+    if (!(parts.size() == 2 || modeGiven) || parts[0].empty() || parts[1].empty())
+      return Error{"--volume " + item + ": expected SRC:DST[:ro|rw]"};
+    wire::Volume* v = s.container.add_volumes();
+    v->set_source(parts[0]);
+    v->set_container_path(parts[1]);
+    v->set_read_only(modeGiven && parts[2] == "ro");
+  }
+  return okStatus();
+}
+
 Result<Resources> checkSettings(Settings& s) {
-  if (s.command.empty()) return Error{"--command is required"};
+  if (s.command.empty() && s.image.empty()) return Error{"--command is required (or --image)"};
+  if (auto st = parseVolumes(s); !st) return st.error();
   if (s.instances < 1 || s.instances > 100000) return Error{"--instances must be 1..100000"};
   if (!(s.killAfterS >= 0)) return Error{"--kill-after must be >= 0"};
   if (!(s.timeoutS > 0)) return Error{"--timeout must be > 0"};

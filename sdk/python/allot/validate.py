@@ -46,6 +46,9 @@ HEALTH_CHECK_SECONDS_MAX = 86400
 HEALTH_CHECK_INTERVAL_SECONDS_MIN = 0.1
 HEALTH_CHECK_FAILURES_MAX = 1000
 HEALTH_CHECK_PATH_BYTES_MAX = 1024
+IMAGE_REFERENCE_BYTES_MAX = 512
+VOLUMES_PER_CONTAINER_MAX = 16
+VOLUME_PATH_BYTES_MAX = 1024
 
 
 class Invalid(Exception):
@@ -107,11 +110,34 @@ def _command(c, where: str) -> None:
         raise Invalid(f"{where} argv+environment: {total} bytes (limit {COMMAND_BYTES_MAX})")
 
 
+def _volume_path(path: str, where: str) -> None:
+    _bytes(path, VOLUME_PATH_BYTES_MAX, where)
+    if not path:
+        raise Invalid(f"{where}: empty")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        raise Invalid(f"{where}: control characters")
+    if ".." in path.split("/"):
+        raise Invalid(f"{where}: '..' is not allowed")
+
+
+def _container(c, where: str) -> None:
+    _bytes(c.image, IMAGE_REFERENCE_BYTES_MAX, f"{where}.image")
+    _count(c.volumes, VOLUMES_PER_CONTAINER_MAX, f"{where}.volumes")
+    if c.volumes and not c.image:
+        raise Invalid(f"{where}.volumes: volumes need an image")
+    for i, v in enumerate(c.volumes):
+        _volume_path(v.source, f"{where}.volumes[{i}].source")
+        _volume_path(v.container_path, f"{where}.volumes[{i}].container_path")
+        if not v.container_path.startswith("/") or v.container_path == "/":
+            raise Invalid(f"{where}.volumes[{i}].container_path: must be absolute and not '/'")
+
+
 def _executor_info(ex, where: str) -> None:
     _bytes(ex.executor_id, ID_BYTES_MAX, f"{where}.executor_id")
     _bytes(ex.framework_id, ID_BYTES_MAX, f"{where}.framework_id")
     _bytes(ex.name, NAME_BYTES_MAX, f"{where}.name")
     _command(ex.command, f"{where}.command")
+    _container(ex.container, f"{where}.container")
     _resources(ex.resources, f"{where}.resources")
 
 
@@ -136,6 +162,9 @@ def _task_info(t, where: str) -> None:
     _number(t.kill_grace_s, KILL_GRACE_SECONDS_MAX, f"{where}.kill_grace_s")
     _number(t.max_duration_s, TIMEOUT_SECONDS_MAX, f"{where}.max_duration_s")
     _health_check(t.health_check, f"{where}.health_check")
+    _container(t.container, f"{where}.container")
+    if t.HasField("executor") and t.container.image:
+        raise Invalid(f"{where}.container: a task with its own executor sets the image on the executor")
     _bytes(t.data, TASK_DATA_BYTES_MAX, f"{where}.data")
 
 
