@@ -1,0 +1,144 @@
+// ROOT: images end to end. A real docker-registry started here serves a
+// busybox image the test builds and pushes with skopeo; a real master and
+// an agent with --isolation filesystem/linux run allot-execute --image of
+// it. The task sees its image's files and not the host's, the image's Cmd
+// and Env apply without --command, a bad reference ends the task with
+// IMAGE_PULL_FAILED and leaves nothing, and a second launch takes its
+// layers from the agent's store (the registry's copy is spoilt by then).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "images/registry_client.h"
+#include "tests/agent/cluster.h"
+#include "tests/images/test_registry.h"
+
+namespace allot::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+int exitStatus(int st) { return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1; }
+
+constexpr const char* kImageExec =
+    "\"Env\":[\"GREETING=hello from the image\",\"PATH=/bin\"],"
+    "\"Cmd\":[\"/bin/sh\",\"-c\",\"echo $GREETING; pwd\"],\"WorkingDir\":\"/srv\"";
+
+class AgentImages : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (overlay, pivot_root, cgroups)";
+    if (!haveProgram("docker-registry") || !haveProgram("skopeo")) GTEST_SKIP() << "needs docker-registry and skopeo";
+    if (access("/bin/busybox", X_OK) != 0) GTEST_SKIP() << "needs busybox-static's /bin/busybox";
+    cluster_ = std::make_unique<Cluster>();
+    if (auto why = cluster_->missing(); !why.empty()) GTEST_SKIP() << why;
+    dir_ = cluster_->dir() + "/registry";
+    registry_ = std::make_unique<TestRegistry>(dir_);
+    ASSERT_TRUE(registry_->ok()) << readWhole(dir_ + "/registry.log");
+    pushBusybox();
+    cgroupsRoot_ = "allot-images-test-" + std::to_string(getpid());
+    cluster_->setCgroupsRoot(cgroupsRoot_);
+    ASSERT_TRUE(cluster_->startMaster());
+    ASSERT_TRUE(cluster_->startAgent({"--isolation", "filesystem/linux", "--cgroups-root", cgroupsRoot_}))
+        << cluster_->agentLog();
+  }
+
+  void TearDown() override {
+    cluster_.reset();
+    for (const auto& h : {"cpu", "cpuacct", "memory", "freezer", "pids", "unified"}) {
+      std::error_code ec;
+      fs::remove(fs::path("/sys/fs/cgroup") / h / cgroupsRoot_ / "agent", ec);
+      fs::remove(fs::path("/sys/fs/cgroup") / h / cgroupsRoot_, ec);
+    }
+  }
+
+  // One layer: busybox, /bin/sh, an /etc/motd only the image has.
+  void pushBusybox() {
+    OciLayout layout(dir_ + "/layout");
+    TarBuilder(dir_ + "/bb.tar")
+        .dir("bin/").file("bin/busybox", readWhole("/bin/busybox"), 0755).symlink("bin/sh", "busybox")
+        .dir("etc/").file("etc/motd", "motd of the image\n").dir("srv/").close();
+    layer_ = layout.layer(dir_ + "/bb.tar");
+    OciLayout::Blob manifest = layout.manifest({layer_}, kImageExec, images::nodeArchitecture());
+    layout.tag({{"1", "application/vnd.oci.image.manifest.v1+json", manifest}});
+    ASSERT_TRUE(registry_->push(layout, "1", "test/bb:1")) << readWhole(dir_ + "/skopeo.log");
+  }
+
+  std::string image() const { return registry_->registry() + "/test/bb:1"; }
+
+  // The task's stdout, from its sandbox under the agent's work dir.
+  std::string taskStdout(const std::string& taskId) const {
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(cluster_->workDir() + "/sandboxes", ec))
+      if (e.path().filename() == taskId + ".stdout") return readWhole(e.path());
+    return "";
+  }
+
+  std::string mountsUnder(const std::string& dir) const {
+    std::string out, line;
+    std::istringstream in(readWhole("/proc/self/mountinfo"));
+    while (std::getline(in, line))
+      if (line.find(dir) != std::string::npos) out += line + "\n";
+    return out;
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  std::unique_ptr<TestRegistry> registry_;
+  std::string dir_;
+  std::string cgroupsRoot_;
+  OciLayout::Blob layer_;
+};
+
+TEST_F(AgentImages, ATaskSeesItsImageAndNotTheHost) {
+  Child run = cluster_->execute({"--image", image(), "--name", "seen", "--command",
+                                 "cat /etc/motd; ls /etc/shadow /usr 2>&1; echo sandbox=$ALLOT_SANDBOX; pwd; id -u; "
+                                 "echo kept > $ALLOT_SANDBOX/out"});
+  ASSERT_EQ(exitStatus(run.wait(90s)), 0) << run.out() << run.err() << cluster_->agentLog();
+  std::string out = run.out();
+  EXPECT_NE(out.find("seen-0 STARTING: pulling " + image()), std::string::npos) << out;
+  EXPECT_NE(out.find("seen-0 FINISHED"), std::string::npos) << out;
+  std::string task = taskStdout("seen-0");
+  EXPECT_NE(task.find("motd of the image"), std::string::npos) << task;
+  EXPECT_NE(task.find("/etc/shadow: No such file or directory"), std::string::npos) << task;
+  EXPECT_NE(task.find("/usr: No such file or directory"), std::string::npos) << task;
+  EXPECT_NE(task.find("sandbox=/mnt/sandbox\n/srv\n65534\n"), std::string::npos) << task;
+  EXPECT_TRUE(fs::exists(cluster_->workDir() + "/images/layers/" + layer_.digest.hex + "/rootfs/bin/busybox"));
+  // The task's writable layer goes with its executor.
+  std::error_code ec;
+  EXPECT_TRUE(waitFor([&] { return fs::is_empty(cluster_->workDir() + "/rootfs", ec); }, 20s));
+}
+
+TEST_F(AgentImages, WithoutACommandTheImagesCmdAndEnvRun) {
+  Child run = cluster_->execute({"--image", image(), "--name", "cmd"});
+  ASSERT_EQ(exitStatus(run.wait(90s)), 0) << run.out() << run.err() << cluster_->agentLog();
+  EXPECT_EQ(taskStdout("cmd-0"), "hello from the image\n/srv\n");
+}
+
+TEST_F(AgentImages, ABadImageEndsTheTaskWithImagePullFailedAndLeavesNothing) {
+  Child run = cluster_->execute({"--image", registry_->registry() + "/test/none:1", "--name", "bad", "--command",
+                                 "true"});
+  EXPECT_NE(exitStatus(run.wait(90s)), 0);
+  std::string out = run.out();
+  EXPECT_NE(out.find("bad-0 FAILED (IMAGE_PULL_FAILED): pulling image " + registry_->registry() + "/test/none:1"),
+            std::string::npos)
+      << out << cluster_->agentLog();
+  EXPECT_TRUE(cluster_->executors().empty());
+  EXPECT_EQ(mountsUnder(cluster_->workDir()), "");
+  std::error_code ec;
+  EXPECT_TRUE(fs::is_empty(cluster_->workDir() + "/rootfs", ec)) << ec.message();
+}
+
+TEST_F(AgentImages, ASecondLaunchTakesTheLayersFromTheAgentsStore) {
+  Child first = cluster_->execute({"--image", image(), "--name", "first", "--command", "cat /etc/motd"});
+  ASSERT_EQ(exitStatus(first.wait(90s)), 0) << first.out() << cluster_->agentLog();
+  // The registry's copy of the layer no longer matches its digest: a new
+  // download would fail its check.
+  writeWhole(registry_->blobData(layer_.digest), std::string(layer_.size, 'x'));
+  Child second = cluster_->execute({"--image", image(), "--name", "second", "--command", "cat /etc/motd"});
+  ASSERT_EQ(exitStatus(second.wait(90s)), 0) << second.out() << cluster_->agentLog();
+  EXPECT_EQ(taskStdout("second-0"), "motd of the image\n");
+}
+
+}  // namespace
+}  // namespace allot::testing
