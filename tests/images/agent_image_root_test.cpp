@@ -140,5 +140,22 @@ TEST_F(AgentImages, ASecondLaunchTakesTheLayersFromTheAgentsStore) {
   EXPECT_EQ(taskStdout("second-0"), "motd of the image\n");
 }
 
+// With seccomp the filter reaches the task inside its root (the executor
+// builds the root unfiltered), and a COMMAND check runs in the task's
+// mount namespace: it sees the image's /etc/motd, the host has none.
+TEST_F(AgentImages, WithSeccompTheTaskIsFilteredAndItsCheckSeesTheImage) {
+  cluster_->agentProcess().kill(SIGKILL);
+  ASSERT_TRUE(cluster_->startAgent({"--isolation", "filesystem/linux,seccomp", "--cgroups-root", cgroupsRoot_}))
+      << cluster_->agentLog();
+  ASSERT_FALSE(fs::exists("/etc/motd") && readWhole("/etc/motd") == "motd of the image\n");
+  Child run = cluster_->execute({"--image", image(), "--name", "filtered", "--command",
+                                 "grep Seccomp: /proc/self/status; sleep 2", "--health-cmd",
+                                 "grep -q 'of the image' /etc/motd", "--health-delay", "0", "--health-interval",
+                                 "0.2"});
+  ASSERT_EQ(exitStatus(run.wait(90s)), 0) << run.out() << run.err() << cluster_->agentLog();
+  EXPECT_NE(run.out().find("task filtered-0 healthy"), std::string::npos) << run.out();
+  EXPECT_EQ(taskStdout("filtered-0"), "Seccomp:\t2\n");
+}
+
 }  // namespace
 }  // namespace allot::testing
