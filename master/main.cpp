@@ -20,6 +20,7 @@
 #include "ha/zk_session.h"
 #include "master/allocator/allocator.h"
 #include "master/http_api.h"
+#include "master/identity_store_zk.h"
 #include "master/role_store_zk.h"
 #include "master/server.h"
 #include "systemd/notify.h"
@@ -312,13 +313,41 @@ Result<std::unique_ptr<RoleStore>> standaloneRoleStore(asio::io_context& io, con
   return makeFileRoleStore(io, (std::filesystem::path(s.workDir) / "role-settings").string());
 }
 
-// The stored role settings are applied before the first peer is accepted
-// (and so before the first allocation).
+// Frameworks' identities (master/identity_store.h) live beside the role
+// settings: in --work-dir without --zk, nowhere without either.
+std::unique_ptr<IdentityStore> standaloneIdentityStore(asio::io_context& io, const Settings& s) {
+  if (s.workDir.empty()) return makeUnpersistedIdentityStore(io);
+  return makeFileIdentityStore(io, (std::filesystem::path(s.workDir) / "framework-identities").string());
+}
+
+// Reads the kept identities and hands them and the store to the master,
+// then runs `then`. A store that cannot be read is logged and the master
+// goes on without what it held (every id is then claimed as an unknown id
+// is): refusing to serve would take the whole cluster down.
+void loadIdentities(MasterServer& server, std::unique_ptr<IdentityStore> store, std::function<void()> then) {
+  // std::function wants a copyable callback: the store rides in a shared cell.
+  auto cell = std::make_shared<std::unique_ptr<IdentityStore>>(std::move(store));
+  (*cell)->load([&server, cell, then = std::move(then)](Result<StoredIdentities> loaded) {
+    if (!loaded) {
+      LOG_ERROR("framework identities in " << (*cell)->describe() << ": " << loaded.error().describe()
+                                           << "; going on without them");
+      loaded = StoredIdentities();
+    }
+    server.master().keepIdentities(std::move(*cell), std::move(*loaded));
+    then();
+  });
+}
+
+// The kept identities and the stored role settings are applied before the
+// first peer is accepted (and so before the first allocation).
 int runStandalone(asio::io_context& io, MasterServer& server, std::unique_ptr<RoleStore> roleStore,
-                  Operating& operating) {
-  server.roleSettings().load(std::move(roleStore), [&] {
-    server.start();
-    operating.notifier.ready("listening on port " + std::to_string(server.port()));
+                  Operating& operating, std::unique_ptr<IdentityStore> identities) {
+  auto roles = std::make_shared<std::unique_ptr<RoleStore>>(std::move(roleStore));
+  loadIdentities(server, std::move(identities), [&server, &operating, roles] {
+    server.roleSettings().load(std::move(*roles), [&] {
+      server.start();
+      operating.notifier.ready("listening on port " + std::to_string(server.port()));
+    });
   });
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
@@ -366,14 +395,19 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, M
   // the rest happens), read (and claim) the stored role settings through
   // the leader's own session, apply them, and only then make offers: the
   // settings change no registration, only what is offered to whom.
+  // The kept framework identities are read first: no framework may claim
+  // an id before the new leader knows who owns it.
   callbacks.elected = [&](uint64_t epoch) {
     server.setLeaderEpoch(epoch);
     server.master().holdOffers();
-    server.start();
-    server.roleSettings().load(makeZooKeeperRoleStore(io, *contender->session(), zk.path, epoch), [&, epoch] {
-      server.master().releaseOffers();
-      server.kick();
-      operating.notifier.status("leading with epoch " + std::to_string(epoch));
+    auto identities = makeZooKeeperIdentityStore(io, *contender->session(), zk.path);
+    loadIdentities(server, std::move(identities), [&, epoch] {
+      server.start();
+      server.roleSettings().load(makeZooKeeperRoleStore(io, *contender->session(), zk.path, epoch), [&, epoch] {
+        server.master().releaseOffers();
+        server.kick();
+        operating.notifier.status("leading with epoch " + std::to_string(epoch));
+      });
     });
   };
   callbacks.refused = [&](const std::string& why) {
@@ -483,7 +517,8 @@ int main(int argc, char** argv) {
       LOG_ERROR(roleStore.error().describe());
       return 1;
     }
-    return runStandalone(io, **server, std::move(*roleStore), operating);
+    return runStandalone(io, **server, std::move(*roleStore), operating,
+                         standaloneIdentityStore(io, settings));
   }
   if (!settings.workDir.empty()) {
     LOG_INFO("--zk: run-time role settings are kept in ZooKeeper (" << roleSettingsPath(zk->path)

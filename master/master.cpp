@@ -270,7 +270,8 @@ void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) 
   // A new id gets a new secret; an id this master knows only from agents
   // (it is a new leader) keeps the secret its scheduler presents.
   const IdOwner& owner = peers_.claim(IdKind::kFramework, fw.id, link.auth.principal,
-                                      reregistered ? m.framework_secret() : "", ids_);
+                                      reregistered ? m.framework_secret() : "", ids_,
+                                      failoverTimeoutOf(info));
   if (fw.peer && *fw.peer != peer) {
     sendError(*fw.peer, "framework " + fw.id + " failed over to another scheduler", true);
     peers_.bind(*fw.peer, "");
@@ -656,13 +657,23 @@ void Master::checkTimeouts(TimePoint now) {
   }
   std::vector<std::string> expired;
   for (const auto& [id, fw] : frameworks_) {
-    if (fw.peer) continue;
-    Duration timeout = fw.info.failover_timeout_s() > 0
-                           ? secondsToDuration(fw.info.failover_timeout_s())
-                           : options_.failoverTimeoutDefault;
-    if (now - fw.disconnectedAt > timeout) expired.push_back(id);
+    if (!fw.peer && now - fw.disconnectedAt > failoverTimeoutOf(fw.info)) expired.push_back(id);
   }
   for (const auto& id : expired) removeFramework(id, "failover timeout expired");
+  if (size_t n = peers_.dropKeptBefore(now, [&](const std::string& id) { return frameworks_.count(id) > 0; })) {
+    LOG_INFO(n << " kept framework identities were not claimed within their failover timeout; dropped");
+  }
+}
+
+Duration Master::failoverTimeoutOf(const wire::FrameworkInfo& info) const {
+  return info.failover_timeout_s() > 0 ? secondsToDuration(info.failover_timeout_s())
+                                       : options_.failoverTimeoutDefault;
+}
+
+void Master::keepIdentities(std::unique_ptr<IdentityStore> store, StoredIdentities loaded) {
+  LOG_INFO(loaded.size() << " framework identities kept in " << store->describe());
+  identityStore_ = std::move(store);
+  peers_.keepIdentitiesIn(identityStore_.get(), std::move(loaded), clock_.now());
 }
 
 void Master::tick() {

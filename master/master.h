@@ -43,6 +43,7 @@
 #include "master/acls.h"
 #include "master/allocator/allocator.h"
 #include "master/allocator/revocation.h"
+#include "master/identity_store.h"
 #include "master/ids.h"
 #include "master/metrics.h"
 #include "master/offer_book.h"
@@ -130,6 +131,12 @@ class Master {
     allocationPending_ = true;
   }
   bool offersHeld() const { return offersHeld_; }
+  // Framework identities (master/identity_store.h): from now on each
+  // framework's owner is written to `store`, and `loaded` (what an earlier
+  // leader stored there) binds those ids to their principal or secret.
+  // Call once, before the first peer registers (master/main.cpp).
+  void keepIdentities(std::unique_ptr<IdentityStore> store, StoredIdentities loaded);
+  const PeerTable& peerTable() const { return peers_; }
 
   // Introspection (tests, logs, later /metrics).
   const std::string& masterId() const { return options_.masterId; }
@@ -277,6 +284,7 @@ class Master {
   void recoverAgentHoldings(AgentRecord& agent);
   void removeAgent(const std::string& agentId, const std::string& why);
   void checkTimeouts(TimePoint now);
+  Duration failoverTimeoutOf(const wire::FrameworkInfo& info) const;
   FrameworkParams paramsOf(const wire::FrameworkInfo& info, const FrameworkGrant& grant) const;
   void applyStandingFilters(FrameworkRecord& fw);
   // The only writer of FrameworkRecord::agentFilterIds (and so of
@@ -375,6 +383,7 @@ class Master {
   Outbox& outbox_;
   std::unique_ptr<Allocator> allocator_;
   PeerTable peers_;
+  std::unique_ptr<IdentityStore> identityStore_;  // written through peers_
   std::unordered_map<std::string, AgentRecord> agents_;
   std::unordered_map<std::string, FrameworkRecord> frameworks_;
   std::unordered_set<std::string> removedFrameworks_;

@@ -1,6 +1,7 @@
 #include "master/peer_table.h"
 
 #include "base/check.h"
+#include "base/log.h"
 #include "master/ids.h"
 
 namespace allot {
@@ -55,9 +56,12 @@ std::vector<PeerId> PeerTable::takeUnregistered(TimePoint deadline) {
 Status PeerTable::mayTakeOver(IdKind kind, const std::string& id, const PeerIdentity& auth,
                               const std::string& secret) const {
   const IdOwner* o = owner(kind, id);
-  if (o == nullptr) return okStatus();
-  bool allowed = auth.tls ? o->principal.empty() || o->principal == auth.principal
-                          : o->secret.empty() || sameSecret(secret, o->secret);
+  const StoredIdentity* k = o == nullptr && kind == IdKind::kFramework ? kept(id) : nullptr;
+  if (o == nullptr && k == nullptr) return okStatus();
+  const std::string& principal = o != nullptr ? o->principal : k->principal;
+  bool allowed = auth.tls ? principal.empty() || principal == auth.principal
+                 : o != nullptr ? o->secret.empty() || sameSecret(secret, o->secret)
+                                : secretMatches(secret, k->secretHash);
   if (allowed) return okStatus();
   std::string what = std::string(kindName(kind)) + " " + id;
   if (auth.tls) return Error{what + " belongs to another principal"};
@@ -65,24 +69,73 @@ Status PeerTable::mayTakeOver(IdKind kind, const std::string& id, const PeerIden
 }
 
 const IdOwner& PeerTable::claim(IdKind kind, const std::string& id, const std::string& principal,
-                                const std::string& adoptSecret, RandomIds& ids) {
+                                const std::string& adoptSecret, RandomIds& ids,
+                                Duration failoverTimeout) {
   auto [it, fresh] = owners(kind).try_emplace(id);
   IdOwner& o = it->second;
+  bool changed = fresh || o.principal != principal;
   if (fresh) {
     o.secret = adoptSecret.empty() ? ids.secret() : adoptSecret;
+    // A kept identity becomes this owner (its store entry is rewritten
+    // below, with the secret the claim proved or a fresh one).
+    if (kind == IdKind::kFramework && kept_.erase(id) > 0) o.stored = true;
   } else {
     count(kind, o.principal, -1);
   }
   o.principal = principal;
   count(kind, principal, 1);
+  if (kind == IdKind::kFramework && changed) store(id, o, failoverTimeout);
   return o;
 }
 
 void PeerTable::forget(IdKind kind, const std::string& id) {
-  auto it = owners(kind).find(id);
-  if (it == owners(kind).end()) return;
-  count(kind, it->second.principal, -1);
-  owners(kind).erase(it);
+  bool stored = false;
+  if (auto it = owners(kind).find(id); it != owners(kind).end()) {
+    count(kind, it->second.principal, -1);
+    stored = it->second.stored;
+    owners(kind).erase(it);
+  }
+  if (kind == IdKind::kFramework) stored = kept_.erase(id) > 0 || stored;
+  if (!stored) return;
+  --storedCount_;
+  if (store_ != nullptr) store_->remove(id);
+}
+
+void PeerTable::store(const std::string& frameworkId, IdOwner& owner, Duration failoverTimeout) {
+  if (store_ == nullptr) return;
+  if (!owner.stored && storedCount_ >= kStoredIdentitiesMax) {
+    LOG_WARNING("framework " << frameworkId << ": " << kStoredIdentitiesMax
+                             << " identities are kept already; this one will not survive a failover");
+    return;
+  }
+  if (!owner.stored) ++storedCount_;
+  owner.stored = true;
+  store_->put(frameworkId, StoredIdentity{owner.principal, hashSecret(owner.secret), failoverTimeout});
+}
+
+void PeerTable::keepIdentitiesIn(IdentityStore* store, StoredIdentities loaded, TimePoint now) {
+  CHECK(store_ == nullptr && storedCount_ == 0);
+  store_ = store;
+  kept_ = std::move(loaded);
+  storedCount_ = kept_.size();
+  for (const auto& [id, identity] : kept_) keptUntil_.emplace(now + identity.failoverTimeout, id);
+}
+
+const StoredIdentity* PeerTable::kept(const std::string& frameworkId) const {
+  auto it = kept_.find(frameworkId);
+  return it == kept_.end() ? nullptr : &it->second;
+}
+
+size_t PeerTable::dropKeptBefore(TimePoint now, const std::function<bool(const std::string&)>& held) {
+  size_t dropped = 0;
+  while (!keptUntil_.empty() && keptUntil_.begin()->first <= now) {
+    std::string id = std::move(keptUntil_.begin()->second);
+    keptUntil_.erase(keptUntil_.begin());
+    if (!kept_.count(id) || held(id)) continue;  // claimed meanwhile, or forget() drops it
+    forget(IdKind::kFramework, id);
+    ++dropped;
+  }
+  return dropped;
 }
 
 const IdOwner* PeerTable::owner(IdKind kind, const std::string& id) const {

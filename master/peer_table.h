@@ -11,6 +11,15 @@
 // id learned otherwise (a new leader hears of frameworks from its agents)
 // has no owner until a peer claims it.
 //
+// Kept identities (master/identity_store.h): with keepIdentitiesIn(), each
+// framework owner is also written to the store (principal, hash of its
+// secret), and removed from it when the id is forgotten; the identities an
+// earlier leader stored are "kept": an id with a kept identity but no owner
+// yet is taken over only with the same proof as an owned one (the
+// principal over TLS, the secret without), and the claim makes it owned. A
+// kept identity nobody claims goes at its failover timeout after it was
+// loaded (dropKeptBefore), unless the master still holds that framework.
+//
 // Invariants, kept here:
 //   - a link speaks for at most one id (bind replaces the link's id);
 //   - heldBy(kind, principal) is the number of ids of that kind owned by
@@ -24,6 +33,8 @@
 #include <array>
 #include <cstddef>
 #include <deque>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -32,6 +43,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "master/identity_store.h"
 #include "proto/allot.pb.h"
 #include "proto/peer_identity.h"
 
@@ -51,6 +63,7 @@ struct PeerLink {
 struct IdOwner {
   std::string principal;  // of the link that registered the id
   std::string secret;     // handed out with the id (framework_secret, agent_secret)
+  bool stored = false;    // a framework's: written to the identity store
 };
 
 class PeerTable {
@@ -78,11 +91,28 @@ class PeerTable {
   // Binds `id` to `principal`. An owned id keeps its secret; a new owner
   // gets `adoptSecret` when not empty (an id a new leader did not know,
   // whose peer presents the secret the old leader gave it), else a fresh
-  // one from `ids`. Call after mayTakeOver() allowed it.
+  // one from `ids`. Call after mayTakeOver() allowed it. A framework's new
+  // owner (or new principal) is written to the identity store with
+  // `failoverTimeout`.
   const IdOwner& claim(IdKind kind, const std::string& id, const std::string& principal,
-                       const std::string& adoptSecret, RandomIds& ids);
-  // The id is gone (framework removed, agent removed).
+                       const std::string& adoptSecret, RandomIds& ids,
+                       Duration failoverTimeout = {});
+  // The id is gone (framework removed, agent removed); so is its kept
+  // identity, in the store too.
   void forget(IdKind kind, const std::string& id);
+
+  // ---- kept framework identities
+  // From now on framework owners are written to `store` (not owned; it
+  // outlives the table or is replaced). `loaded`: what it held, trusted as
+  // kept identities from `now` on. Call once, before the first claim.
+  void keepIdentitiesIn(IdentityStore* store, StoredIdentities loaded, TimePoint now);
+  const StoredIdentity* kept(const std::string& frameworkId) const;
+  size_t keptCount() const { return kept_.size(); }
+  // Drops (here and in the store) the kept identities whose failover
+  // timeout, counted from when they were loaded, has passed by `now`,
+  // except those `held` says the master still holds (they go with
+  // forget()). Returns how many went.
+  size_t dropKeptBefore(TimePoint now, const std::function<bool(const std::string&)>& held);
   const IdOwner* owner(IdKind kind, const std::string& id) const;
   // Ids of `kind` that `principal` owns (per-principal limits, docs/acls.md).
   size_t heldBy(IdKind kind, const std::string& principal) const;
@@ -97,11 +127,16 @@ class PeerTable {
   Owners& owners(IdKind kind) { return owners_[static_cast<size_t>(kind)]; }
   const Owners& owners(IdKind kind) const { return owners_[static_cast<size_t>(kind)]; }
   void count(IdKind kind, const std::string& principal, int delta);
+  void store(const std::string& frameworkId, IdOwner& owner, Duration failoverTimeout);
 
   std::unordered_map<PeerId, PeerLink> links_;
   std::deque<std::pair<TimePoint, PeerId>> unregistered_;  // connection order
   std::array<Owners, 2> owners_;
   std::array<std::unordered_map<std::string, size_t>, 2> held_;  // principal -> ids owned
+  IdentityStore* store_ = nullptr;
+  size_t storedCount_ = 0;  // framework owners written to store_, at most kStoredIdentitiesMax
+  StoredIdentities kept_;   // loaded, not claimed yet
+  std::multimap<TimePoint, std::string> keptUntil_;  // failover deadline -> id in kept_
 };
 
 }  // namespace allot

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "master/ids.h"
+#include "tests/master/fake_identity_store.h"
 
 namespace allot {
 namespace {
@@ -105,6 +106,89 @@ TEST(PeerTable, CountsIdsByPrincipalThroughClaimsAndForgets) {
   t.forget(IdKind::kFramework, "F-1");  // twice: no effect
   EXPECT_EQ(t.heldBy(IdKind::kFramework, "alice"), 0u);
   EXPECT_EQ(t.heldBy(IdKind::kFramework, "nobody"), 0u);
+}
+
+// ---- identities kept across a failover (master/identity_store.h)
+
+// What a leader left in the store for F-1: registered by `principal` with
+// `secret`, failover timeout 60 s.
+StoredIdentities keptF1(const std::string& principal, const std::string& secret) {
+  return {{"F-1", StoredIdentity{principal, hashSecret(secret), std::chrono::seconds(60)}}};
+}
+
+TEST(PeerTable, AKeptIdentityNeedsItsPrincipalOverTlsBeforeAnyClaim) {
+  testing::FakeIdentityStore store;
+  PeerTable t;
+  t.keepIdentitiesIn(&store, keptF1("alice", "s3cret"), at(0));
+  Status impostor = t.mayTakeOver(IdKind::kFramework, "F-1", tls("mallory"), "s3cret");
+  ASSERT_FALSE(impostor);
+  EXPECT_EQ(impostor.error().message, "framework F-1 belongs to another principal");
+  EXPECT_TRUE(t.mayTakeOver(IdKind::kFramework, "F-1", tls("alice"), ""));
+  EXPECT_TRUE(t.mayTakeOver(IdKind::kFramework, "F-2", tls("mallory"), ""));  // nothing kept
+}
+
+TEST(PeerTable, AKeptIdentityNeedsItsSecretOnPlaintextBeforeAnyClaim) {
+  testing::FakeIdentityStore store;
+  PeerTable t;
+  t.keepIdentitiesIn(&store, keptF1("", "s3cret"), at(0));
+  Status wrong = t.mayTakeOver(IdKind::kFramework, "F-1", PeerIdentity{}, "guess");
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().message, "framework F-1: framework_secret does not match");
+  EXPECT_FALSE(t.mayTakeOver(IdKind::kFramework, "F-1", PeerIdentity{}, ""));
+  EXPECT_TRUE(t.mayTakeOver(IdKind::kFramework, "F-1", PeerIdentity{}, "s3cret"));
+  // Kept identities are frameworks': an agent id of the same name is not bound.
+  EXPECT_TRUE(t.mayTakeOver(IdKind::kAgent, "F-1", PeerIdentity{}, ""));
+}
+
+TEST(PeerTable, ClaimsAreStoredAsHashesAndForgetsRemoveThem) {
+  testing::FakeIdentityStore store;
+  PeerTable t;
+  RandomIds ids;
+  t.keepIdentitiesIn(&store, {}, at(0));
+  const IdOwner& o = t.claim(IdKind::kFramework, "F-1", "alice", "", ids, std::chrono::seconds(7));
+  ASSERT_EQ(store.stored.count("F-1"), 1u);
+  const StoredIdentity& s = store.stored.at("F-1");
+  EXPECT_EQ(s.principal, "alice");
+  EXPECT_EQ(s.failoverTimeout, std::chrono::seconds(7));
+  EXPECT_EQ(s.secretHash.find(o.secret), std::string::npos) << "the secret itself was stored";
+  EXPECT_TRUE(secretMatches(o.secret, s.secretHash));
+  t.claim(IdKind::kFramework, "F-1", "alice", "", ids);  // re-registration: nothing new to keep
+  t.claim(IdKind::kAgent, "A-1", "alice", "", ids);      // agents are not kept
+  t.forget(IdKind::kFramework, "F-1");
+  t.forget(IdKind::kFramework, "F-1");
+  EXPECT_EQ(store.log, (std::vector<std::string>{"put F-1", "remove F-1"}));
+}
+
+TEST(PeerTable, AClaimedKeptIdentityBecomesTheOwnerAndIsRewritten) {
+  testing::FakeIdentityStore store;
+  PeerTable t;
+  RandomIds ids;
+  t.keepIdentitiesIn(&store, keptF1("", "s3cret"), at(0));
+  EXPECT_EQ(t.keptCount(), 1u);
+  EXPECT_EQ(t.claim(IdKind::kFramework, "F-1", "", "s3cret", ids).secret, "s3cret");
+  EXPECT_EQ(t.kept("F-1"), nullptr);
+  EXPECT_TRUE(secretMatches("s3cret", store.stored.at("F-1").secretHash));
+  // Dropping at the failover deadline leaves a claimed identity alone.
+  EXPECT_EQ(t.dropKeptBefore(at(61), [](const std::string&) { return false; }), 0u);
+  EXPECT_EQ(store.stored.count("F-1"), 1u);
+}
+
+TEST(PeerTable, UnclaimedKeptIdentitiesGoAtTheirFailoverTimeoutUnlessHeld) {
+  testing::FakeIdentityStore store;
+  StoredIdentities loaded = keptF1("alice", "x");
+  loaded["F-2"] = StoredIdentity{"bob", hashSecret("y"), std::chrono::seconds(10)};
+  store.stored = loaded;
+  PeerTable t;
+  t.keepIdentitiesIn(&store, loaded, at(100));
+  auto heldF1 = [](const std::string& id) { return id == "F-1"; };
+  EXPECT_EQ(t.dropKeptBefore(at(109), heldF1), 0u);
+  EXPECT_EQ(t.dropKeptBefore(at(110), heldF1), 1u);  // F-2
+  EXPECT_EQ(t.kept("F-2"), nullptr);
+  EXPECT_EQ(t.dropKeptBefore(at(1000), heldF1), 0u);  // F-1: the master still holds it
+  ASSERT_NE(t.kept("F-1"), nullptr);
+  t.forget(IdKind::kFramework, "F-1");  // the framework is removed
+  EXPECT_TRUE(store.stored.empty());
+  EXPECT_EQ(t.keptCount(), 0u);
 }
 
 }  // namespace
