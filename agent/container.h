@@ -69,6 +69,9 @@ struct ContainerImage {
   std::vector<std::string> cmd;
   std::vector<std::string> env;     // "K=V", defaults under the task's own
   std::string workingDir;           // "": the sandbox
+  // Keeps the layers in the store from the pull to the container's end,
+  // so that eviction never takes them before filesystem/linux holds them.
+  std::shared_ptr<void> hold;
 };
 
 enum class ContainerState {

@@ -16,6 +16,21 @@ ContainerImage containerImage(const images::PulledImage& pulled) {
   return image;
 }
 
+// Holds `layers` in `store` until the returned pointer's last copy goes.
+Result<std::shared_ptr<void>> holdLayers(images::LayerStore& store, const std::vector<images::Digest>& layers) {
+  auto taken = std::make_shared<std::vector<images::Digest>>();
+  for (const images::Digest& layer : layers) {
+    if (!store.acquire(layer)) {
+      for (const images::Digest& d : *taken) store.release(d);
+      return Error{"layer " + layer.str() + " left the image store"};
+    }
+    taken->push_back(layer);
+  }
+  return std::shared_ptr<void>(nullptr, [&store, taken](void*) {
+    for (const images::Digest& d : *taken) store.release(d);
+  });
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ImageService>> ImageService::create(asio::io_context& io, const ImageServiceOptions& options) {
@@ -36,12 +51,19 @@ void ImageService::pull(const std::string& reference, ExecutorManagerOptions::Im
     if (pulled->exec.user.size() > 0)
       LOG_INFO("image " << pulled->reference.str() << " names user '" << pulled->exec.user
                         << "': tasks run as their framework's user (--default-user), not the image's");
-    done(containerImage(*pulled));
+    auto hold = holdLayers(*store_, pulled->layers);
+    if (!hold) return done(hold.error());
+    ContainerImage image = containerImage(*pulled);
+    image.hold = std::move(*hold);
+    done(std::move(image));
     evict();
   });
 }
 
+// Not while a pull is under way: it may have found a layer in the store
+// that it has not held yet.
 void ImageService::evict() {
+  if (puller_->inFlight() > 0) return;
   images::LayerStore* store = store_.get();
   Status queued = pool_.submit<size_t>([store] { return store->evict().size(); }, [](size_t removed) {
     if (removed) LOG_INFO("image store: evicted " << removed << " unused layers (--image-cache-max)");

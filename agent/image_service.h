@@ -2,9 +2,11 @@
 // <work-dir>/images (survives restarts), the registry client and the
 // ImagePuller on a worker pool of its own, handed to the isolators
 // (IsolatorOptions::imageStore) and to the executor manager
-// (ExecutorManagerOptions::pullImage). After each pull the store is held
-// under --image-cache-max on the pool (least recently used layers no
-// running executor holds go first).
+// (ExecutorManagerOptions::pullImage). A pulled image's layers are held
+// from the pull (ContainerImage::hold) to its container's end; after each
+// pull, when no other is under way, the store is held under
+// --image-cache-max on the pool (least recently used layers nobody holds
+// go first).
 // Thread: create and use on the agent's loop.
 #pragma once
 
