@@ -36,7 +36,7 @@ class AgentImages : public ::testing::Test {
     dir_ = cluster_->dir() + "/registry";
     registry_ = std::make_unique<TestRegistry>(dir_);
     ASSERT_TRUE(registry_->ok()) << readWhole(dir_ + "/registry.log");
-    pushBusybox();
+    layer_ = pushBusybox("test/bb:1", "motd of the image\n");
     cgroupsRoot_ = "allot-images-test-" + std::to_string(getpid());
     cluster_->setCgroupsRoot(cgroupsRoot_);
     ASSERT_TRUE(cluster_->startMaster());
@@ -54,15 +54,21 @@ class AgentImages : public ::testing::Test {
   }
 
   // One layer: busybox, /bin/sh, an /etc/motd only the image has.
-  void pushBusybox() {
-    OciLayout layout(dir_ + "/layout");
-    TarBuilder(dir_ + "/bb.tar")
+  OciLayout::Blob pushBusybox(const std::string& repoTag, const std::string& motd) {
+    std::string name = std::to_string(++images_);
+    OciLayout layout(dir_ + "/layout" + name);
+    TarBuilder(dir_ + "/bb" + name + ".tar")
         .dir("bin/").file("bin/busybox", readWhole("/bin/busybox"), 0755).symlink("bin/sh", "busybox")
-        .dir("etc/").file("etc/motd", "motd of the image\n").dir("srv/").close();
-    layer_ = layout.layer(dir_ + "/bb.tar");
-    OciLayout::Blob manifest = layout.manifest({layer_}, kImageExec, images::nodeArchitecture());
+        .dir("etc/").file("etc/motd", motd).dir("srv/").close();
+    OciLayout::Blob layer = layout.layer(dir_ + "/bb" + name + ".tar");
+    OciLayout::Blob manifest = layout.manifest({layer}, kImageExec, images::nodeArchitecture());
     layout.tag({{"1", "application/vnd.oci.image.manifest.v1+json", manifest}});
-    ASSERT_TRUE(registry_->push(layout, "1", "test/bb:1")) << readWhole(dir_ + "/skopeo.log");
+    EXPECT_TRUE(registry_->push(layout, "1", repoTag)) << readWhole(dir_ + "/skopeo.log");
+    return layer;
+  }
+
+  std::string layerDir(const OciLayout::Blob& layer) const {
+    return cluster_->workDir() + "/images/layers/" + layer.digest.hex;
   }
 
   std::string image() const { return registry_->registry() + "/test/bb:1"; }
@@ -88,6 +94,7 @@ class AgentImages : public ::testing::Test {
   std::string dir_;
   std::string cgroupsRoot_;
   OciLayout::Blob layer_;
+  int images_ = 0;
 };
 
 TEST_F(AgentImages, ATaskSeesItsImageAndNotTheHost) {
@@ -103,7 +110,7 @@ TEST_F(AgentImages, ATaskSeesItsImageAndNotTheHost) {
   EXPECT_NE(task.find("/etc/shadow: No such file or directory"), std::string::npos) << task;
   EXPECT_NE(task.find("/usr: No such file or directory"), std::string::npos) << task;
   EXPECT_NE(task.find("sandbox=/mnt/sandbox\n/srv\n65534\n"), std::string::npos) << task;
-  EXPECT_TRUE(fs::exists(cluster_->workDir() + "/images/layers/" + layer_.digest.hex + "/rootfs/bin/busybox"));
+  EXPECT_TRUE(fs::exists(layerDir(layer_) + "/rootfs/bin/busybox"));
   // The task's writable layer goes with its executor.
   std::error_code ec;
   EXPECT_TRUE(waitFor([&] { return fs::is_empty(cluster_->workDir() + "/rootfs", ec); }, 20s));
@@ -138,6 +145,40 @@ TEST_F(AgentImages, ASecondLaunchTakesTheLayersFromTheAgentsStore) {
   Child second = cluster_->execute({"--image", image(), "--name", "second", "--command", "cat /etc/motd"});
   ASSERT_EQ(exitStatus(second.wait(90s)), 0) << second.out() << cluster_->agentLog();
   EXPECT_EQ(taskStdout("second-0"), "motd of the image\n");
+}
+
+// The checkpoint names the executor's layers: after a restart they are
+// held again and its writable layer is kept, and the task finishes.
+TEST_F(AgentImages, AnAgentRestartKeepsTheRunningTasksRoot) {
+  Child run = cluster_->execute({"--image", image(), "--name", "long", "--command",
+                                 "echo before > /tmp/x; sleep 4; cat /tmp/x /etc/motd"});
+  ASSERT_TRUE(waitFor([&] { return run.out().find("long-0 RUNNING") != std::string::npos; }, 60s)) << run.out();
+  cluster_->agentProcess().killOnly(SIGKILL);
+  ASSERT_TRUE(cluster_->startAgent({"--isolation", "filesystem/linux", "--cgroups-root", cgroupsRoot_}))
+      << cluster_->agentLog();
+  ASSERT_EQ(exitStatus(run.wait(90s)), 0) << run.out() << cluster_->agentLog();
+  EXPECT_EQ(taskStdout("long-0"), "before\nmotd of the image\n");
+  EXPECT_TRUE(fs::exists(layerDir(layer_) + "/rootfs/bin/busybox"));
+  EXPECT_EQ(cluster_->agentLog().find("removing the writable layer"), std::string::npos) << cluster_->agentLog();
+}
+
+// A cap below one layer: a pulled image still runs (its layers are held
+// from the pull on), and the next pull evicts the layer nobody uses.
+TEST_F(AgentImages, PastTheCacheCapTheUnusedLayersAreEvicted) {
+  OciLayout::Blob other = pushBusybox("test/other:1", "another motd\n");
+  cluster_->agentProcess().kill(SIGKILL);
+  ASSERT_TRUE(cluster_->startAgent({"--isolation", "filesystem/linux", "--cgroups-root", cgroupsRoot_,
+                                    "--image-cache-max", "1"}))
+      << cluster_->agentLog();
+  Child first = cluster_->execute({"--image", image(), "--name", "first", "--command", "cat /etc/motd"});
+  ASSERT_EQ(exitStatus(first.wait(90s)), 0) << first.out() << cluster_->agentLog();
+  EXPECT_EQ(taskStdout("first-0"), "motd of the image\n");
+  ASSERT_TRUE(waitFor([&] { return cluster_->executors().empty(); }, 20s));
+  Child second = cluster_->execute({"--image", registry_->registry() + "/test/other:1", "--name", "second",
+                                    "--command", "cat /etc/motd"});
+  ASSERT_EQ(exitStatus(second.wait(90s)), 0) << second.out() << cluster_->agentLog();
+  EXPECT_EQ(taskStdout("second-0"), "another motd\n");
+  EXPECT_TRUE(waitFor([&] { return !fs::exists(layerDir(layer_)); }, 20s)) << cluster_->agentLog();
 }
 
 // With seccomp the filter reaches the task inside its root (the executor
