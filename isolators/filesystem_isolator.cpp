@@ -111,6 +111,10 @@ Result<RootfsBind> FilesystemIsolator::volumeBind(const ContainerVolume& volume,
     std::error_code ec;
     fs::create_directories(inSandbox, ec);
     if (ec) return Error{shown + ": making " + inSandbox + ": " + ec.message()};
+    // The sandbox's owner (the run-as user) writes there, as in the sandbox.
+    struct stat owner;
+    if (::stat(sandbox.c_str(), &owner) != 0 || ::chown(inSandbox.c_str(), owner.st_uid, owner.st_gid) != 0)
+      return Error::fromErrno(shown + ": giving " + inSandbox + " to the sandbox's owner");
     return RootfsBind{inSandbox, target, volume.readOnly};
   }
   Result<std::string> real = resolved(volume.hostPath);
