@@ -147,6 +147,29 @@ TEST_F(AgentImages, ASecondLaunchTakesTheLayersFromTheAgentsStore) {
   EXPECT_EQ(taskStdout("second-0"), "motd of the image\n");
 }
 
+// A host path the operator allows, read-only, and a sandbox directory,
+// read-write; a host path outside --volume-allow is refused.
+TEST_F(AgentImages, VolumesMountAllowedHostPathsAndSandboxDirectories) {
+  std::string shared = cluster_->dir() + "/shared";
+  fs::create_directories(shared);
+  writeWhole(shared + "/hello", "hello from the host\n");
+  cluster_->agentProcess().kill(SIGKILL);
+  ASSERT_TRUE(cluster_->startAgent({"--isolation", "filesystem/linux", "--cgroups-root", cgroupsRoot_,
+                                    "--volume-allow", shared}))
+      << cluster_->agentLog();
+  Child run = cluster_->execute({"--image", image(), "--name", "vol", "--volume", shared + ":/data:ro,cache:/cache",
+                                 "--command", "cat /data/hello; (echo x > /data/y) 2>/dev/null || echo ro; "
+                                              "echo kept > /cache/f"});
+  ASSERT_EQ(exitStatus(run.wait(90s)), 0) << run.out() << cluster_->agentLog();
+  EXPECT_EQ(taskStdout("vol-0"), "hello from the host\nro\n");
+  EXPECT_FALSE(fs::exists(shared + "/y"));
+  Child refused = cluster_->execute({"--image", image(), "--name", "etc", "--volume", "/etc:/hostetc:ro",
+                                     "--command", "true"});
+  EXPECT_NE(exitStatus(refused.wait(90s)), 0);
+  EXPECT_NE(refused.out().find("is not under a path the agent allows (--volume-allow)"), std::string::npos)
+      << refused.out();
+}
+
 // The checkpoint names the executor's layers: after a restart they are
 // held again and its writable layer is kept, and the task finishes.
 TEST_F(AgentImages, AnAgentRestartKeepsTheRunningTasksRoot) {
