@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "images/registry_client.h"
+#include "isolators/network_isolator.h"
 #include "tests/agent/cluster.h"
 #include "tests/images/test_registry.h"
 
@@ -219,6 +220,30 @@ TEST_F(AgentImages, WithSeccompTheTaskIsFilteredAndItsCheckSeesTheImage) {
   ASSERT_EQ(exitStatus(run.wait(90s)), 0) << run.out() << run.err() << cluster_->agentLog();
   EXPECT_NE(run.out().find("task filtered-0 healthy"), std::string::npos) << run.out();
   EXPECT_EQ(taskStdout("filtered-0"), "Seccomp:\t2\n");
+}
+
+// With network/netns the task, inside its root, is in its executor's
+// network namespace: its own sysfs shows that namespace's links only.
+TEST_F(AgentImages, WithNetworkNetnsTheTaskIsInItsExecutorsNetwork) {
+  NetworkOptions net;
+  net.bridge = "aimg" + std::to_string(getpid());
+  net.cidr = "10.237." + std::to_string(getpid() % 250) + ".0/24";
+  net.stateDir = cluster_->dir() + "/netstate";
+  cluster_->agentProcess().kill(SIGKILL);
+  ASSERT_TRUE(cluster_->startAgent({"--isolation", "filesystem/linux,network/netns", "--cgroups-root", cgroupsRoot_,
+                                    "--network-bridge", net.bridge, "--network-cidr", net.cidr,
+                                    "--network-state-dir", net.stateDir, "--network-warm-pool", "0"}))
+      << cluster_->agentLog();
+  Child run = cluster_->execute({"--image", image(), "--name", "net", "--command",
+                                 "echo $ALLOT_NETWORK_ADDRESS; ls /sys/class/net"});
+  int st = run.wait(90s);
+  cluster_->agentProcess().kill(SIGKILL);
+  EXPECT_TRUE(removeNetwork(net).ok());
+  ASSERT_EQ(exitStatus(st), 0) << run.out() << cluster_->agentLog();
+  std::string out = taskStdout("net-0");
+  EXPECT_EQ(out.rfind("10.237.", 0), 0u) << out;
+  EXPECT_NE(out.find("lo\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find(net.bridge), std::string::npos) << out;
 }
 
 }  // namespace
