@@ -2,10 +2,9 @@
 // for tests that must send what no SDK would (hostile frames, accepts that
 // break the rules, floods) and read exactly what comes back.
 //
-// Thread: one test thread per peer.
+// Thread: one thread sends and one reads (send() and the reads share
+// nothing but the socket).
 #pragma once
-
-#include <gtest/gtest.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -42,6 +41,8 @@ class RawPeer {
   RawPeer(const RawPeer&) = delete;
   RawPeer& operator=(const RawPeer&) = delete;
   bool connected() const { return connected_; }
+  // Ends the link both ways; blocked sends and reads return.
+  void shutdown() { ::shutdown(fd_, SHUT_RDWR); }
 
   void setReadTimeout(std::chrono::milliseconds timeout) {
     timeval tv{static_cast<time_t>(timeout.count() / 1000),
@@ -49,18 +50,20 @@ class RawPeer {
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }
 
-  void send(const wire::Envelope& e) {
+  // False when `e` cannot be framed (too large) or the link is gone.
+  bool send(const wire::Envelope& e) {
     std::string bytes;
-    ASSERT_TRUE(appendFrame(e, &bytes).ok());
-    sendRaw(bytes);
+    if (!appendFrame(e, &bytes).ok()) return false;
+    return sendRaw(bytes);
   }
-  void sendRaw(const std::string& bytes) {
+  bool sendRaw(const std::string& bytes) {
     size_t done = 0;
     while (done < bytes.size()) {
       ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-      if (n <= 0) return;  // the master may close first; reading tells
+      if (n <= 0) return false;  // the master may close first; reading tells
       done += static_cast<size_t>(n);
     }
+    return true;
   }
 
   // Reads until a frame of `kind` arrives (returned), the link closes or a
