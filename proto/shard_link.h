@@ -1,0 +1,119 @@
+// ShardLink: the one framed link between a link shard and the leading
+// master (proto/shard.proto), over TCP, plaintext or mutual TLS 1.3.
+//
+//   auto link = ShardLink::create(std::move(socket), options);
+//   link->start(handlers);   // sends our ShardHello, waits for the peer's
+//   link->send(envelope);    // any time after create(); queued in order
+//   link->close("reason");   // or the peer closes; onClose fires once
+//
+// It carries every agent of a shard, so it is Connection's (proto/
+// connection.h) counterpart for ShardEnvelope rather than Envelope, with the
+// same rules: the peer's first frame must be a ShardHello of our
+// kProtocolVersion; over TLS the peer's certificate must have
+// Options::requirePeerCertRole (the master requires `shard`, the shard
+// `master`); handshakeTimeout bounds TLS + Hello; an oversized or
+// undecodable frame closes the link; more than maxQueuedBytes unsent closes
+// it. At most kShardFramesPerPass frames are handled per pass of the loop.
+//
+// Thread: all methods on the io_context thread; handlers run there and may
+// call send() or close() re-entrantly.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/asio.h"
+#include "base/result.h"
+#include "proto/frame.h"
+#include "proto/peer_identity.h"
+#include "proto/shard.pb.h"
+#include "proto/tls.h"
+
+namespace allot {
+
+// Frames handled per pass: a shard's link carries many agents' messages, so
+// a burst of them yields to the master's other links every batch.
+constexpr size_t kShardFramesPerPass = 64;
+// What may wait unsent on a shard link: a failover hands over every
+// agent's registration (up to kAgentsPerShardMax of them) at once.
+constexpr size_t kShardLinkQueuedBytesMax = size_t{1} << 30;
+
+class ShardLink : public std::enable_shared_from_this<ShardLink> {
+ public:
+  struct Options {
+    std::string localName;
+    uint64_t leaderEpoch = 0;  // sent in our ShardHello
+    size_t maxFrameBytes = kMaxFrameBytes;
+    size_t maxQueuedBytes = kShardLinkQueuedBytesMax;
+    std::shared_ptr<ssl::context> tls;  // null: plaintext
+    TlsSide tlsSide = TlsSide::kClient;
+    std::string requirePeerCertRole;    // TLS: the peer certificate's role
+    std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
+  };
+  struct Handlers {
+    std::function<void(const shard::ShardHello&)> onHello;
+    std::function<void(shard::ShardEnvelope&)> onMessage;
+    std::function<void(const std::string& reason)> onClose;  // exactly once
+  };
+
+  static std::shared_ptr<ShardLink> create(asio::ip::tcp::socket socket, Options options);
+
+  void start(Handlers handlers);
+  // Queues one message; an Error (nothing sent) when it cannot be framed
+  // or the link is closed; closes the link when the queue overflows.
+  Status send(const shard::ShardEnvelope& envelope);
+  void close(const std::string& reason);
+
+  bool handshaken() const { return handshaken_; }
+  const shard::ShardHello& peerHello() const { return peerHello_; }
+  const PeerIdentity& peer() const { return peer_; }
+  const std::string& peerAddress() const { return peerAddress_; }
+  size_t queuedBytes() const { return pending_.size() + writing_.size(); }
+  uint64_t bytesOut() const { return bytesOut_; }
+  uint64_t bytesIn() const { return bytesIn_; }
+
+ private:
+  ShardLink(asio::ip::tcp::socket socket, Options options);
+  void transportReady();
+  void readMore();
+  void onRead(const boost::system::error_code& ec, size_t bytes);
+  void handleSome();
+  bool handleFrame(shard::ShardEnvelope& envelope);
+  void flush();
+
+  asio::ip::tcp::socket socket_;
+  Options options_;
+  std::unique_ptr<ssl::stream<asio::ip::tcp::socket&>> tls_;
+  asio::steady_timer handshakeTimer_;
+  Handlers handlers_;
+  PeerIdentity peer_;
+  shard::ShardHello peerHello_;
+  shard::ShardEnvelope scratch_;
+  std::string peerAddress_;
+  std::vector<char> readBuffer_;
+  std::string buffer_;     // received, not yet decoded
+  size_t consumed_ = 0;    // of buffer_
+  std::string pending_;
+  std::string writing_;
+  uint64_t bytesOut_ = 0;
+  uint64_t bytesIn_ = 0;
+  bool transportReady_ = false;
+  bool handshaken_ = false;
+  bool closed_ = false;
+  bool writeInFlight_ = false;
+};
+
+// Appends one frame holding `envelope` to `out`; fails (appending nothing)
+// when it has no body or exceeds maxFrameBytes.
+Status appendShardFrame(const shard::ShardEnvelope& envelope, std::string* out,
+                        size_t maxFrameBytes);
+// Decodes the frame at `buffer[*consumed]` into `out`: true and advances
+// *consumed, false when incomplete, an Error for an oversized, undecodable
+// or empty frame.
+Result<bool> nextShardFrame(const std::string& buffer, size_t* consumed, size_t maxFrameBytes,
+                            shard::ShardEnvelope* out);
+
+}  // namespace allot

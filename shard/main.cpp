@@ -1,0 +1,107 @@
+// allot-shard: a link shard. Terminates agent links for the leading master
+// and forwards to it, over one link, only what it must see (shard/shard.h).
+#include <csignal>
+#include <iostream>
+
+#include "base/asio.h"
+#include "base/files.h"
+#include "base/flags.h"
+#include "base/log.h"
+#include "shard/shard.h"
+
+namespace {
+
+using namespace allot;
+
+struct Settings {
+  std::string listen = "127.0.0.1:5060";
+  std::string master = "127.0.0.1:5061";
+  std::string name;
+  std::string portFile;
+  double livenessIntervalS = 1;
+  int64_t maxAgents = static_cast<int64_t>(kAgentsPerShardMax);
+  TlsFiles tls;
+  bool insecure = false;
+};
+
+void addFlags(Flags& flags, Settings* s) {
+  flags.addString("listen", &s->listen, "address agents connect to (host:port)");
+  flags.addString("master", &s->master, "the leading master's --shard-listen address (host:port)");
+  flags.addString("name", &s->name, "name in logs and Hellos (default: allot-shard HOST:PORT, the bound address)");
+  flags.addString("port-file", &s->portFile, "write the bound agent port to this file once listening");
+  flags.addDouble("liveness-interval", &s->livenessIntervalS,
+                  "seconds between the liveness summaries sent to the leader");
+  flags.addInt("max-agents", &s->maxAgents, "agents held at most");
+  addTlsFlags(flags, &s->tls);
+  flags.addBool("insecure", &s->insecure, "allow plaintext on a non-loopback --listen address");
+}
+
+Result<ShardOptions> toOptions(const Settings& s) {
+  ShardOptions o;
+  auto listen = parseHostPort(s.listen);
+  if (!listen) return Error{"--listen: " + listen.error().describe()};
+  auto master = parseHostPort(s.master);
+  if (!master) return Error{"--master: " + master.error().describe()};
+  o.listen = *listen;
+  o.master = *master;
+  o.name = s.name;
+  if (!(s.livenessIntervalS >= 0.01 && s.livenessIntervalS <= 60)) {
+    return Error{"--liveness-interval must be between 0.01 and 60 seconds"};
+  }
+  o.livenessInterval = secondsToDuration(s.livenessIntervalS);
+  if (s.maxAgents < 1 || s.maxAgents > static_cast<int64_t>(kAgentsPerShardMax)) {
+    return Error{"--max-agents must be between 1 and " + std::to_string(kAgentsPerShardMax)};
+  }
+  o.maxAgents = static_cast<size_t>(s.maxAgents);
+  auto server = tlsContextFromFlags(s.tls, TlsSide::kServer);
+  if (!server) return server.error();
+  auto client = tlsContextFromFlags(s.tls, TlsSide::kClient);
+  if (!client) return client.error();
+  o.agentTls = *server;
+  o.masterTls = *client;
+  if (Status st = checkPlaintextOnLoopback("--listen", o.listen.host, o.agentTls != nullptr,
+                                           s.insecure, "plaintext");
+      !st) {
+    return st.error();
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setLogProgram("allot-shard");
+  Settings settings;
+  Flags flags("allot-shard", "Runs a link shard: holds agent links for the leading master.");
+  addFlags(flags, &settings);
+  if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
+  auto options = toOptions(settings);
+  if (!options) {
+    std::cerr << "allot-shard: " << options.error().describe() << "\n";
+    return 2;
+  }
+  raiseFileLimit(options->maxAgents + 256);
+  signal(SIGPIPE, SIG_IGN);
+  asio::io_context io(1);
+  auto shard = LinkShard::create(io, *options);
+  if (!shard) {
+    LOG_ERROR(shard.error().describe());
+    return 1;
+  }
+  if (!settings.portFile.empty()) {
+    auto st = writeFileAtomically(settings.portFile, std::to_string((*shard)->port()) + "\n", false, 0644);
+    if (!st) {
+      LOG_ERROR(st.error().describe());
+      return 1;
+    }
+  }
+  (*shard)->start();
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int sig) {
+    LOG_INFO("signal " << sig << ": shutting down");
+    (*shard)->stop();
+    io.stop();
+  });
+  io.run();
+  return 0;
+}

@@ -1,0 +1,226 @@
+#include "shard/shard.h"
+
+#include "base/log.h"
+#include "proto/validate.h"
+
+namespace allot {
+
+Result<std::unique_ptr<LinkShard>> LinkShard::create(asio::io_context& io, ShardOptions options) {
+  std::unique_ptr<LinkShard> shard(new LinkShard(io, std::move(options)));
+  if (Status st = listenTcp(shard->acceptor_, shard->options_.listen, "--listen"); !st) return st.error();
+  shard->port_ = shard->acceptor_.local_endpoint().port();
+  if (shard->options_.name.empty()) {
+    shard->options_.name = "allot-shard " + shard->options_.listen.host + ":" + std::to_string(shard->port_);
+  }
+  return shard;
+}
+
+LinkShard::LinkShard(asio::io_context& io, ShardOptions options)
+    : io_(io),
+      options_(std::move(options)),
+      acceptor_(io),
+      retryTimer_(io),
+      livenessTimer_(io),
+      backoff_(std::chrono::milliseconds(100), std::chrono::seconds(2), 0),
+      fold_(options_.maxAgents) {}
+
+void LinkShard::start() {
+  LOG_INFO(options_.name << " listening for agents on " << options_.listen.host << ":" << port_
+                         << ", leader at " << options_.master.host << ":" << options_.master.port);
+  connectLeader();
+  acceptNext();
+  scheduleLiveness();
+}
+
+void LinkShard::stop() {
+  stopped_ = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  retryTimer_.cancel();
+  livenessTimer_.cancel();
+  closeAgents("shard shutting down");
+  if (leader_) leader_->close("shard shutting down");
+}
+
+// ------------------------------------------------------------------ leader
+
+void LinkShard::connectLeader() {
+  if (stopped_) return;
+  asyncConnect(io_, options_.master.host, options_.master.port,
+               [this](Result<asio::ip::tcp::socket> socket) {
+    if (stopped_) return;
+    if (!socket) return retryLeader(socket.error().describe());
+    ShardLink::Options o;
+    o.localName = options_.name;
+    o.tls = options_.masterTls;
+    o.tlsSide = TlsSide::kClient;
+    o.requirePeerCertRole = "master";
+    o.handshakeTimeout = options_.handshakeTimeout;
+    leader_ = ShardLink::create(std::move(*socket), o);
+    ShardLink::Handlers h;
+    h.onHello = [this](const shard::ShardHello& hello) { onLeaderHello(hello); };
+    h.onMessage = [this](shard::ShardEnvelope& e) { onLeaderMessage(e); };
+    h.onClose = [this](const std::string& reason) { onLeaderClosed(reason); };
+    leader_->start(std::move(h));
+  });
+}
+
+void LinkShard::retryLeader(const std::string& why) {
+  Duration wait = backoff_.next();
+  LOG_WARNING("leader link: " << why << "; retrying in "
+                              << std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()
+                              << " ms");
+  retryTimer_.expires_after(wait);
+  retryTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) connectLeader();
+  });
+}
+
+void LinkShard::onLeaderHello(const shard::ShardHello& hello) {
+  backoff_.reset();
+  leaderEpoch_ = hello.leader_epoch();
+  LOG_INFO("linked to the leader " << hello.name() << " (epoch " << leaderEpoch_ << ")");
+}
+
+void LinkShard::onLeaderClosed(const std::string& reason) {
+  leader_.reset();
+  closeAgents("the shard lost its leader");
+  if (!stopped_) retryLeader("lost: " + reason);
+}
+
+void LinkShard::sendLeader(const shard::ShardEnvelope& e) {
+  if (leaderConnected()) (void)leader_->send(e);
+}
+
+// The leader names slots this shard gave it; a slot whose agent has gone
+// since is answered by the AgentDetached already on its way.
+void LinkShard::onLeaderMessage(shard::ShardEnvelope& e) {
+  if (e.has_agent_message()) {
+    auto it = agents_.find(e.agent_message().slot());
+    if (it != agents_.end()) (void)it->second->send(e.agent_message().envelope());
+    return;
+  }
+  if (e.has_detached()) {
+    auto it = agents_.find(e.detached().slot());
+    if (it != agents_.end()) it->second->closeAfterFlush("the master closed the link: " + e.detached().reason());
+    return;
+  }
+  LOG_WARNING("unexpected message from the leader (field " << e.body_case() << ")");
+}
+
+// ------------------------------------------------------------------ agents
+
+void LinkShard::acceptNext() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
+    if (stopped_ || ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      onAccepted(std::move(socket));
+      return acceptNext();
+    }
+    LOG_WARNING("accept failed: " << ec.message() << "; retrying in 100 ms");
+    retryTimer_.expires_after(std::chrono::milliseconds(100));
+    retryTimer_.async_wait([this](const boost::system::error_code& e) {
+      if (!e) acceptNext();
+    });
+  });
+}
+
+void LinkShard::onAccepted(asio::ip::tcp::socket socket) {
+  // Without a leader, or full, the agent is turned away at once: its own
+  // backoff brings it back or on to another shard.
+  if (!leaderConnected() || agents_.size() >= options_.maxAgents) return;
+  Connection::Options o;
+  o.localRole = wire::ROLE_MASTER;
+  o.localName = options_.name;
+  o.acceptRoles = {wire::ROLE_AGENT};
+  o.leaderEpoch = leaderEpoch_;
+  o.tls = options_.agentTls;
+  o.tlsSide = TlsSide::kServer;
+  o.handshakeTimeout = options_.handshakeTimeout;
+  auto conn = Connection::create(std::move(socket), o);
+  Slot slot = nextSlot_++;
+  agents_[slot] = conn;
+  Connection::Handlers h;
+  h.onHello = [this, slot, weak = std::weak_ptr<Connection>(conn)](const wire::Hello& hello) {
+    auto c = weak.lock();
+    agentHello(slot, c ? c->peer() : PeerIdentity{}, hello);
+  };
+  h.onMessage = [this, slot](wire::Envelope& e) { agentMessage(slot, e); };
+  h.onClose = [this, slot](const std::string& reason) { agentClosed(slot, reason); };
+  conn->start(std::move(h));
+}
+
+void LinkShard::agentHello(Slot slot, const PeerIdentity& identity, const wire::Hello& hello) {
+  if (Status st = fold_.attach(slot); !st) {
+    auto it = agents_.find(slot);
+    if (it != agents_.end()) it->second->close(st.error().describe());
+    return;
+  }
+  shard::ShardEnvelope e;
+  auto* attached = e.mutable_attached();
+  attached->set_slot(slot);
+  attached->set_name(hello.name());
+  attached->set_principal(identity.principal);
+  attached->set_cert_role(identity.certRole);
+  sendLeader(e);
+}
+
+void LinkShard::agentMessage(Slot slot, wire::Envelope& e) {
+  auto it = agents_.find(slot);
+  if (it == agents_.end()) return;
+  if (Status valid = validateFromAgent(e); !valid) {
+    LOG_WARNING("refused a message from agent slot " << slot << ": " << valid.error().describe());
+    wire::Envelope error;
+    error.mutable_error()->set_message(valid.error().describe());
+    (void)it->second->send(error);
+    return;
+  }
+  wire::Envelope answer;
+  switch (fold_.fold(slot, e, &answer)) {
+    case FoldAction::kAnswer: (void)it->second->send(answer); return;
+    case FoldAction::kDrop: return;
+    case FoldAction::kForward: break;
+  }
+  shard::ShardEnvelope forward;
+  forward.mutable_agent_message()->set_slot(slot);
+  forward.mutable_agent_message()->mutable_envelope()->Swap(&e);
+  sendLeader(forward);
+}
+
+void LinkShard::agentClosed(Slot slot, const std::string& reason) {
+  auto it = agents_.find(slot);
+  if (it == agents_.end()) return;
+  bool attached = it->second->handshaken();
+  agents_.erase(it);
+  fold_.detach(slot);
+  if (!attached) return;
+  shard::ShardEnvelope e;
+  e.mutable_detached()->set_slot(slot);
+  e.mutable_detached()->set_reason(reason);
+  sendLeader(e);
+}
+
+void LinkShard::closeAgents(const std::string& reason) {
+  auto agents = std::move(agents_);
+  agents_.clear();
+  for (auto& [slot, conn] : agents) {
+    fold_.detach(slot);
+    conn->close(reason);
+  }
+}
+
+void LinkShard::scheduleLiveness() {
+  livenessTimer_.expires_after(options_.livenessInterval);
+  livenessTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_) return;
+    std::vector<Slot> heard = fold_.takeLiveness();
+    if (!heard.empty()) {
+      shard::ShardEnvelope e;
+      e.mutable_liveness()->mutable_slots()->Assign(heard.begin(), heard.end());
+      sendLeader(e);
+    }
+    scheduleLiveness();
+  });
+}
+
+}  // namespace allot

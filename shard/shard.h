@@ -1,0 +1,90 @@
+// LinkShard: allot-shard's state and sockets. It terminates agent links for
+// the leading master: to an agent it looks like a master (its Hello says
+// ROLE_MASTER with the leader's epoch), it validates every agent message
+// with the master's named limits (proto/validate.h), folds them
+// (shard/fold.h) and forwards what the leader must see over its one
+// ShardLink (proto/shard_link.h) to the master's --shard-listen address;
+// the leader's messages for an agent come back on the same link and go out
+// on that agent's own.
+//
+// Agents are accepted only while the leader link is up: without a leader
+// there is no one to register with, so the agents' links are closed and
+// their own backoff brings them back (to this shard or another).
+//
+// Thread: everything on the given io_context, which one thread runs.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "base/asio.h"
+#include "base/flags.h"
+#include "proto/connection.h"
+#include "proto/reconnecting_link.h"
+#include "proto/shard_link.h"
+#include "shard/fold.h"
+
+namespace allot {
+
+// Agents one shard holds at most: each is a file descriptor, and a process
+// may hold 20,000 on this kind of host (RLIMIT_NOFILE), with room left for
+// the leader link, the listener and logs.
+constexpr size_t kAgentsPerShardMax = 19000;
+
+struct ShardOptions {
+  HostPort listen{"127.0.0.1", 5060};   // agents connect here
+  HostPort master{"127.0.0.1", 5061};   // the leader's --shard-listen
+  std::string name;  // empty: "allot-shard HOST:PORT" (the bound address)
+  size_t maxAgents = kAgentsPerShardMax;
+  Duration livenessInterval = std::chrono::seconds(1);
+  std::shared_ptr<ssl::context> agentTls;   // null: agents in plaintext
+  std::shared_ptr<ssl::context> masterTls;  // null: the leader link in plaintext
+  std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
+};
+
+class LinkShard {
+ public:
+  static Result<std::unique_ptr<LinkShard>> create(asio::io_context& io, ShardOptions options);
+
+  uint16_t port() const { return port_; }
+  void start();
+  void stop();
+
+  size_t agents() const { return agents_.size(); }
+  bool leaderConnected() const { return leader_ && leader_->handshaken(); }
+  const AgentFold& fold() const { return fold_; }
+
+ private:
+  LinkShard(asio::io_context& io, ShardOptions options);
+  void connectLeader();
+  void retryLeader(const std::string& why);
+  void onLeaderHello(const shard::ShardHello& hello);
+  void onLeaderMessage(shard::ShardEnvelope& e);
+  void onLeaderClosed(const std::string& reason);
+  void sendLeader(const shard::ShardEnvelope& e);
+  void acceptNext();
+  void onAccepted(asio::ip::tcp::socket socket);
+  void agentHello(Slot slot, const PeerIdentity& identity, const wire::Hello& hello);
+  void agentMessage(Slot slot, wire::Envelope& e);
+  void agentClosed(Slot slot, const std::string& reason);
+  void closeAgents(const std::string& reason);
+  void scheduleLiveness();
+
+  asio::io_context& io_;
+  ShardOptions options_;
+  asio::ip::tcp::acceptor acceptor_;
+  asio::steady_timer retryTimer_;
+  asio::steady_timer livenessTimer_;
+  Backoff backoff_;
+  std::shared_ptr<ShardLink> leader_;
+  uint64_t leaderEpoch_ = 0;
+  // Every agent link, handshaken or not, by slot.
+  std::unordered_map<Slot, std::shared_ptr<Connection>> agents_;
+  AgentFold fold_;
+  Slot nextSlot_ = 1;
+  uint16_t port_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace allot
