@@ -64,11 +64,17 @@ struct Settings {
   double reservationTimeoutS = 10;
   double revocationGraceMaxS = 300;
   std::string longTaskMax;
+  std::string shardListen;
+  std::string shardPortFile;
 };
 
 void addFlags(Flags& flags, Settings* s) {
   flags.addString("listen", &s->listen, "HOST:PORT to listen on (port 0: any free port)");
   flags.addString("port-file", &s->portFile, "write the bound port to this file once listening");
+  flags.addString("shard-listen", &s->shardListen,
+                  "HOST:PORT where link shards (allot-shard) connect; empty: no shards");
+  flags.addString("shard-port-file", &s->shardPortFile,
+                  "write the bound --shard-listen port to this file once listening");
   flags.addString("work-dir", &s->workDir,
                   "directory for the master's files: without --zk, the run-time role settings "
                   "(allotctl role) are kept in DIR/role-settings (state is otherwise soft)");
@@ -141,6 +147,16 @@ void addFlags(Flags& flags, Settings* s) {
                   "per-agent cap on long-lived tasks: a fraction (0.5) or resources (cpus:8;mem:8192)");
 }
 
+// --shard-listen: where link shards connect (master/shard_hub.h).
+Status shardOptions(const Settings& s, ServerOptions* server) {
+  if (s.shardListen.empty()) return okStatus();
+  auto listen = parseHostPort(s.shardListen);
+  if (!listen) return Error{"--shard-listen: " + listen.error().describe()};
+  server->shardListen = *listen;
+  return checkPlaintextOnLoopback("--shard-listen", listen->host, server->tls != nullptr, s.insecure,
+                                  "plaintext");
+}
+
 Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
   ServerOptions server;
   MasterOptions master;
@@ -154,6 +170,7 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
       !st) {
     return st.error();
   }
+  if (Status st = shardOptions(s, &server); !st) return st.error();
   if (s.maxFrameBytes < 1024 || s.maxFrameBytes > static_cast<int64_t>(kMaxFrameBytes)) {
     return Error{"--max-frame-bytes must be between 1024 and " + std::to_string(kMaxFrameBytes)};
   }
@@ -238,6 +255,15 @@ void raiseFileLimitOrWarn() {
 
 Status writePortFile(const std::string& path, uint16_t port) {
   return writeFileAtomically(path, std::to_string(port) + "\n", /*durable=*/false, 0644);
+}
+
+// --port-file and --shard-port-file, when given.
+Status writePortFiles(const Settings& s, const MasterServer& server) {
+  if (!s.portFile.empty()) {
+    if (auto st = writePortFile(s.portFile, server.port()); !st) return st;
+  }
+  if (!s.shardPortFile.empty()) return writePortFile(s.shardPortFile, server.shardPort());
+  return okStatus();
 }
 
 // The address published in ZooKeeper for clients to connect to.
@@ -490,11 +516,9 @@ int main(int argc, char** argv) {
     std::cerr << "allot-master: " << advertise.error().describe() << "\n";
     return 2;
   }
-  if (!settings.portFile.empty()) {
-    if (auto st = writePortFile(settings.portFile, (*server)->port()); !st) {
-      LOG_ERROR(st.error().describe());
-      return 1;
-    }
+  if (auto st = writePortFiles(settings, **server); !st) {
+    LOG_ERROR(st.error().describe());
+    return 1;
   }
   auto http = startHttp(io, settings, **server);
   if (!http) {

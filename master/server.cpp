@@ -48,6 +48,16 @@ Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
   server->acceptor_.non_blocking(true, ec);
   if (ec) return Error{"cannot make the listener non-blocking: " + ec.message(), ec.value()};
   server->port_ = server->acceptor_.local_endpoint().port();
+  if (!options.shardListen.host.empty()) {
+    ShardHub::Options hub;
+    hub.listen = options.shardListen;
+    hub.tls = options.tls;
+    hub.maxFrameBytes = options.maxFrameBytes;
+    hub.handshakeTimeout = options.handshakeTimeout;
+    MasterServer* raw = server.get();
+    server->shards_ = std::make_unique<ShardHub>(io, hub, *server->master_, [raw] { raw->afterEvent(); });
+    if (Status st = server->shards_->listen(); !st) return st.error();
+  }
   return server;
 }
 
@@ -59,6 +69,7 @@ void MasterServer::start() {
                      << port_ << " (leader epoch " << options_.leaderEpoch << ", "
                      << (options_.tls ? "mutual TLS)" : "plaintext)"));
   acceptNext();
+  if (shards_) shards_->start(options_.leaderEpoch);
   scheduleTick();
   statsSince_ = clock_.now();
   if (options_.statsInterval > Duration::zero()) scheduleStats();
@@ -90,6 +101,7 @@ void MasterServer::stop() {
   tickTimer_.cancel();
   statsTimer_.cancel();
   acceptPause_.cancel();
+  if (shards_) shards_->stop();
   // The peers are closed without the master's per-peer bookkeeping (offers
   // rescinded, agents marked disconnected, a log line each): this master
   // is going away, and a leader stepping down for a successor should drop
@@ -226,6 +238,7 @@ void MasterServer::onAccepted(asio::ip::tcp::socket socket) {
 }
 
 void MasterServer::send(PeerId peer, const wire::Envelope& envelope) {
+  if (shards_ && ShardHub::ownsPeer(peer)) return shards_->send(peer, envelope);
   auto it = connections_.find(peer);
   if (it == connections_.end()) return;
   ++messagesOut_;
@@ -238,6 +251,7 @@ void MasterServer::send(PeerId peer, const wire::Envelope& envelope) {
 // Deferred so the master never sees peerClosed() while it is still
 // handling the event that decided to close.
 void MasterServer::close(PeerId peer, const std::string& reason) {
+  if (shards_ && ShardHub::ownsPeer(peer)) return shards_->close(peer, reason);
   asio::post(io_, [this, peer, reason] {
     auto it = connections_.find(peer);
     if (it != connections_.end()) it->second->close(reason);

@@ -17,6 +17,7 @@
 #include "base/loop_sections.h"
 #include "master/master.h"
 #include "master/role_settings.h"
+#include "master/shard_hub.h"
 #include "proto/connection.h"
 
 namespace allot {
@@ -48,6 +49,8 @@ struct ServerOptions {
   // The leader epoch every Hello to a peer carries (ZooKeeper election;
   // 0 standalone).
   uint64_t leaderEpoch = 0;
+  // Where link shards connect (master/shard_hub.h); empty host: no shards.
+  HostPort shardListen;
 };
 
 // What the master's loop spends its time on (LoopSections): the sections
@@ -62,6 +65,9 @@ class MasterServer final : public Outbox {
                                                       MasterOptions masterOptions);
 
   uint16_t port() const { return port_; }
+  // The --shard-listen port; 0 without shards.
+  uint16_t shardPort() const { return shards_ ? shards_->port() : 0; }
+  const ShardHub* shards() const { return shards_.get(); }
   size_t pendingHandshakes() const { return pendingHandshakes_; }
   Master& master() { return *master_; }
   // Run-time role settings: main() loads them (RoleSettingsKeeper::load)
@@ -125,6 +131,7 @@ class MasterServer final : public Outbox {
   TimePoint statsSince_;
   std::unique_ptr<Master> master_;
   std::unique_ptr<RoleSettingsKeeper> roleSettings_;
+  std::unique_ptr<ShardHub> shards_;
   std::unordered_map<PeerId, std::shared_ptr<Connection>> connections_;
   // Connections in connections_ whose TLS + Hello has not finished.
   size_t pendingHandshakes_ = 0;
