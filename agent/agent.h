@@ -45,6 +45,7 @@ struct SandboxReaders {
 
 struct AgentConfig {
   std::string master;  // "host:port" or "zk://.../path"
+  std::vector<Endpoint> shards;  // non-empty: through these link shards instead
   std::shared_ptr<ssl::context> tls;  // null: plaintext to the master
   std::string workDir;  // absolute
   std::string hostname;

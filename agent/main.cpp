@@ -29,6 +29,7 @@
 #include "agent/resources_detect.h"
 #include "base/files.h"
 #include "base/flags.h"
+#include "proto/shard_placement.h"
 #include "base/log.h"
 #include "base/uring_poller.h"
 #include "base/worker_pool.h"
@@ -47,6 +48,7 @@ using namespace allot;
 struct Settings {
   std::string master;
   std::string zk;
+  std::string shards;
   TlsFiles tls;
   std::string resources;
   std::string isolation = "seccomp";
@@ -78,6 +80,9 @@ struct Settings {
 void addFlags(Flags& f, Settings* s) {
   f.addString("master", &s->master, "HOST:PORT of the master, or zk://host:port,.../path");
   f.addString("zk", &s->zk, "zk://host:port,.../path to find the leading master (= --master)");
+  f.addString("shards", &s->shards,
+              "HOST:PORT,...: reach the master through these link shards (allot-shard), "
+              "instead of --master");
   addTlsFlags(f, &s->tls);
   f.addString("resources", &s->resources,
               "what this node offers, e.g. \"cpus:4;mem:4096;disk:10240;ports:[31000-32000]\"; "
@@ -175,16 +180,29 @@ Status runAsSettings(const Settings& s, AgentConfig* c) {
   return okStatus();
 }
 
-Result<AgentConfig> makeConfig(const Settings& s) {
-  AgentConfig c;
-  if (!s.zk.empty() && !s.master.empty()) return Error{"give --master or --zk, not both"};
-  c.master = s.zk.empty() ? s.master : s.zk;
-  if (c.master.empty()) return Error{"--master HOST:PORT or zk://... is required"};
-  if (!isZooKeeperUrl(c.master)) {
-    if (auto endpoint = parseEndpoint(c.master); !endpoint) {
+Status masterConfig(const Settings& s, AgentConfig* c) {
+  if (!s.zk.empty() + !s.master.empty() + !s.shards.empty() > 1) {
+    return Error{"give one of --master, --zk and --shards"};
+  }
+  if (!s.shards.empty()) {
+    auto shards = parseShardList(s.shards);
+    if (!shards) return Error{"--shards: " + shards.error().describe()};
+    c->shards = *shards;
+    return okStatus();
+  }
+  c->master = s.zk.empty() ? s.master : s.zk;
+  if (c->master.empty()) return Error{"--master HOST:PORT, zk://... or --shards is required"};
+  if (!isZooKeeperUrl(c->master)) {
+    if (auto endpoint = parseEndpoint(c->master); !endpoint) {
       return Error{"--master: " + endpoint.error().describe()};
     }
   }
+  return okStatus();
+}
+
+Result<AgentConfig> makeConfig(const Settings& s) {
+  AgentConfig c;
+  if (Status st = masterConfig(s, &c); !st) return st.error();
   auto tls = tlsContextFromFlags(s.tls, TlsSide::kClient);
   if (!tls) return tls.error();
   c.tls = *tls;
@@ -426,7 +444,7 @@ int run(Settings& settings, AgentConfig config) {
     }
     http = std::move(*created);
   }
-  LOG_INFO("agent on " << settings.master << " with work dir " << settings.workDir
+  LOG_INFO("agent on " << (settings.shards.empty() ? settings.master : "shards " + settings.shards) << " with work dir " << settings.workDir
                        << " (supervision: " << (*poller)->backend() << ")");
   asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {

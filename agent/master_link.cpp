@@ -7,18 +7,41 @@
 namespace allot {
 
 MasterLink::MasterLink(asio::io_context& io, Options options, Callbacks callbacks)
-    : io_(io), options_(std::move(options)), callbacks_(std::move(callbacks)), heartbeatTimer_(io) {}
+    : io_(io), options_(std::move(options)), callbacks_(std::move(callbacks)), heartbeatTimer_(io), shardTimer_(io) {}
 
 MasterLink::~MasterLink() { alive_.reset(); }
 
+Result<std::unique_ptr<LeaderDetector>> MasterLink::makeDetector() {
+  if (options_.shards.empty()) return makeLeaderDetector(io_, options_.master);
+  auto detector = makeShardDetector(io_, options_.shards, options_.shardKey);
+  shardDetector_ = detector.get();
+  return std::unique_ptr<LeaderDetector>(std::move(detector));
+}
+
+// A shard that does not answer the registration in time (down, without a
+// leader, full) is passed over for the next one.
+void MasterLink::watchShard() {
+  if (!shardDetector_) return;
+  shardTimer_.expires_after(kShardRegistrationTimeout);
+  std::weak_ptr<Alive> alive = alive_;
+  shardTimer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired() || registered_) return;
+    LOG_WARNING("no registration through shard " << shardDetector_->current().describe() << " within "
+                << std::chrono::duration<double>(kShardRegistrationTimeout).count() << " s");
+    shardDetector_->advance();
+    watchShard();
+  });
+}
+
 Status MasterLink::start() {
-  auto detector = makeLeaderDetector(io_, options_.master);
+  auto detector = makeDetector();
   if (!detector) return Error{"--master: " + detector.error().describe()};
   ReconnectingLink::Options lo;
   lo.localRole = wire::ROLE_AGENT;
   lo.localName = options_.name;
   lo.peerRole = wire::ROLE_MASTER;
   lo.tls = options_.tls;
+  if (shardDetector_) lo.peerCertRole = "shard";
   lo.backoffMin = options_.reconnectMin;
   lo.backoffMax = options_.reconnectMax;
   ReconnectingLink::Callbacks lc;
@@ -27,12 +50,14 @@ Status MasterLink::start() {
   lc.onDisconnected = [this](const std::string& reason) { onDisconnected(reason); };
   link_ = std::make_unique<ReconnectingLink>(io_, std::move(*detector), lo, lc);
   link_->start();
+  watchShard();
   return okStatus();
 }
 
 void MasterLink::stop() {
   registered_ = false;
   heartbeatTimer_.cancel();
+  shardTimer_.cancel();
   if (link_) link_->stop();
 }
 
@@ -80,6 +105,10 @@ void MasterLink::onDisconnected(const std::string& reason) {
   registered_ = false;
   heartbeatTimer_.cancel();
   if (was) LOG_WARNING("link to master closed: " << reason << "; re-registering");
+  if (was && shardDetector_) {
+    shardDetector_->advance();
+    watchShard();
+  }
   if (was && callbacks_.onDisconnected) callbacks_.onDisconnected(reason);
 }
 

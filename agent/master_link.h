@@ -6,6 +6,11 @@
 // interval the master gives in AgentRegistered, and drops the link (the
 // ReconnectingLink then reconnects with jittered backoff) when the master
 // stops answering heartbeats (kMissedHeartbeatsMax intervals without an ack).
+// With Options::shards the link goes through link shards instead
+// (proto/shard_placement.h): the first choice for Options::shardKey, and the
+// next one when the link to a shard is lost after registering or no
+// registration comes within kShardRegistrationTimeout. Over TLS a shard
+// presents a certificate of role `shard`.
 // Every message from the master passes validateFromMaster (proto/validate.h)
 // before anything acts on it; a refused one goes to Callbacks::onRefused
 // and nowhere else.
@@ -22,15 +27,21 @@
 #include "base/result.h"
 #include "proto/allot.pb.h"
 #include "proto/reconnecting_link.h"
+#include "proto/shard_placement.h"
 
 namespace allot {
 
 inline constexpr int kMissedHeartbeatsMax = 3;
+// Through shards: how long a shard has to bring the registration's answer
+// before the agent tries the next one.
+inline constexpr Duration kShardRegistrationTimeout = std::chrono::seconds(5);
 
 class MasterLink {
  public:
   struct Options {
     std::string master;  // "host:port" or "zk://host:port,.../path"
+    std::vector<Endpoint> shards;  // non-empty: through these shards, not `master`
+    std::string shardKey;          // ranks the shards (the agent's host and work dir)
     std::string name;    // Hello.name
     std::shared_ptr<ssl::context> tls;  // null: plaintext
     Duration reconnectMin = std::chrono::milliseconds(100);
@@ -67,12 +78,16 @@ class MasterLink {
   void onMessage(wire::Envelope& e);
   void onDisconnected(const std::string& reason);
   void beat();
+  Result<std::unique_ptr<LeaderDetector>> makeDetector();
+  void watchShard();
 
   asio::io_context& io_;
   Options options_;
   Callbacks callbacks_;
   std::unique_ptr<ReconnectingLink> link_;
   asio::steady_timer heartbeatTimer_;
+  asio::steady_timer shardTimer_;
+  ShardDetector* shardDetector_ = nullptr;  // owned by link_; null without shards
   Duration heartbeatInterval_ = std::chrono::seconds(1);
   uint64_t sequence_ = 0;
   uint64_t ackedSequence_ = 0;

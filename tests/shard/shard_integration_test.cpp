@@ -1,0 +1,139 @@
+// Link shards with real processes on loopback: allot-master with
+// --shard-listen, two allot-shard processes, two allot-agents reaching the
+// master only through them (--shards), and allot-execute as the framework.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "proto/shard_placement.h"
+#include "tests/agent/cluster.h"
+
+namespace allot::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+int readPort(const std::string& path) {
+  int port = 0;
+  std::ifstream in(path);
+  in >> port;
+  return port;
+}
+
+class ShardCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: the agents make cgroups for their executors";
+    shard_ = envOr("ALLOT_SHARD");
+    if (!shard_) GTEST_SKIP() << "ALLOT_SHARD not set (allot-shard not built)";
+    cluster_ = std::make_unique<Cluster>();
+    if (auto why = cluster_->missing(); !why.empty()) GTEST_SKIP() << why;
+    std::string shardPortFile = cluster_->dir() + "/shard-listen.port";
+    ASSERT_TRUE(cluster_->startMaster({"--shard-listen", "127.0.0.1:0", "--shard-port-file", shardPortFile}));
+    ASSERT_TRUE(waitFor([&] { return readPort(shardPortFile) > 0; }, 10s));
+    masterShardPort_ = readPort(shardPortFile);
+  }
+
+  void TearDown() override {
+    for (auto& agent : agents_) agent.kill(SIGKILL);
+    for (auto& shard : shards_) shard.kill(SIGKILL);
+    if (!cluster_) return;
+    cluster_->killExecutors();
+    for (const auto& dir : agentDirs_) cluster_->removeAgentCgroups("allot" + dir);
+    cluster_.reset();
+  }
+
+  // Starts shard `i` and waits for its link to the master.
+  int startShard(int i) {
+    std::string base = cluster_->dir() + "/shard" + std::to_string(i);
+    shards_.emplace_back(std::vector<std::string>{shard_, "--listen", "127.0.0.1:0", "--port-file", base + ".port",
+                                                  "--master", "127.0.0.1:" + std::to_string(masterShardPort_),
+                                                  "--liveness-interval", "0.2"},
+                         base + ".out", base + ".err");
+    bool linked = waitFor([&] { return readAll(base + ".err").find("linked to the leader") != std::string::npos; }, 10s);
+    EXPECT_TRUE(linked) << readAll(base + ".err");
+    return readPort(base + ".port");
+  }
+
+  // An agent through `shards` whose first choice is `preferred`: its
+  // --hostname is picked so that it ranks first for the agent's key.
+  void startAgent(const std::string& shards, const std::string& preferred, const std::string& name) {
+    std::string dir = cluster_->workDir() + "/" + name;
+    fs::create_directories(dir);
+    agentDirs_.push_back(dir);
+    auto list = parseShardList(shards);
+    ASSERT_TRUE(list.ok());
+    std::string host;
+    for (int i = 0; host.empty(); ++i) {
+      std::string candidate = name + "-" + std::to_string(i);
+      if (rankShards(*list, candidate + ":" + dir).front().describe() == preferred) host = candidate;
+    }
+    std::string base = cluster_->dir() + "/" + name;
+    agents_.emplace_back(std::vector<std::string>{cluster_->agentBinary(), "--shards", shards, "--work-dir", dir,
+                                                  "--hostname", host, "--resources", "cpus:1;mem:1024;disk:100",
+                                                  "--isolation", "", "--recovery-timeout", "20",
+                                                  "--status-update-retry", "1", "--executor-idle-timeout", "0.5"},
+                         base + ".out", base + ".err");
+    bool registered = waitFor([&] { return readAll(base + ".err").find("registered with master") != std::string::npos; }, 15s);
+    ASSERT_TRUE(registered) << readAll(base + ".err");
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  const char* shard_ = nullptr;
+  int masterShardPort_ = 0;
+  std::vector<Child> shards_;
+  std::vector<Child> agents_;
+  std::vector<std::string> agentDirs_;
+};
+
+// Four tasks of half a CPU on two one-CPU agents: both agents run two.
+TEST_F(ShardCluster, TasksOnAgentsBehindAShardRunAndReport) {
+  int s1 = startShard(1);
+  std::string list = "127.0.0.1:" + std::to_string(s1);
+  startAgent(list, list, "a");
+  startAgent(list, list, "b");
+  Child run = cluster_->execute({"--command", "sleep 0.5", "--instances", "4", "--resources", "cpus:0.5;mem:32"});
+  int status = run.wait(40s);
+  std::string out = run.out() + run.err();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << cluster_->masterLog();
+  EXPECT_EQ(count(out, "FINISHED"), 4u) << out;
+  EXPECT_NE(out.find("on a-"), std::string::npos) << out;
+  EXPECT_NE(out.find("on b-"), std::string::npos) << out;
+}
+
+// Both agents prefer shard 1; it is killed while their tasks run. They
+// move to shard 2 and re-register with their tasks, and every task's end
+// reaches the framework.
+TEST_F(ShardCluster, AShardsAgentsMoveToAnotherWhenItDiesAndNothingIsLost) {
+  std::string s1 = "127.0.0.1:" + std::to_string(startShard(1));
+  std::string s2 = "127.0.0.1:" + std::to_string(startShard(2));
+  std::string list = s1 + "," + s2;
+  startAgent(list, s1, "a");
+  startAgent(list, s1, "b");
+  Child run = cluster_->execute({"--command", "sleep 4", "--instances", "4", "--resources", "cpus:0.5;mem:32"});
+  ASSERT_TRUE(waitFor([&] { return count(run.out() + run.err(), "RUNNING") == 4; }, 20s))
+      << run.out() << run.err();
+  shards_[0].kill(SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return count(cluster_->masterLog(), ") re-registered with") >= 2; }, 15s))
+      << cluster_->masterLog();
+  int status = run.wait(40s);
+  std::string out = run.out() + run.err();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << cluster_->masterLog();
+  EXPECT_EQ(count(out, "FINISHED"), 4u) << out;
+  EXPECT_NE(out.find("on a-"), std::string::npos) << out;
+  EXPECT_NE(out.find("on b-"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace allot::testing
