@@ -37,9 +37,9 @@ namespace allot {
 // Frames handled per pass: a shard's link carries many agents' messages, so
 // a burst of them yields to the master's other links every batch.
 constexpr size_t kShardFramesPerPass = 64;
-// What may wait unsent on a shard link: a failover hands over every
-// agent's registration (up to kAgentsPerShardMax of them) at once.
-constexpr size_t kShardLinkQueuedBytesMax = size_t{1} << 30;
+// What may wait unsent on a shard link: room for every agent of a full
+// shard (19,000) re-registering at once with ~10 KiB of tasks each.
+constexpr size_t kShardLinkQueuedBytesMax = size_t{256} << 20;
 
 class ShardLink : public std::enable_shared_from_this<ShardLink> {
  public:
