@@ -1,0 +1,121 @@
+// The leader's side of a shard link against a real allot-master: this test
+// plays the shard over a ShardLink (proto/shard_link.h).
+#include <chrono>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "proto/connection.h"
+#include "proto/shard_link.h"
+#include "tests/agent/cluster.h"
+
+namespace allot::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+wire::Envelope registration(const std::string& host) {
+  wire::Envelope e;
+  auto* info = e.mutable_register_agent()->mutable_info();
+  info->set_hostname(host);
+  auto* cpus = info->add_resources();
+  cpus->set_name("cpus");
+  cpus->set_scalar(1);
+  return e;
+}
+
+shard::ShardEnvelope forAgent(uint64_t slot, const wire::Envelope& e) {
+  shard::ShardEnvelope out;
+  out.mutable_agent_message()->set_slot(slot);
+  *out.mutable_agent_message()->mutable_envelope() = e;
+  return out;
+}
+
+class ShardHubTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<Cluster>();
+    if (!envOr("ALLOT_MASTER")) GTEST_SKIP() << "ALLOT_MASTER not set (allot-master not built)";
+    std::string portFile = cluster_->dir() + "/shard-listen.port";
+    ASSERT_TRUE(cluster_->startMaster({"--shard-listen", "127.0.0.1:0", "--shard-port-file", portFile}));
+    ASSERT_TRUE(waitFor([&] { return std::ifstream(portFile) >> shardPort_ && shardPort_ > 0; }, 10s));
+  }
+
+  // Links to the master as a shard; returns once its ShardHello came.
+  void link() {
+    asyncConnect(io_, "127.0.0.1", static_cast<uint16_t>(shardPort_), [this](Result<asio::ip::tcp::socket> s) {
+      ASSERT_TRUE(s.ok()) << s.error().describe();
+      link_ = ShardLink::create(std::move(*s), ShardLink::Options{.localName = "test shard"});
+      ShardLink::Handlers h;
+      h.onHello = [this](const shard::ShardHello&) { linked_ = true; };
+      h.onMessage = [this](shard::ShardEnvelope& e) { received_.push_back(e); };
+      h.onClose = [this](const std::string& reason) { closed_ = reason; };
+      link_->start(std::move(h));
+    });
+    runUntil([&] { return linked_; });
+  }
+
+  void runUntil(const std::function<bool()>& done) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      io_.run_for(20ms);
+      io_.restart();
+    }
+  }
+
+  bool registeredIn(uint64_t slot) const {
+    for (const auto& e : received_) {
+      if (e.has_agent_message() && e.agent_message().slot() == slot &&
+          e.agent_message().envelope().has_agent_registered()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  asio::io_context io_;
+  std::shared_ptr<ShardLink> link_;
+  int shardPort_ = 0;
+  bool linked_ = false;
+  std::string closed_;
+  std::vector<shard::ShardEnvelope> received_;
+};
+
+TEST_F(ShardHubTest, AnAttachedAgentRegistersAndASlotNotHeldIsRefused) {
+  link();
+  ASSERT_TRUE(linked_);
+  // Slot 7 was never attached: its registration must reach no agent state.
+  ASSERT_TRUE(link_->send(forAgent(7, registration("impostor"))).ok());
+  shard::ShardEnvelope attached;
+  attached.mutable_attached()->set_slot(1);
+  attached.mutable_attached()->set_name("allot-agent h1");
+  ASSERT_TRUE(link_->send(attached).ok());
+  ASSERT_TRUE(link_->send(forAgent(1, registration("h1"))).ok());
+  runUntil([&] { return registeredIn(1); });
+  EXPECT_TRUE(registeredIn(1));
+  EXPECT_FALSE(registeredIn(7));
+  EXPECT_TRUE(closed_.empty()) << closed_;
+  std::string log = cluster_->masterLog();
+  EXPECT_NE(log.find("for slot 7, which it does not hold: refused"), std::string::npos) << log;
+  EXPECT_EQ(log.find("impostor"), std::string::npos) << log;
+  EXPECT_NE(log.find("(h1) registered"), std::string::npos) << log;
+}
+
+TEST_F(ShardHubTest, TheLeadersMessagesForAGoneShardsAgentsStopAndTheAgentIsDisconnected) {
+  link();
+  ASSERT_TRUE(linked_);
+  shard::ShardEnvelope attached;
+  attached.mutable_attached()->set_slot(3);
+  attached.mutable_attached()->set_name("allot-agent h3");
+  ASSERT_TRUE(link_->send(attached).ok());
+  ASSERT_TRUE(link_->send(forAgent(3, registration("h3"))).ok());
+  runUntil([&] { return registeredIn(3); });
+  ASSERT_TRUE(registeredIn(3));
+  link_->close("test shard going");
+  ASSERT_TRUE(waitFor([&] { return cluster_->masterLog().find("its 1 agents are disconnected") != std::string::npos; }, 10s))
+      << cluster_->masterLog();
+}
+
+}  // namespace
+}  // namespace allot::testing
