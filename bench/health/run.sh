@@ -72,6 +72,10 @@ ticks() {
   echo "$total"
 }
 
+# True once FILE has at least N lines holding PATTERN.
+lines_at_least() { [ "$(grep -c -- "$1" "$2")" -ge "$3" ]; }
+
+declare -A pct
 phase() {
   local name=$1 flags=() out="$dir/execute-$1.log"
   case "$name" in
@@ -84,7 +88,7 @@ phase() {
   local execute=$!
   local want="RUNNING"
   [ "$name" = none ] || want="healthy"
-  wait_for 300 test "$(grep -c " $want" "$out")" -ge "$tasks" || die "$name: $tasks tasks not $want"
+  wait_for 300 lines_at_least " $want" "$out" "$tasks" || die "$name: $tasks tasks not $want"
   sleep 5
   local t0 t1 w0 w1
   t0=$(ticks); w0=$(date +%s.%N)
@@ -92,11 +96,19 @@ phase() {
   t1=$(ticks); w1=$(date +%s.%N)
   local unhealthy
   unhealthy=$(grep -c " unhealthy" "$out" || true)
-  printf "%s cpu_pct_of_one_core=%.3f unhealthy=%s\n" "$name" \
-    "$(echo "($t1 - $t0) / $hz / ($w1 - $w0) * 100" | bc -l)" "$unhealthy"
+  pct[$name]=$(echo "($t1 - $t0) / $hz / ($w1 - $w0) * 100" | bc -l)
+  printf "%s cpu_pct_of_one_core=%.3f unhealthy=%s\n" "$name" "${pct[$name]}" "$unhealthy"
   kill -INT "$execute"
   wait "$execute" || true
 }
 
 echo "tasks=$tasks window_s=$window loadavg=[$(cut -d' ' -f1-3 /proc/loadavg)]"
 for p in $phases; do phase "$p"; done
+# The checks' cost: each phase with checks against the phase without.
+fields=()
+for p in $phases; do
+  [ "$p" = none ] || [ -z "${pct[none]:-}" ] || \
+    fields+=("${p}_cost_pct=$(printf %.3f "$(echo "${pct[$p]} - ${pct[none]}" | bc -l)")")
+done
+result health_checks tasks="$tasks" window_s="$window" "${fields[@]}" target_pct=2 \
+  loadavg="$(cut -d' ' -f1-3 /proc/loadavg)"
