@@ -21,6 +21,7 @@
 // In its own PID namespace (namespaces/pid, root tasks) the executor is the namespace's pid 1 and inherits its tasks'
 // orphans: it reaps them on SIGCHLD.
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -96,6 +97,9 @@ void reportStep(int step, void* errorFd) {
   int in = open("/dev/null", O_RDONLY);
   if (in < 0 || dup2(in, 0) < 0) fail(1);
   if (plan.root) enterTaskRoot(*plan.root, plan.mntNsFd, reportStep, &errorFd);
+  // The executor's descriptors (its link to the agent, the checks'
+  // sockets, other tasks' pidfds) are not the task's: closed at exec.
+  syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
   if (!plan.workDir.empty() && chdir(plan.workDir.c_str()) != 0) fail(2);
   execvpe(argv[0], argv.data(), envp.data());
   fail(3);

@@ -297,5 +297,21 @@ TEST_F(HealthExecutor, TcpCheckSeesTheListener) {
   EXPECT_NE(end->status.message().find("refused"), std::string::npos) << end->status.message();
 }
 
+// The executor's descriptors (its link to the agent, other tasks' pidfds,
+// the checks' sockets and pipes) stay out of a task and of its checks: a
+// task holding the executor's socket could speak for it to the agent.
+TEST_F(HealthExecutor, TaskAndItsChecksGetOnlyTheirStandardDescriptors) {
+  auto check = commandCheck("ls /proc/self/fd > check-fds");
+  check.set_grace_period_s(0);
+  launch("first", "sleep 60", commandCheck("true"));
+  launch("fds", "ls /proc/self/fd > task-fds; sleep 60", check);
+  ASSERT_TRUE(waitFor([](const wire::TaskStatus& s) {
+    return s.task_id() == "fds" && s.has_healthy() && s.healthy();
+  })) << testing::readFile(dir_ + "/executor.stderr");
+  // ls lists its own directory's descriptor too: 3.
+  EXPECT_EQ(testing::readFile(sandbox_ + "/task-fds"), "0\n1\n2\n3\n");
+  EXPECT_EQ(testing::readFile(sandbox_ + "/check-fds"), "0\n1\n2\n3\n");
+}
+
 }  // namespace
 }  // namespace allot
