@@ -413,9 +413,11 @@ class CommandExecutor final : public Executor {
     if (it == children_.end()) return;
     Child& child = *it->second;
     siginfo_t info{};
-    if (waitid(P_PIDFD, child.pidfd->native_handle(), &info, WEXITED) != 0) {
-      LOG_WARNING("waitid for task " << taskId << ": " << std::strerror(errno));
-    }
+    int waited = waitid(P_PIDFD, child.pidfd->native_handle(), &info, WEXITED | WNOHANG);
+    // A readiness wait may end before the task exits (Asio's reactor can
+    // wake a wait spuriously): a task still running is watched again.
+    if (waited == 0 && info.si_pid == 0) return watchExit(child);
+    if (waited != 0) LOG_WARNING("waitid for task " << taskId << ": " << std::strerror(errno));
     kill(-child.pid, SIGKILL);  // leftovers of the task's process group
     if (child.health) child.health->stop();  // no verdicts while its logger drains
     wire::TaskStatus s;

@@ -195,9 +195,26 @@ class CommandProbe final : public HealthProbe {
     a->exit.assign(a->process.pidfd.release());
     a->output.assign(a->process.output.release());
     readOutput(a);
+    watchExit(a);
+  }
+  void cancel() override {
+    if (attempt_) attempt_->cancel();
+    attempt_.reset();
+  }
+
+ private:
+  // A readiness wait may end before the check exits (Asio's reactor can
+  // wake a wait spuriously): a check still running is waited for again,
+  // not killed and judged.
+  static void watchExit(const std::shared_ptr<CommandAttempt>& a) {
     a->exit.async_wait(asio::posix::stream_descriptor::wait_read,
                        [a](const boost::system::error_code& ec) {
                          if (ec || !a->done) return;
+                         siginfo_t peek{};
+                         if (waitid(P_PIDFD, a->exit.native_handle(), &peek, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                             peek.si_pid == 0) {
+                           return watchExit(a);
+                         }
                          drain(*a);
                          siginfo_t info = a->end();
                          bool ok = info.si_code == CLD_EXITED && info.si_status == 0;
@@ -206,12 +223,7 @@ class CommandProbe final : public HealthProbe {
                          d({ok, "command " + describeExit(info) + (a->text.empty() ? "" : ": " + a->text)});
                        });
   }
-  void cancel() override {
-    if (attempt_) attempt_->cancel();
-    attempt_.reset();
-  }
 
- private:
   static void keep(CommandAttempt& a, size_t n) {
     size_t room = kHealthOutputBytesMax - std::min(a.text.size(), kHealthOutputBytesMax);
     a.text.append(a.buffer.data(), std::min(n, room));
