@@ -6,9 +6,13 @@
 # --out DIR: its CSV and JSON lines there too).
 #
 #   bench/scale/run.sh --build-dir build --agents 50000 --frameworks 200
+#
+# --shards: the agents reach the master through link shards (allot-shard),
+# one per emulator process, so no process holds more than 15,000 agent
+# links; the frameworks and probes still talk to the master.
 set -euo pipefail
 
-build=build agents=2000 frameworks=20 mean=30 stddev=10 probes=5 warmup=30 out=""
+build=build agents=2000 frameworks=20 mean=30 stddev=10 probes=5 warmup=30 out="" shards=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
@@ -19,6 +23,7 @@ while [ $# -gt 0 ]; do
     --probes) probes=$2; shift 2 ;;
     --warmup) warmup=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --shards) shards=1; shift ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -29,7 +34,9 @@ dir=$(mktemp -d /tmp/allot-scale.XXXXXX)
 # Every agent is a socket in the emulator and one in the master.
 ulimit -Hn 262144 2>/dev/null || true
 ulimit -n "$(ulimit -Hn)"
-"$build/master/allot-master" --listen 127.0.0.1:0 --port-file "$dir/port" \
+shard_flags=()
+[ "$shards" = 0 ] || shard_flags=(--shard-listen 127.0.0.1:0 --shard-port-file "$dir/shard-listen.port")
+"$build/master/allot-master" --listen 127.0.0.1:0 --port-file "$dir/port" "${shard_flags[@]}" \
   --agent-timeout 60 --heartbeat-interval 10 --offer-timeout 30 --stats-interval 5 \
   >"$dir/master.log" 2>&1 &
 master_pid=$!
@@ -43,7 +50,15 @@ master="127.0.0.1:$(cat "$dir/port")"
 emulators=$(( (agents + 14999) / 15000 ))
 for e in $(seq 0 $(( emulators - 1 ))); do
   n=$(( agents / emulators + (e < agents % emulators ? 1 : 0) ))
-  "$build/bench/scale/agent_emulator" --master "$master" --agents "$n" \
+  target=$master
+  if [ "$shards" = 1 ]; then
+    "$build/shard/allot-shard" --listen 127.0.0.1:0 --port-file "$dir/shard$e.port" \
+      --master "127.0.0.1:$(cat "$dir/shard-listen.port")" >"$dir/shard$e.log" 2>&1 &
+    pids+=($!)
+    wait_for 10 grep -q "linked to the leader" "$dir/shard$e.log" || die "shard $e did not link"
+    target="127.0.0.1:$(cat "$dir/shard$e.port")"
+  fi
+  "$build/bench/scale/agent_emulator" --master "$target" --agents "$n" \
     --resources "cpus:2;mem:2048" --source-addresses "$(( n / 20000 + 1 ))" \
     --first-source "$(( 2 + e * 2 ))" >"$dir/emulator$e.log" 2>&1 &
   pids+=($!)
@@ -85,7 +100,7 @@ msgs_out=$(echo "$stats" | grep -o 'msgs_out_per_s=[0-9]*' | cut -d= -f2)
 o2r() { echo "$load" | grep -o "offer_to_running_ms p50=[0-9.]* p99=[0-9.]*" | grep -o "$1=[0-9.]*" | cut -d= -f2; }
 
 [ -z "$out" ] || export BENCH_OUT=$out
-result scale agents="$agents" frameworks="$frameworks" probes_ms="${overheads[*]}" median_ms="$mid" \
+result scale agents="$agents" shards="$(( shards * emulators ))" frameworks="$frameworks" probes_ms="${overheads[*]}" median_ms="$mid" \
   worst_ms="$worst" paper_overhead_ms_max=1000 master_cpu_pct="$(printf '%.0f' "$cpu")" \
   master_peak_rss_mib=$(( rss / 1024 )) msgs_in_per_s="$msgs_in" msgs_out_per_s="$msgs_out" \
   offer_to_running_ms_p50="$(o2r p50)" offer_to_running_ms_p99="$(o2r p99)"
