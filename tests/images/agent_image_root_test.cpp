@@ -171,6 +171,17 @@ TEST_F(AgentImages, VolumesMountAllowedHostPathsAndSandboxDirectories) {
       << refused.out();
 }
 
+// An agent without filesystem/linux refuses an image instead of running
+// the task on the host's files.
+TEST_F(AgentImages, AnAgentWithoutFilesystemLinuxRefusesAnImage) {
+  cluster_->agentProcess().kill(SIGKILL);
+  ASSERT_TRUE(cluster_->startAgent({"--isolation", "", "--cgroups-root", cgroupsRoot_})) << cluster_->agentLog();
+  Child run = cluster_->execute({"--image", image(), "--name", "hostfs", "--command", "true"});
+  EXPECT_NE(exitStatus(run.wait(90s)), 0);
+  EXPECT_NE(run.out().find("hostfs-0 ERROR (INVALID_LAUNCH): this agent runs no images"), std::string::npos)
+      << run.out() << cluster_->agentLog();
+}
+
 // The checkpoint names the executor's layers: after a restart they are
 // held again and its writable layer is kept, and the task finishes.
 TEST_F(AgentImages, AnAgentRestartKeepsTheRunningTasksRoot) {
