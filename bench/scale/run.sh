@@ -55,7 +55,7 @@ for e in $(seq 0 $(( emulators - 1 ))); do
     "$build/shard/allot-shard" --listen 127.0.0.1:0 --port-file "$dir/shard$e.port" \
       --master "127.0.0.1:$(cat "$dir/shard-listen.port")" >"$dir/shard$e.log" 2>&1 &
     pids+=($!)
-    wait_for 10 grep -q "linked to the leader" "$dir/shard$e.log" || die "shard $e did not link"
+    wait_for 10 grep -qs "linked to the leader" "$dir/shard$e.log" || die "shard $e did not link"
     target="127.0.0.1:$(cat "$dir/shard$e.port")"
   fi
   "$build/bench/scale/agent_emulator" --master "$target" --agents "$n" \
