@@ -188,6 +188,9 @@ Status masterConfig(const Settings& s, AgentConfig* c) {
     auto shards = parseShardList(s.shards);
     if (!shards) return Error{"--shards: " + shards.error().describe()};
     c->shards = *shards;
+    // A shard says ROLE_MASTER in its Hello, which over TLS needs a
+    // `master` certificate: shards take their agents in plaintext.
+    if (s.tls.any()) return Error{"--shards: agents reach link shards in plaintext; drop --tls-*"};
     return okStatus();
   }
   c->master = s.zk.empty() ? s.master : s.zk;

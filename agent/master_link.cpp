@@ -41,7 +41,6 @@ Status MasterLink::start() {
   lo.localName = options_.name;
   lo.peerRole = wire::ROLE_MASTER;
   lo.tls = options_.tls;
-  if (shardDetector_) lo.peerCertRole = "shard";
   lo.backoffMin = options_.reconnectMin;
   lo.backoffMax = options_.reconnectMax;
   ReconnectingLink::Callbacks lc;

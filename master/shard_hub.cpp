@@ -125,7 +125,7 @@ void ShardHub::attach(uint64_t shard, ShardState& state, const shard::AgentAttac
   } else if (m.name().size() > limits::kNameBytesMax || m.principal().size() > limits::kNameBytesMax ||
              m.cert_role().size() > limits::kNameBytesMax) {
     refusal = "AgentAttached: a name longer than " + std::to_string(limits::kNameBytesMax) + " bytes";
-  } else if (state.link->peer().tls && m.cert_role() != certRoleFor(wire::ROLE_AGENT)) {
+  } else if (!m.principal().empty() && m.cert_role() != certRoleFor(wire::ROLE_AGENT)) {
     refusal = "AgentAttached: certificate role '" + m.cert_role() + "' is not an agent's";
   }
   if (!refusal.empty()) {
@@ -144,7 +144,7 @@ void ShardHub::attach(uint64_t shard, ShardState& state, const shard::AgentAttac
   hello.set_role(wire::ROLE_AGENT);
   hello.set_name(m.name());
   PeerIdentity identity;
-  identity.tls = state.link->peer().tls;
+  identity.tls = !m.principal().empty();  // the agent's own link to the shard
   identity.principal = m.principal();
   identity.certRole = m.cert_role();
   master_.peerConnected(peer, hello, identity);

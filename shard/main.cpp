@@ -32,7 +32,7 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addDouble("liveness-interval", &s->livenessIntervalS,
                   "seconds between the liveness summaries sent to the leader");
   flags.addInt("max-agents", &s->maxAgents, "agents held at most");
-  addTlsFlags(flags, &s->tls);
+  addTlsFlags(flags, &s->tls);  // the leader link only (a `shard` certificate)
   flags.addBool("insecure", &s->insecure, "allow plaintext on a non-loopback --listen address");
 }
 
@@ -53,11 +53,11 @@ Result<ShardOptions> toOptions(const Settings& s) {
     return Error{"--max-agents must be between 1 and " + std::to_string(kAgentsPerShardMax)};
   }
   o.maxAgents = static_cast<size_t>(s.maxAgents);
-  auto server = tlsContextFromFlags(s.tls, TlsSide::kServer);
-  if (!server) return server.error();
+  // The --tls-* pair is the shard's own (role `shard`) and secures the
+  // leader link. Agents speak plaintext to the shard: an agent's link
+  // checks that a peer saying ROLE_MASTER holds a `master` certificate.
   auto client = tlsContextFromFlags(s.tls, TlsSide::kClient);
   if (!client) return client.error();
-  o.agentTls = *server;
   o.masterTls = *client;
   if (Status st = checkPlaintextOnLoopback("--listen", o.listen.host, o.agentTls != nullptr,
                                            s.insecure, "plaintext");

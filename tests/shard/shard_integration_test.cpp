@@ -33,14 +33,32 @@ int readPort(const std::string& path) {
 
 class ShardCluster : public ::testing::Test {
  protected:
+  // Certificates from scripts/allot-certs for `role` (master, shard, agent,
+  // framework), as --tls-* flags; empty when TLS is off.
+  std::vector<std::string> tls(const std::string& role) const {
+    if (certs_.empty()) return {};
+    return {"--tls-cert", certs_ + "/" + role + ".crt", "--tls-key", certs_ + "/" + role + ".key",
+            "--tls-ca", certs_ + "/ca.crt"};
+  }
+  virtual bool useTls() const { return false; }
+
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root: the agents make cgroups for their executors";
     shard_ = envOr("ALLOT_SHARD");
     if (!shard_) GTEST_SKIP() << "ALLOT_SHARD not set (allot-shard not built)";
     cluster_ = std::make_unique<Cluster>();
     if (auto why = cluster_->missing(); !why.empty()) GTEST_SKIP() << why;
+    if (useTls()) {
+      const char* certs = envOr("ALLOT_CERTS");
+      if (!certs) GTEST_SKIP() << "ALLOT_CERTS not set (scripts/allot-certs)";
+      certs_ = cluster_->dir() + "/tls";
+      std::string command = std::string(certs) + " " + certs_ + " >/dev/null 2>&1";
+      ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    }
     std::string shardPortFile = cluster_->dir() + "/shard-listen.port";
-    ASSERT_TRUE(cluster_->startMaster({"--shard-listen", "127.0.0.1:0", "--shard-port-file", shardPortFile}));
+    std::vector<std::string> args = {"--shard-listen", "127.0.0.1:0", "--shard-port-file", shardPortFile};
+    for (auto& a : tls("master")) args.push_back(a);
+    ASSERT_TRUE(cluster_->startMaster(args));
     ASSERT_TRUE(waitFor([&] { return readPort(shardPortFile) > 0; }, 10s));
     masterShardPort_ = readPort(shardPortFile);
   }
@@ -55,12 +73,13 @@ class ShardCluster : public ::testing::Test {
   }
 
   // Starts shard `i` and waits for its link to the master.
-  int startShard(int i) {
+  int startShard(int i, std::vector<std::string> extra = {}) {
     std::string base = cluster_->dir() + "/shard" + std::to_string(i);
-    shards_.emplace_back(std::vector<std::string>{shard_, "--listen", "127.0.0.1:0", "--port-file", base + ".port",
-                                                  "--master", "127.0.0.1:" + std::to_string(masterShardPort_),
-                                                  "--liveness-interval", "0.2"},
-                         base + ".out", base + ".err");
+    std::vector<std::string> args = {shard_, "--listen", "127.0.0.1:0", "--port-file", base + ".port",
+                                     "--master", "127.0.0.1:" + std::to_string(masterShardPort_),
+                                     "--liveness-interval", "0.2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    shards_.emplace_back(args, base + ".out", base + ".err");
     bool linked = waitFor([&] { return readAll(base + ".err").find("linked to the leader") != std::string::npos; }, 10s);
     EXPECT_TRUE(linked) << readAll(base + ".err");
     return readPort(base + ".port");
@@ -68,7 +87,8 @@ class ShardCluster : public ::testing::Test {
 
   // An agent through `shards` whose first choice is `preferred`: its
   // --hostname is picked so that it ranks first for the agent's key.
-  void startAgent(const std::string& shards, const std::string& preferred, const std::string& name) {
+  void startAgent(const std::string& shards, const std::string& preferred, const std::string& name,
+                  std::vector<std::string> extra = {}) {
     std::string dir = cluster_->workDir() + "/" + name;
     fs::create_directories(dir);
     agentDirs_.push_back(dir);
@@ -80,16 +100,18 @@ class ShardCluster : public ::testing::Test {
       if (rankShards(*list, candidate + ":" + dir).front().describe() == preferred) host = candidate;
     }
     std::string base = cluster_->dir() + "/" + name;
-    agents_.emplace_back(std::vector<std::string>{cluster_->agentBinary(), "--shards", shards, "--work-dir", dir,
-                                                  "--hostname", host, "--resources", "cpus:1;mem:1024;disk:100",
-                                                  "--isolation", "", "--recovery-timeout", "20",
-                                                  "--status-update-retry", "1", "--executor-idle-timeout", "0.5"},
-                         base + ".out", base + ".err");
+    std::vector<std::string> args = {cluster_->agentBinary(), "--shards", shards, "--work-dir", dir,
+                                     "--hostname", host, "--resources", "cpus:1;mem:1024;disk:100",
+                                     "--isolation", "", "--recovery-timeout", "20",
+                                     "--status-update-retry", "1", "--executor-idle-timeout", "0.5"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    agents_.emplace_back(args, base + ".out", base + ".err");
     bool registered = waitFor([&] { return readAll(base + ".err").find("registered with master") != std::string::npos; }, 15s);
     ASSERT_TRUE(registered) << readAll(base + ".err");
   }
 
   std::unique_ptr<Cluster> cluster_;
+  std::string certs_;
   const char* shard_ = nullptr;
   int masterShardPort_ = 0;
   std::vector<Child> shards_;
@@ -133,6 +155,28 @@ TEST_F(ShardCluster, AShardsAgentsMoveToAnotherWhenItDiesAndNothingIsLost) {
   EXPECT_EQ(count(out, "FINISHED"), 4u) << out;
   EXPECT_NE(out.find("on a-"), std::string::npos) << out;
   EXPECT_NE(out.find("on b-"), std::string::npos) << out;
+}
+
+class TlsShardCluster : public ShardCluster {
+ protected:
+  bool useTls() const override { return true; }
+};
+
+// Mutual TLS between the shard (a `shard` certificate) and the master, and
+// between the framework and the master; the agents speak plaintext to the
+// shard on loopback.
+TEST_F(TlsShardCluster, AShardLinksToATlsMasterWithAShardCertificate) {
+  int s1 = startShard(1, tls("shard"));
+  std::string list = "127.0.0.1:" + std::to_string(s1);
+  startAgent(list, list, "a");
+  std::vector<std::string> args = {"--command", "true", "--instances", "2", "--resources", "cpus:0.5;mem:32"};
+  for (auto& a : tls("framework")) args.push_back(a);
+  Child run = cluster_->execute(args);
+  int status = run.wait(40s);
+  std::string out = run.out() + run.err();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << cluster_->masterLog();
+  EXPECT_EQ(count(out, "FINISHED"), 2u) << out;
+  EXPECT_NE(cluster_->masterLog().find("principal shard (shard)"), std::string::npos) << cluster_->masterLog();
 }
 
 }  // namespace
