@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include "agent/run_as.h"
 #include "agent/status_updates.h"
 #include "base/log.h"
+#include "base/secrets.h"
 #include "base/unique_fd.h"
 #include "launcher/process_tree.h"
 #include "proto/connection.h"
@@ -28,24 +28,6 @@ std::string seconds(Duration d) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g s", std::chrono::duration<double>(d).count());
   return buf;
-}
-
-// 128 bits from the kernel, in hex.
-std::string randomSecret() {
-  unsigned char bytes[16];
-  size_t got = 0;
-  while (got < sizeof bytes) {
-    ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
-    CHECK(n > 0 || errno == EINTR);  // getrandom fails only for bad arguments
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
 }
 
 }  // namespace
@@ -123,7 +105,7 @@ Container& ExecutorManager::create(const wire::FrameworkInfo& framework, const w
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                 std::chrono::system_clock::now().time_since_epoch()).count();
   c->sandbox = options_.workDir + "/sandboxes/" + name + "." + std::to_string(ms);
-  c->secret = randomSecret();
+  c->secret = randomHex(16);  // 128 bits
   Container& ref = *c;
   containers_.emplace(name, std::move(c));
   return ref;

@@ -6,19 +6,12 @@
 
 #include "agent/executor_manager.h"
 #include "base/log.h"
+#include "base/secrets.h"
 #include "launcher/process_tree.h"
 #include "proto/input_limits.h"
 
 namespace allot {
 namespace {
-
-// Compares in time independent of where they differ.
-bool sameSecret(const std::string& expected, const std::string& given) {
-  if (expected.size() != given.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < expected.size(); ++i) diff |= static_cast<unsigned char>(expected[i] ^ given[i]);
-  return diff == 0;
-}
 
 // What the isolators were told at prepare(), as the checkpoint has it.
 KnownContainer knownContainer(const ExecutorCheckpoint& ck) {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "base/encoding.h"
 #include "base/unique_fd.h"
 
 namespace allot {
@@ -19,17 +20,6 @@ constexpr size_t kLongNamePrefixBytes = 120;
 
 bool keptAsIs(unsigned char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-}
-
-std::string hexOf(const unsigned char* bytes, size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * n);
-  for (size_t i = 0; i < n; ++i) {
-    out += kHex[bytes[i] >> 4];
-    out += kHex[bytes[i] & 0xf];
-  }
-  return out;
 }
 
 std::string sha256Hex(std::string_view data) {
@@ -64,19 +54,7 @@ Status writeAll(int fd, std::string_view data, const std::string& path) {
 
 std::string escapeId(std::string_view id) {
   if (id.empty()) return "%";
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(id.size());
-  for (unsigned char c : id) {
-    if (keptAsIs(c)) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  return out;
+  return percentEncode(id, keptAsIs);
 }
 
 std::string containerName(std::string_view frameworkId, std::string_view executorId) {

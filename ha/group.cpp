@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <random>
+
+#include "base/secrets.h"
 
 namespace allot {
 
@@ -14,14 +15,7 @@ constexpr size_t kSequenceDigits = 10;
 std::string memberPrefix(const std::string& guid) { return std::string(kPrefix) + guid + "_"; }
 
 std::string newMemberGuid() {
-  std::random_device rd;  // the kernel's getrandom
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string guid;
-  for (int i = 0; i < 4; ++i) {
-    uint32_t word = rd();
-    for (int j = 0; j < 8; ++j) guid += kHex[(word >> (4 * j)) & 0xf];
-  }
-  return guid;
+  return randomHex(16);
 }
 
 std::vector<GroupMember> parseMembers(const std::vector<std::string>& children) {

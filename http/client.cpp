@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "base/asio.h"
+#include "base/encoding.h"
 
 namespace allot::http {
 
@@ -152,19 +153,6 @@ Result<ClientResponse> fetchStreamed(const HostPort& server, const std::string& 
   return exchangeWith(server, "GET", target, "", timeout, tls, &onChunk);
 }
 
-std::string encodeQueryValue(const std::string& value) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
+std::string encodeQueryValue(const std::string& value) { return percentEncode(value, uriUnreserved); }
 
 }  // namespace allot::http

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 
+#include "base/encoding.h"
 #include "base/unique_fd.h"
 
 namespace allot::images {
@@ -58,12 +59,8 @@ Digest Sha256::finish() {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   if (EVP_DigestFinal_ex(ctx_->md, out, &length) != 1) std::abort();
-  static constexpr char kHex[] = "0123456789abcdef";
   Digest digest;
-  for (unsigned int i = 0; i < length; ++i) {
-    digest.hex += kHex[out[i] >> 4];
-    digest.hex += kHex[out[i] & 0xf];
-  }
+  digest.hex = hexOf(out, length);
   return digest;
 }
 

@@ -7,6 +7,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "base/encoding.h"
 #include "images/oci.pb.h"
 #include "images/registry_client.h"
 #include "images/registry_session.h"
@@ -26,20 +27,7 @@ std::string base64(const std::string& text) {
   return out;
 }
 
-std::string encodeQuery(const std::string& value) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
+std::string encodeQuery(const std::string& value) { return percentEncode(value, uriUnreserved); }
 
 // `Bearer realm="x",service="y"` -> scheme "bearer", {realm: x, service: y}.
 Result<std::map<std::string, std::string>> parseChallenge(const std::string& text, std::string* scheme) {

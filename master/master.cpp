@@ -1,21 +1,14 @@
 #include "master/master.h"
 
 #include <random>
-#include <sstream>
 
 #include "base/check.h"
 #include "base/log.h"
+#include "base/secrets.h"
 #include "proto/validate.h"
 
 namespace allot {
 namespace {
-
-std::string randomMasterId() {
-  std::random_device rd;
-  std::ostringstream out;
-  out << std::hex << (static_cast<uint64_t>(rd()) << 32 | rd());
-  return out.str().substr(0, 12);
-}
 
 double toSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -29,7 +22,7 @@ std::string taskKey(const std::string& frameworkId, const std::string& taskId) {
 
 Result<std::unique_ptr<Master>> Master::create(MasterOptions options, const Clock& clock,
                                                Outbox& outbox) {
-  if (options.masterId.empty()) options.masterId = randomMasterId();
+  if (options.masterId.empty()) options.masterId = randomHex(6);
   AllocatorOptions allocatorOptions{options.minOffer, std::random_device{}(), options.policy.roles};
   allocatorOptions.reservationTimeout = options.policy.reservationTimeout;
   allocatorOptions.reservationHysteresis = options.policy.revocation.hysteresis;

@@ -2,18 +2,11 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "base/secrets.h"
 #include "master/ids.h"
 
 namespace allot {
 namespace {
-
-// Compares secrets in time independent of where they differ.
-bool sameSecret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 const char* kindName(IdKind kind) { return kind == IdKind::kFramework ? "framework" : "agent"; }
 

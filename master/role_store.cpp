@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/asio.h"
+#include "base/encoding.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "master/master.h"
@@ -21,44 +22,18 @@ namespace {
 
 constexpr std::string_view kHeader = "allot-role-settings 1";
 
+bool printableNotPercent(unsigned char c) { return c > 0x20 && c < 0x7f && c != '%'; }
+
 std::string escapeName(std::string_view name) {
   if (name.empty()) return "%";
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : name) {
-    if (c > 0x20 && c < 0x7f && c != '%') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  return out;
-}
-
-int hexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
+  return percentEncode(name, printableNotPercent);
 }
 
 Result<std::string> unescapeName(std::string_view text) {
   if (text == "%") return std::string();
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    int hi = i + 2 < text.size() ? hexDigit(text[i + 1]) : -1;
-    int lo = i + 2 < text.size() ? hexDigit(text[i + 2]) : -1;
-    if (hi < 0 || lo < 0) return Error{"bad %-escape in role name '" + std::string(text) + "'"};
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
+  auto name = percentDecode(text);
+  if (!name) return Error{"bad %-escape in role name '" + std::string(text) + "'"};
+  return name;
 }
 
 // Exact: milli-units as an integer part and up to three decimals (the
