@@ -36,7 +36,6 @@ class ZooKeeperDetector final : public LeaderDetector {
 
   void start(Callback onLeader) override;
   std::string describe() const override { return description_; }
-  bool reportsSuccessors() const override { return true; }
 
  private:
   void newSession();

@@ -62,11 +62,6 @@ class LeaderDetector {
 
   // What the operator gave ("127.0.0.1:5050", "zk://.../allot"), for logs.
   virtual std::string describe() const = 0;
-
-  // True when this detector reports a leader's successor on its own (it
-  // watches an election): a client that loses its link may wait for it
-  // instead of retrying the master it lost. False for a fixed address.
-  virtual bool reportsSuccessors() const { return false; }
 };
 
 // Reports `endpoint` (epoch 0) once, posted to `io` after start().

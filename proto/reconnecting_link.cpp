@@ -213,18 +213,6 @@ void ReconnectingLink::onLinkClosed(Connection* conn, const std::string& reason)
   handshaken_ = false;
   if (stopped_) return;
   if (was && callbacks_.onDisconnected) callbacks_.onDisconnected(reason);
-  if (was && detector_->reportsSuccessors() && options_.lostLinkGrace > Duration::zero() &&
-      leader_ && !fenced_) {
-    // Most likely the master stepped down or died: its successor comes
-    // from the detector (onLeader cancels this wait). Retry it only if
-    // none is named within the grace.
-    ++failures_;
-    waitFor(options_.lostLinkGrace + backoff_.next());
-    LOG_WARNING(leader_->endpoint.describe() << ": link lost: " << reason
-                                             << "; waiting for the detector's next leader, or "
-                                             << lastWait_.count() / 1000000 << " ms to retry");
-    return;
-  }
   retryAfterBackoff(was ? "link lost: " + reason : reason);
 }
 

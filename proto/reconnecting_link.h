@@ -15,16 +15,9 @@
 // backoffMin and doubling up to backoffMax with every attempt that does not
 // end in registered(). A leader change drops the current link at once and
 // connects to the new leader after a random wait in [0, leaderChangeSpread],
-// so thousands of clients do not arrive in one burst.
-//
-// Optionally (lostLinkGrace > 0, off by default), a lost link whose detector
-// reports successors (ZooKeeper) first waits lostLinkGrace (plus the
-// backoff's jitter) for the detector to name a new leader before it retries
-// the master it lost; a new leader reported during the grace is connected
-// to as above. It spares refused connects to a leader that stepped down;
-// on the failover bench it did not bring the first answered registration
-// forward (docs/benchmarks.md), so it is off. With a fixed address there is
-// no successor to wait for: the lost master is retried after the backoff.
+// so thousands of clients do not arrive in one burst. A lost link retries
+// the master it lost after the backoff; a new leader the detector reports
+// meanwhile is connected to as above.
 //
 // Fencing: the link remembers the highest leader epoch it has seen, from the
 // detector and from masters' Hellos, and refuses (closes, logs) a peer whose
@@ -76,10 +69,6 @@ class ReconnectingLink {
     Duration backoffMin = std::chrono::milliseconds(100);
     Duration backoffMax = std::chrono::seconds(5);
     Duration leaderChangeSpread = std::chrono::seconds(1);
-    // How long a lost link waits for the detector to name a successor
-    // before retrying the same master (only for detectors that report
-    // successors; zero: retry after the backoff alone).
-    Duration lostLinkGrace = Duration::zero();
     // Bounds TCP connect, and TLS + Hello after it.
     std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
     size_t maxFrameBytes = kMaxFrameBytes;

@@ -131,7 +131,6 @@ class Worker {
     ReconnectingLink::Options o;  // the defaults agent/master_link.h and sdk/scheduler.h use
     o.localRole = role;
     o.localName = name;
-    if (s_.lostLinkGraceS >= 0) o.lostLinkGrace = secondsToDuration(s_.lostLinkGraceS);
     return o;
   }
 

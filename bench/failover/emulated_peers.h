@@ -59,7 +59,6 @@ struct WorkerSettings {
   int64_t rounds = 0;       // kill rounds: one finishing task per framework each
   double statusRetryS = 10;
   double startSpreadS = 2;  // links start over this many seconds at set-up
-  double lostLinkGraceS = -1;  // the links' lostLinkGrace; < 0: the link's default
   int64_t fanoutChunk = 32;    // links told of a new leader per handler (0: all at once) ...
   int64_t fanoutEqualPasses = 4;  // ... in the first this many handlers, then doubling
 };

@@ -88,7 +88,6 @@ struct Settings {
   int64_t peersPerWorker = 2500;
   double roundTimeoutS = 60;
   double statusRetryS = 10;
-  double lostLinkGraceS = -1;  // < 0: the link's default
   int64_t fanoutChunk = 32;
   int64_t fanoutEqualPasses = 4;
   std::string workerCsv;     // per-worker diagnosis lines, appended ("" = none)
@@ -260,8 +259,8 @@ class Bench {
         "/proc/self/exe", "--zk", s_.zk, "--worker-index", std::to_string(index),
         "--workers", std::to_string(workers), "--agents", std::to_string(s_.agents),
         "--frameworks", std::to_string(s_.frameworks), "--kills", std::to_string(s_.kills),
-        "--status-retry", std::to_string(s_.statusRetryS), "--lost-link-grace",
-        std::to_string(s_.lostLinkGraceS), "--fanout-chunk", std::to_string(s_.fanoutChunk),
+        "--status-retry", std::to_string(s_.statusRetryS), "--fanout-chunk",
+        std::to_string(s_.fanoutChunk),
         "--fanout-equal-passes", std::to_string(s_.fanoutEqualPasses)};
     WorkerProc w;
     w.pid = spawn(args, toWorker[0], fromWorker[1], s_.workDir + "/worker" + std::to_string(index) + ".log");
@@ -650,14 +649,10 @@ int main(int argc, char** argv) {
   flags.addDouble("round-timeout", &s.roundTimeoutS, "give up on a round after this many seconds");
   flags.addDouble("status-retry", &s.statusRetryS,
                   "emulated agents resend unacknowledged updates this often (the agent's default)");
-  flags.addDouble("lost-link-grace", &s.lostLinkGraceS,
-                  "seconds the emulated links wait for the detector's next leader after losing "
-                  "theirs (ReconnectingLink::Options::lostLinkGrace; < 0: its default, 0: retry "
-                  "the lost master after the backoff alone)");
   flags.addInt("fanout-chunk", &s.fanoutChunk,
                "a worker tells this many of its links of a new leader in each of the first "
                "--fanout-equal-passes loop handlers, then twice as many in each next one, one handler "
-               "per pass of the loop (0: all in one handler, as before 2026-11-24)");
+               "per pass of the loop (0: all in one handler)");
   flags.addInt("fanout-equal-passes", &s.fanoutEqualPasses,
                "handlers of --fanout-chunk links each before the chunks double (a large value: "
                "equal chunks throughout, as at 1b71289)");
@@ -681,7 +676,6 @@ int main(int argc, char** argv) {
   if (s.workerIndex >= 0) {
     setLogLevel(LogLevel::kError);  // a warning per link per failover drowns the log
     WorkerSettings w{s.zk, s.workerIndex, s.workers, s.agents, s.frameworks, s.kills, s.statusRetryS};
-    w.lostLinkGraceS = s.lostLinkGraceS;
     w.fanoutChunk = s.fanoutChunk;
     w.fanoutEqualPasses = s.fanoutEqualPasses;
     return runWorker(w);

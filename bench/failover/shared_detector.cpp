@@ -29,7 +29,6 @@ class SharedDetector::View final : public LeaderDetector {
     });
   }
   std::string describe() const override { return text_; }
-  bool reportsSuccessors() const override { return owner_.inner_->reportsSuccessors(); }
 
  private:
   SharedDetector& owner_;

@@ -14,18 +14,14 @@ using asio::ip::tcp;
 using namespace std::chrono_literals;
 
 // A detector the test drives: report() is what ZooKeeper would tell.
-// `successors`: it stands for a ZooKeeper detector (reports a leader's
-// successor) rather than a fixed address.
 class FakeDetector final : public LeaderDetector {
  public:
-  FakeDetector(FakeDetector** self, bool successors) : successors_(successors) { *self = this; }
+  explicit FakeDetector(FakeDetector** self) { *self = this; }
   void start(Callback onLeader) override { onLeader_ = std::move(onLeader); }
   std::string describe() const override { return "fake"; }
-  bool reportsSuccessors() const override { return successors_; }
   void report(const std::optional<Leader>& leader) { onLeader_(leader); }
 
  private:
-  bool successors_;
   Callback onLeader_;
 };
 
@@ -74,7 +70,7 @@ class ReconnectingLinkTest : public ::testing::Test {
     o.seed = 42;
     if (o.leaderChangeSpread == 1s) o.leaderChangeSpread = 20ms;
     link_ = std::make_unique<ReconnectingLink>(
-        io_, std::make_unique<FakeDetector>(&detector_, successors_), o,
+        io_, std::make_unique<FakeDetector>(&detector_), o,
         ReconnectingLink::Callbacks{[this](const wire::Hello&) { ++connects_; }, nullptr,
                                     [this](const std::string& r) { lost_.push_back(r); }});
     link_->start();
@@ -83,7 +79,6 @@ class ReconnectingLinkTest : public ::testing::Test {
 
   asio::io_context io_;
   FakeDetector* detector_ = nullptr;
-  bool successors_ = false;  // the next make()'s detector reports successors
   std::unique_ptr<ReconnectingLink> link_;
   int connects_ = 0;
   std::vector<std::string> lost_;
@@ -180,52 +175,10 @@ TEST_F(ReconnectingLinkTest, LeaderChangeDropsTheLinkAndFollowsTheNewLeader) {
   EXPECT_EQ(lost_.size(), 2u);
 }
 
-// A leader that steps down closes its links; with a ZooKeeper detector the
-// link waits for the successor instead of retrying the departed master.
-TEST_F(ReconnectingLinkTest, ALostLinkWaitsForTheDetectorsSuccessorNotTheOldLeader) {
-  StubMaster a(io_, 1), b(io_, 2);
-  successors_ = true;
-  ReconnectingLink::Options o;
-  o.lostLinkGrace = 2s;  // far longer than the test waits
-  make(o);
-  detector_->report(a.leader(1));
-  ASSERT_TRUE(run([&] { return connects_ == 1; }));
-  a.last->close("stepping down");
-  ASSERT_TRUE(run([&] { return lost_.size() == 1; }));
-  EXPECT_GE(link_->lastWait(), Duration(2s));
-  testing::runFor(io_, 300ms);
-  EXPECT_EQ(a.accepts, 1);  // the backoff alone would have retried within 100 ms
-  detector_->report(b.leader(2));
-  ASSERT_TRUE(run([&] { return connects_ == 2; }));
-  EXPECT_LE(link_->lastWait(), Duration(20ms));  // the leader-change spread, not the grace
-  EXPECT_EQ(b.accepts, 1);
-  EXPECT_EQ(a.accepts, 1);
-}
-
-// The same master may still lead (the link broke, not the leader): without
-// a successor within the grace, the link retries it.
-TEST_F(ReconnectingLinkTest, ALostLinkRetriesTheSameLeaderWhenNoSuccessorComes) {
-  StubMaster a(io_, 1);
-  successors_ = true;
-  ReconnectingLink::Options o;
-  o.lostLinkGrace = 50ms;
-  o.backoffMin = 5ms;
-  make(o);
-  detector_->report(a.leader(1));
-  ASSERT_TRUE(run([&] { return connects_ == 1; }));
-  a.last->close("peer reset");
-  ASSERT_TRUE(run([&] { return connects_ == 2; }));
-  EXPECT_EQ(a.accepts, 2);
-  EXPECT_GE(link_->lastWait(), Duration(50ms));
-  EXPECT_LE(link_->lastWait(), Duration(55ms));
-}
-
-// A fixed address has no successor to wait for: retried after the backoff.
-TEST_F(ReconnectingLinkTest, AFixedAddressIsRetriedAfterTheBackoffAlone) {
+// A lost link retries the master it lost after the backoff alone.
+TEST_F(ReconnectingLinkTest, ALostLinkIsRetriedAfterTheBackoffAlone) {
   StubMaster a(io_, 0);
-  ReconnectingLink::Options o;
-  o.lostLinkGrace = 2s;
-  make(o);
+  make();
   detector_->report(a.leader(0));
   ASSERT_TRUE(run([&] { return connects_ == 1; }));
   a.last->close("restarting");
