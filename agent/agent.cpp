@@ -29,7 +29,7 @@ Status checkResources(const wire::TaskInfo& task) {
 
 }  // namespace
 
-// The stall meter's period while the loop is idle (base/loop_stall_meter.h:
+// The stall meter's period while the loop is idle (diag/loop_stall_meter.h:
 // resting); its 5 ms tick cost the idle agent 1.1 % of a core.
 constexpr std::chrono::milliseconds kLoopMeterIdlePeriod{100};
 
@@ -66,29 +66,19 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
   manager_->setLoopSections(&sections_);
   // Each handler the agent times wakes a resting stall meter.
   sections_.sections().onOutermostStart([this] { loopMeter_.wake(); });
-  metrics_.exportSections(&sections_.sections());
+  metrics_.loop().exportSections(&sections_.sections());
   updates_.timeResultsAs(&sections_.sections(), static_cast<LoopSections::Id>(AgentSection::kUpdateFiles));
 }
 
-// A tick this late is attributed (the stall meter's own log threshold).
-constexpr double kLateTickAttributedS = LoopStallMeter::kLogAtMs / 1000;
-
 void Agent::loopTicked(double lateS) {
-  const TickSplit& split = loopMeter_.lastSplit();
-  metrics_.loopTick(lateS, split.hostStealMs / 1000);
-  metrics_.stealReadErrors(loopMeter_.stats().stealReadErrors);
-  if (lateS < kLateTickAttributedS) {
-    sections_.sections().reset();
-    return;
-  }
-  LoopSections::Taken taken = sections_.sections().take();
-  const char* untimed = split.untimedCause(lateS * 1000);
-  metrics_.lateTick(taken.sections.empty() ? untimed : taken.sections[0].first);
+  auto taken = metrics_.loop().meterTicked(loopMeter_, lateS, sections_.sections());
+  if (!taken) return;
   auto now = std::chrono::steady_clock::now();
   if (now - lastLateLog_ < std::chrono::seconds(1)) return;
   lastLateLog_ = now;
-  LOG_WARNING("loop tick " << lateS * 1000 << " ms late; timed since the previous tick: " << taken.describe()
-                           << (taken.sections.empty() ? std::string(" (") + untimed + ")" : ""));
+  const char* untimed = loopMeter_.lastSplit().untimedCause(lateS * 1000);
+  LOG_WARNING("loop tick " << lateS * 1000 << " ms late; timed since the previous tick: " << taken->describe()
+                           << (taken->sections.empty() ? std::string(" (") + untimed + ")" : ""));
 }
 
 Status Agent::start() {

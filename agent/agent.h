@@ -29,7 +29,7 @@
 #include "agent/metrics.h"
 #include "agent/status_updates.h"
 #include "base/asio.h"
-#include "base/loop_stall_meter.h"
+#include "diag/loop_stall_meter.h"
 #include "proto/resources.h"
 
 namespace allot {
@@ -80,7 +80,7 @@ class Agent {
   void setHttpAddress(std::string address) { config_.httpAddress = std::move(address); }
   // Where the loop's time goes, for handlers outside the agent (HTTP).
   AgentSections& loopSections() { return sections_; }
-  // How late the loop ran due work (base/loop_stall_meter.h), since start().
+  // How late the loop ran due work (diag/loop_stall_meter.h), since start().
   const LoopStallMeter::Stats& loopStalls() const { return loopMeter_.stats(); }
   // Called after every (re-)registration with a master (sd_notify READY).
   void setRegisteredHook(std::function<void(const std::string& agentId)> hook) {

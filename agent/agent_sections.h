@@ -1,5 +1,5 @@
 // AgentSections: what the agent's loop thread spends its time on, for the
-// late ticks of its stall meter (base/loop_sections.h, exclusive nesting):
+// late ticks of its stall meter (diag/loop_sections.h, exclusive nesting):
 // the handlers the loop runs (a master message, an executor's message, an
 // executor's exit, a worker's result, a timer, an HTTP request...) and,
 // inside them, each isolator's calls and the launcher's start(), each
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "base/loop_sections.h"
+#include "diag/loop_sections.h"
 #include "isolators/isolator.h"
 
 namespace allot {

@@ -38,7 +38,7 @@
 
 #include "base/asio.h"
 #include "base/clock.h"
-#include "base/loop_sections.h"
+#include "diag/loop_sections.h"
 #include "base/result.h"
 #include "proto/allot.pb.h"
 #include "proto/connection.h"

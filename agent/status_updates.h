@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "base/asio.h"
-#include "base/loop_sections.h"
+#include "diag/loop_sections.h"
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "proto/allot.pb.h"

@@ -11,7 +11,7 @@
 #include <iostream>
 
 #include "base/asio.h"
-#include "base/loop_stall_meter.h"
+#include "diag/loop_stall_meter.h"
 #include "base/files.h"
 #include "base/flags.h"
 #include "base/log.h"
@@ -530,7 +530,7 @@ int main(int argc, char** argv) {
   // costs every offer and reply), and what ran meanwhile.
   LoopStallMeter* meter = nullptr;
   LoopStallMeter loopMeter(io, LoopStallMeterOptions{}, [&server = **server, &meter](double lateS) {
-    server.loopTicked(lateS, meter->lastCpuWaitMs() / 1000, meter->stats().ticks);
+    server.loopTicked(*meter, lateS);
   });
   meter = &loopMeter;
   loopMeter.start();

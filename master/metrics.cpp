@@ -8,10 +8,10 @@ namespace allot {
 
 namespace p = prometheus;
 
-MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()) {
+MasterMetrics::MasterMetrics() : registry_(std::make_shared<p::Registry>()), loop_(*registry_, "master") {
   addTrafficMetrics();
   addStateGauges();
-  addLoopMetrics();
+  addScrapeMetrics();
 }
 
 p::Counter* MasterMetrics::counter(const char* name, const char* help) {
@@ -70,35 +70,7 @@ void MasterMetrics::addStateGauges() {
   offers_ = gauge("allot_master_offers_outstanding", "Offers sent and not yet answered.");
 }
 
-void MasterMetrics::addLoopMetrics() {
-  loopLateness_ = &p::BuildHistogram()
-                       .Name("allot_master_loop_lateness_seconds")
-                       .Help("How late each tick of the loop's stall meter ran (a blocked loop makes it late).")
-                       .Register(*registry_)
-                       .Add({}, p::Histogram::BucketBoundaries{1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1,
-                                                               0.2, 0.5, 1});
-  loopOwnLateness_ = &p::BuildHistogram()
-                          .Name("allot_master_loop_own_lateness_seconds")
-                          .Help("Each tick's lateness less the time the loop's thread waited for a CPU: "
-                                "what the loop's own work or blocking delayed it by.")
-                          .Register(*registry_)
-                          .Add({}, p::Histogram::BucketBoundaries{1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1,
-                                                                  0.2, 0.5, 1});
-  loopLatenessMax_ = gauge("allot_master_loop_lateness_max_seconds",
-                           "The longest lateness of the loop's stall meter since the master started.");
-  lateTicks_ = &p::BuildCounter()
-                    .Name("allot_master_loop_late_ticks_total")
-                    .Help("Ticks of the loop's stall meter 10 ms late or more, by the section of the "
-                          "loop's work that took the most time since the previous tick.")
-                    .Register(*registry_);
-  auto& lateSeconds = p::BuildCounter()
-                          .Name("allot_master_loop_late_seconds_total")
-                          .Help("The lateness of the ticks 10 ms late or more, summed: part=\"cpu_wait\" the "
-                                "loop's thread spent waiting for a CPU, part=\"loop\" the rest (its own "
-                                "work or blocking).")
-                          .Register(*registry_);
-  lateCpuWait_ = &lateSeconds.Add({{"part", "cpu_wait"}});
-  lateLoop_ = &lateSeconds.Add({{"part", "loop"}});
+void MasterMetrics::addScrapeMetrics() {
   scrapeSeconds_ = &p::BuildHistogram()
                         .Name("allot_master_metrics_scrape_seconds")
                         .Help("Loop time of each GET /metrics: setting the gauges and writing this text.")
@@ -124,32 +96,10 @@ void MasterMetrics::scraped(double gaugesSeconds, double serializeSeconds) {
   if (total > scrapeMax_->Value()) scrapeMax_->Set(total);
 }
 
-namespace {
-
-// The part of a tick's lateness its thread spent waiting for a CPU (the
-// stall meter's wait spans the whole period, so it may exceed the
-// lateness): within [0, lateness].
-double cpuWaitWithin(double lateSeconds, double cpuWaitSeconds) {
-  return std::clamp(cpuWaitSeconds, 0.0, std::max(lateSeconds, 0.0));
-}
-
-}  // namespace
-
-void MasterMetrics::lateTick(const std::string& section, double lateSeconds, double cpuWaitSeconds) {
-  lateTicks_->Add({{"section", section}}).Increment();
-  double wait = cpuWaitWithin(lateSeconds, cpuWaitSeconds);
-  lateCpuWait_->Increment(wait);
-  lateLoop_->Increment(std::max(lateSeconds - wait, 0.0));
-}
-
-void MasterMetrics::loopTick(double lateSeconds, double cpuWaitSeconds) {
-  loopLateness_->Observe(lateSeconds);
-  loopOwnLateness_->Observe(std::max(lateSeconds - cpuWaitWithin(lateSeconds, cpuWaitSeconds), 0.0));
-  if (lateSeconds > loopLatenessMax_->Value()) loopLatenessMax_->Set(lateSeconds);
-}
-
 std::string MasterMetrics::serialize() const {
-  return p::TextSerializer().Serialize(registry_->Collect());
+  auto families = registry_->Collect();
+  loop_.collect(families);
+  return p::TextSerializer().Serialize(families);
 }
 
 }  // namespace allot

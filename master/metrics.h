@@ -2,7 +2,8 @@
 // registry; served as text by GET /metrics). Counters and the allocation
 // histogram are updated where the events happen; gauges (agents,
 // frameworks, tasks by state, offers) are set when scraped from counts the
-// Master keeps as its state changes (Master::refreshGauges()). Names follow
+// Master keeps as its state changes (Master::refreshGauges()). The loop's
+// diagnostics are allot_master_loop_* (diag/loop_metrics.h). Names follow
 // the Prometheus conventions: allot_ prefix, base units, _total on
 // counters.
 //
@@ -18,6 +19,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "diag/loop_metrics.h"
 #include "proto/allot.pb.h"
 
 namespace allot {
@@ -38,18 +40,10 @@ class MasterMetrics {
   prometheus::Counter& connectionsAbandoned() { return *abandoned_; }
   prometheus::Gauge& pendingHandshakes() { return *pendingHandshakes_; }
   prometheus::Gauge& pendingHandshakesMax() { return *pendingHandshakesMax_; }
-  // One tick of the loop's stall meter (base/loop_stall_meter.h) ran
-  // `lateSeconds` late: whatever delays it (a long handler, a /state
-  // request) delays offers and replies by as much.
-  // `cpuWaitSeconds` of it the loop's thread spent waiting for a CPU (the
-  // machine's other load); the rest is the loop's own work or blocking,
-  // observed in allot_master_loop_own_lateness_seconds.
-  void loopTick(double lateSeconds, double cpuWaitSeconds);
-  // A tick 10 ms late or more, attributed to the loop section that took
-  // the most time since the previous tick (master/server.h LoopSection;
-  // "none" when no timed section ran: CPU wait or untimed work), its
-  // lateness summed in allot_master_loop_late_seconds_total by part.
-  void lateTick(const std::string& section, double lateSeconds, double cpuWaitSeconds);
+  // The loop's stall meter and sections (master/server.h LoopSection):
+  // whatever delays the loop (a long handler, a /state request) delays
+  // offers and replies by as much.
+  LoopMetrics& loop() { return loop_; }
   // One GET /metrics on the loop took `gaugesSeconds` to set the gauges
   // from the master's state and `serializeSeconds` to write the text
   // (shown from the next scrape on).
@@ -71,9 +65,10 @@ class MasterMetrics {
   prometheus::Gauge* gauge(const char* name, const char* help);
   void addTrafficMetrics();  // offers, messages, connections, allocation time
   void addStateGauges();     // tasks by state, agents, frameworks, offers, handshakes
-  void addLoopMetrics();     // the loop's lateness and /metrics' own cost
+  void addScrapeMetrics();   // /metrics' own cost
 
   std::shared_ptr<prometheus::Registry> registry_;
+  LoopMetrics loop_;
   prometheus::Counter* offersSent_;
   prometheus::Counter* offersDeclined_;
   prometheus::Counter* offersRescinded_;
@@ -85,12 +80,6 @@ class MasterMetrics {
   prometheus::Counter* abandoned_;
   prometheus::Gauge* pendingHandshakes_;
   prometheus::Gauge* pendingHandshakesMax_;
-  prometheus::Histogram* loopLateness_;
-  prometheus::Histogram* loopOwnLateness_;
-  prometheus::Counter* lateCpuWait_;
-  prometheus::Counter* lateLoop_;
-  prometheus::Gauge* loopLatenessMax_;
-  prometheus::Family<prometheus::Counter>* lateTicks_;
   prometheus::Histogram* scrapeSeconds_;
   prometheus::Counter* scrapeGauges_;
   prometheus::Counter* scrapeSerialize_;

@@ -3,7 +3,7 @@
 #include <poll.h>
 
 #include "base/log.h"
-#include "base/loop_stall_meter.h"
+#include "diag/loop_stall_meter.h"
 
 namespace allot {
 
@@ -13,24 +13,18 @@ LoopSections makeMasterLoopSections() {
                        "state pieces", "metrics", "roles"});
 }
 
-// A tick this late is attributed (the stall meter's own log threshold).
-constexpr double kLateTickAttributedS = LoopStallMeter::kLogAtMs / 1000;
-
-void MasterServer::loopTicked(double lateS, double cpuWaitS, uint64_t tick) {
-  master_->metrics().loopTick(lateS, cpuWaitS);
-  if (lateS < kLateTickAttributedS) {
-    sections_.reset();
-    return;
-  }
-  LoopSections::Taken taken = sections_.take();
-  master_->metrics().lateTick(taken.sections.empty() ? "none" : taken.sections[0].first, lateS, cpuWaitS);
+void MasterServer::loopTicked(const LoopStallMeter& meter, double lateS) {
+  auto taken = master_->metrics().loop().meterTicked(meter, lateS, sections_);
+  if (!taken) return;
+  double cpuWaitS = meter.lastCpuWaitMs() / 1000;
+  uint64_t tick = meter.stats().ticks;
   auto now = std::chrono::steady_clock::now();
   if (now - lastLateLog_ < std::chrono::seconds(1) && lateS <= lastLateLoggedS_) return;
   lastLateLog_ = now;
   lastLateLoggedS_ = lateS;
   LOG_WARNING("loop tick #" << tick << " " << lateS * 1000 << " ms late, " << cpuWaitS * 1000
                             << " ms of it waiting for a CPU; timed since the previous tick: "
-                            << taken.describe());
+                            << taken->describe());
 }
 
 Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
@@ -40,6 +34,7 @@ Result<std::unique_ptr<MasterServer>> MasterServer::create(asio::io_context& io,
   auto master = Master::create(std::move(masterOptions), server->clock_, *server);
   if (!master) return master.error();
   server->master_ = std::move(*master);
+  server->master_->metrics().loop().exportSections(&server->sections_);
   server->roleSettings_ = std::make_unique<RoleSettingsKeeper>(io, *server->master_);
 
   if (Status st = listenTcp(server->acceptor_, options.listen, "--listen"); !st) return st.error();

@@ -14,7 +14,8 @@
 #include "base/asio.h"
 #include "base/clock.h"
 #include "base/flags.h"
-#include "base/loop_sections.h"
+#include "diag/loop_sections.h"
+#include "diag/loop_stall_meter.h"
 #include "master/master.h"
 #include "master/role_settings.h"
 #include "master/shard_hub.h"
@@ -88,15 +89,13 @@ class MasterServer final : public Outbox {
   // Times the caller's scope as `section` of the loop's time.
   LoopSections::Timer timed(LoopSection section) { return sections_.time(static_cast<size_t>(section)); }
   LoopSections& loopSections() { return sections_; }
-  // Tick number `tick` (1 for the first) of the loop's stall meter ran
-  // `lateS` late, `cpuWaitS` of it waiting for a CPU: counted on /metrics;
-  // a tick 10 ms late or more is attributed to the section that took the
-  // most time since the previous tick (allot_master_loop_late_ticks_total
-  // {section}) and logged with its number (the bench places it in its
-  // windows by allot_master_loop_lateness_seconds_count) and the top three
-  // sections: at most once a second, except a tick later than the last
-  // one logged.
-  void loopTicked(double lateS, double cpuWaitS, uint64_t tick);
+  // The loop's stall meter ran its latest tick `lateS` late: counted on
+  // /metrics (LoopMetrics::meterTicked); a tick 10 ms late or more is
+  // logged with its number (the bench places it in its windows by
+  // allot_master_loop_lateness_seconds_count), its wait for a CPU and the
+  // top three sections: at most once a second, except a tick later than
+  // the last one logged.
+  void loopTicked(const LoopStallMeter& meter, double lateS);
 
   void send(PeerId peer, const wire::Envelope& envelope) override;
   void close(PeerId peer, const std::string& reason) override;

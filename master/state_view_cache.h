@@ -30,7 +30,7 @@
 
 #include "base/asio.h"
 #include "base/clock.h"
-#include "base/loop_sections.h"
+#include "diag/loop_sections.h"
 #include "base/worker_pool.h"
 #include "http/server.h"
 #include "master/state_view.h"

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "base/asio.h"
-#include "base/cpu_steal.h"
+#include "diag/cpu_steal.h"
 #include "base/flags.h"
 #include "http/client.h"
 #include "proto/connection.h"

@@ -30,7 +30,7 @@ TEST(AgentMetrics, LoopSectionsAreExportedAsHistogramsOfSingleRuns) {
   AgentMetrics metrics;
   EXPECT_EQ(metrics.serialize().find("allot_agent_loop_section_seconds"), std::string::npos)
       << "nothing exported before the sections are given";
-  metrics.exportSections(&sections);
+  metrics.loop().exportSections(&sections);
   std::string text = metrics.serialize();
   EXPECT_NE(text.find("# TYPE allot_agent_loop_section_seconds histogram"), std::string::npos) << text;
   EXPECT_EQ(lineStartingWith(text, "allot_agent_loop_section_seconds_count{section=\"launcher start\"}"),
@@ -55,13 +55,17 @@ double valueOf(const std::string& text, const std::string& series) {
 
 TEST(AgentMetrics, TheHostsStealIsTakenOffTheLoopsLateness) {
   AgentMetrics m;
-  m.loopTick(0.002);           // on time enough, steal not read
-  m.loopTick(0.094, 0.060);    // 60 ms of it the host's
-  m.loopTick(0.020, 0.0);      // 20 ms, none of it the host's
-  m.loopTick(0.012, 0.030);    // steal beyond the lateness counts as all of it
-  m.stealReadErrors(0);
-  m.stealReadErrors(2);
-  m.stealReadErrors(2);        // a total, not a delta
+  auto late = [&](LoopMetrics::Tick t) {
+    m.loop().tick(t);
+    m.loop().lateTick("none", t);
+  };
+  m.loop().tick({0.002});          // on time enough, steal not read
+  late({0.094, 0, 0.060});         // 60 ms of it the host's
+  late({0.020, 0, 0.0});           // 20 ms, none of it the host's
+  late({0.012, 0, 0.030});         // steal beyond the lateness counts as all of it
+  m.loop().stealReadErrors(0);
+  m.loop().stealReadErrors(2);
+  m.loop().stealReadErrors(2);     // a total, not a delta
   std::string text = m.serialize();
   EXPECT_NEAR(valueOf(text, "allot_agent_loop_lateness_max_seconds"), 0.094, 1e-9);
   EXPECT_NEAR(valueOf(text, "allot_agent_loop_lateness_less_steal_max_seconds"), 0.034, 1e-9);

@@ -18,13 +18,14 @@ double valueOf(const std::string& text, const std::string& series) {
 
 TEST(MasterMetrics, LateTicksAreSplitIntoCpuWaitAndTheLoopsOwnTime) {
   MasterMetrics m;
-  m.loopTick(0.002, 0.0);       // on time enough: only the histograms
-  m.loopTick(0.015, 0.012);     // 12 ms waiting for a CPU, 3 ms the loop's
-  m.lateTick("state slice", 0.015, 0.012);
-  m.loopTick(0.030, 0.0);       // the loop's own 30 ms
-  m.lateTick("message", 0.030, 0.0);
-  m.loopTick(0.020, 0.050);     // a wait longer than the lateness counts as all of it
-  m.lateTick("none", 0.020, 0.050);
+  auto late = [&](const char* section, LoopMetrics::Tick t) {
+    m.loop().tick(t);
+    m.loop().lateTick(section, t);
+  };
+  m.loop().tick({0.002, 0.0});      // on time enough: only the histograms
+  late("state slice", {0.015, 0.012});  // 12 ms waiting for a CPU, 3 ms the loop's
+  late("message", {0.030, 0.0});    // the loop's own 30 ms
+  late("none", {0.020, 0.050});     // a wait longer than the lateness counts as all of it
   std::string text = m.serialize();
   EXPECT_NEAR(valueOf(text, "allot_master_loop_late_seconds_total{part=\"cpu_wait\"}"), 0.032, 1e-9);
   EXPECT_NEAR(valueOf(text, "allot_master_loop_late_seconds_total{part=\"loop\"}"), 0.033, 1e-9);

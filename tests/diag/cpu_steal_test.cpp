@@ -1,7 +1,7 @@
 // CpuSteal: the steal column of /proc/stat's cpuN lines. The parser on made-up
 // and malformed text (the kernel's text is input: an Error, never a CHECK),
 // the reader on a temp file and on this machine's /proc/stat.
-#include "base/cpu_steal.h"
+#include "diag/cpu_steal.h"
 
 #include <gtest/gtest.h>
 

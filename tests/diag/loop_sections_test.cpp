@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "base/loop_sections.h"
+#include "diag/loop_sections.h"
 
 namespace allot {
 namespace {

@@ -14,7 +14,7 @@
 // call of allot's that blocked (that is a second sleep, or a fault).
 // On a virtual machine the host may not run a vCPU when the guest wants it:
 // a late tick also gets the host's steal time on the CPU the loop ran on at
-// the tick before and at this one (base/cpu_steal.h: /proc/stat, USER_HZ
+// the tick before and at this one (diag/cpu_steal.h: /proc/stat, USER_HZ
 // ticks), read only for a tick kLogAtMs late or more against a snapshot
 // taken at most kStealSnapshotEvery before (so up to that much steal from
 // before the interval can be counted; capped at the lateness).
@@ -44,7 +44,7 @@
 #include <string>
 
 #include "base/asio.h"
-#include "base/cpu_steal.h"
+#include "diag/cpu_steal.h"
 #include "base/unique_fd.h"
 
 namespace allot {

@@ -1,4 +1,4 @@
-#include "base/loop_stall_meter.h"
+#include "diag/loop_stall_meter.h"
 
 #include <fcntl.h>
 #include <sched.h>

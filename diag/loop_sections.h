@@ -1,5 +1,5 @@
 // LoopSections: where a daemon's loop thread spent its time, by named
-// section, since the last look. A LoopStallMeter (base/loop_stall_meter.h)
+// section, since the last look. A LoopStallMeter (diag/loop_stall_meter.h)
 // says that the loop ran late; this says what ran meanwhile: handlers that
 // may run long time themselves with a Timer, and the daemon, at each tick
 // of its stall meter, takes the sums since the previous tick.

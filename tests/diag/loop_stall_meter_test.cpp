@@ -6,7 +6,7 @@
 // on the machine's load, so no test here asserts it; what the kernel's
 // accounts say of a loop that sleeps against one that computes (TickSplit)
 // holds on any machine.
-#include "base/loop_stall_meter.h"
+#include "diag/loop_stall_meter.h"
 
 #include <gtest/gtest.h>
 

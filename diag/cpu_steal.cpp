@@ -1,4 +1,4 @@
-#include "base/cpu_steal.h"
+#include "diag/cpu_steal.h"
 
 #include <fcntl.h>
 #include <unistd.h>

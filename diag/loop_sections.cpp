@@ -1,4 +1,4 @@
-#include "base/loop_sections.h"
+#include "diag/loop_sections.h"
 
 #include <algorithm>
 #include <cstdio>
