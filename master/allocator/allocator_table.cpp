@@ -1,6 +1,6 @@
 #include <functional>
 
-#include "master/allocator/offer_allocator.h"
+#include "master/allocator/allocator.h"
 
 namespace allot {
 namespace {
@@ -30,12 +30,12 @@ Result<std::unique_ptr<Allocator>> createAllocator(std::string_view name,
   for (const auto& e : kAllocators) {
     if (name == e.name) {
       auto factory = e.ordering;
-      return std::unique_ptr<Allocator>(std::make_unique<OfferAllocator>(
+      return std::make_unique<Allocator>(
           options, [factory, options, roles = uint64_t{0}]() mutable {
             AllocatorOptions perRole = options;  // lottery: each role its own draws
             perRole.seed += roles++;
             return factory(perRole);
-          }));
+          });
     }
   }
   std::string valid;

@@ -1,5 +1,5 @@
 // FrameworkOrdering: the policy part of an allocator, deciding which active
-// framework is served next. The allocator core (offer_allocator.h) does the
+// framework is served next. The allocator (allocator.h) does the
 // accounting and filtering; an ordering only ranks frameworks.
 //
 // One allocation round: reset() with every active framework, then
@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "master/allocator/allocator.h"
+#include "master/allocator/handles.h"
 
 namespace allot {
 

@@ -17,7 +17,7 @@
 #include <cmath>
 
 #include "base/check.h"
-#include "master/allocator/offer_allocator.h"
+#include "master/allocator/allocator.h"
 #include "master/allocator/bits.h"
 
 namespace allot {
@@ -49,11 +49,11 @@ double closeness(const Resources& free, const Resources& task) {
 
 }  // namespace
 
-std::vector<AgentHandle> OfferAllocator::reservations(FrameworkHandle framework) const {
+std::vector<AgentHandle> Allocator::reservations(FrameworkHandle framework) const {
   return frameworks_[framework].reserved;
 }
 
-void OfferAllocator::extendReservation(FrameworkHandle framework, AgentHandle agent,
+void Allocator::extendReservation(FrameworkHandle framework, AgentHandle agent,
                                        TimePoint until) {
   if (agent >= agents_.size()) return;
   AgentSlot& a = agents_[agent];
@@ -61,7 +61,7 @@ void OfferAllocator::extendReservation(FrameworkHandle framework, AgentHandle ag
   a.reservedUntil = std::max(a.reservedUntil, until);
 }
 
-void OfferAllocator::reserve(FrameworkHandle framework, AgentHandle agent, TimePoint now) {
+void Allocator::reserve(FrameworkHandle framework, AgentHandle agent, TimePoint now) {
   AgentSlot& a = agents_[agent];
   CHECK(!a.reservedFor);
   FrameworkSlot& fw = frameworks_[framework];
@@ -73,7 +73,7 @@ void OfferAllocator::reserve(FrameworkHandle framework, AgentHandle agent, TimeP
   setBit(&reservedBits_, agent);
 }
 
-void OfferAllocator::release(AgentHandle agent) {
+void Allocator::release(AgentHandle agent) {
   AgentSlot& a = agents_[agent];
   if (!a.reservedFor) return;
   FrameworkSlot& fw = frameworks_[*a.reservedFor];
@@ -85,11 +85,11 @@ void OfferAllocator::release(AgentHandle agent) {
   markDirty(agent);  // its free resources are everyone's again
 }
 
-void OfferAllocator::releaseAll(FrameworkHandle framework) {
+void Allocator::releaseAll(FrameworkHandle framework) {
   while (!frameworks_[framework].reserved.empty()) release(frameworks_[framework].reserved.back());
 }
 
-void OfferAllocator::expireReservations(TimePoint now) {
+void Allocator::expireReservations(TimePoint now) {
   for (size_t i = 0; i < reserved_.size();) {
     AgentHandle agent = reserved_[i];
     const AgentSlot& a = agents_[agent];
@@ -106,7 +106,7 @@ void OfferAllocator::expireReservations(TimePoint now) {
 
 // The share of the cluster the framework's held agents would give it once
 // full of its tasks.
-double OfferAllocator::reservedCover(const FrameworkSlot& fw) const {
+double Allocator::reservedCover(const FrameworkSlot& fw) const {
   Resources task = fw.minFree;
   int64_t tasks = 0;
   for (AgentHandle agent : fw.reserved) tasks += fits(agents_[agent].total, task);
@@ -120,7 +120,7 @@ double OfferAllocator::reservedCover(const FrameworkSlot& fw) const {
 
 // The agent closest to fitting the framework's task among those it may be
 // offered: live, active, not held, its total fits the task. O(agents).
-std::optional<AgentHandle> OfferAllocator::closestAgent(FrameworkHandle framework) const {
+std::optional<AgentHandle> Allocator::closestAgent(FrameworkHandle framework) const {
   const FrameworkSlot& fw = frameworks_[framework];
   std::optional<AgentHandle> best;
   double bestCloseness = -1;
@@ -138,7 +138,7 @@ std::optional<AgentHandle> OfferAllocator::closestAgent(FrameworkHandle framewor
   return best;
 }
 
-void OfferAllocator::reserveForStarved(TimePoint now) {
+void Allocator::reserveForStarved(TimePoint now) {
   if (options_.reservationTimeout <= Duration::zero()) return;
   size_t cap = std::max<size_t>(
       1, static_cast<size_t>(std::floor(static_cast<double>(liveAgents_) * kReservedAgentsFractionMax)));

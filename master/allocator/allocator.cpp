@@ -1,4 +1,4 @@
-#include "master/allocator/offer_allocator.h"
+#include "master/allocator/allocator.h"
 
 #include <algorithm>
 #include <bit>
@@ -29,7 +29,7 @@ Handle takeSlot(std::vector<Handle>* freeHandles, std::vector<Slot>* slots, size
 
 }  // namespace
 
-OfferAllocator::OfferAllocator(AllocatorOptions options, OrderingFactory makeOrdering)
+Allocator::Allocator(AllocatorOptions options, OrderingFactory makeOrdering)
     : options_(std::move(options)),
       makeOrdering_(std::move(makeOrdering)),
       roleQueue_(makeDrfOrdering()) {
@@ -37,7 +37,7 @@ OfferAllocator::OfferAllocator(AllocatorOptions options, OrderingFactory makeOrd
   for (const auto& [name, config] : options_.roles) (void)setRoleConfig(name, config);
 }
 
-Status OfferAllocator::setRoleConfig(const std::string& name, const RoleConfig& config) {
+Status Allocator::setRoleConfig(const std::string& name, const RoleConfig& config) {
   auto it = roleIndex_.find(name);
   bool known = it != roleIndex_.end() && roles_[it->second].configured;
   if (!known && configuredRoles_ >= kConfiguredRolesMax) {
@@ -53,7 +53,7 @@ Status OfferAllocator::setRoleConfig(const std::string& name, const RoleConfig& 
   return okStatus();
 }
 
-std::vector<std::string> OfferAllocator::roleNames() const {
+std::vector<std::string> Allocator::roleNames() const {
   std::vector<std::string> names;
   for (const RoleSlot& r : roles_) {
     if (r.live) names.push_back(r.name);
@@ -62,7 +62,7 @@ std::vector<std::string> OfferAllocator::roleNames() const {
   return names;
 }
 
-AgentHandle OfferAllocator::addAgent(const Resources& total) {
+AgentHandle Allocator::addAgent(const Resources& total) {
   AgentHandle handle = takeSlot(&freeAgentHandles_, &agents_, kMaxAgents);
   AgentSlot& slot = agents_[handle];
   slot.live = true;
@@ -76,7 +76,7 @@ AgentHandle OfferAllocator::addAgent(const Resources& total) {
   return handle;
 }
 
-void OfferAllocator::removeAgent(AgentHandle handle) {
+void Allocator::removeAgent(AgentHandle handle) {
   CHECK(handle < agents_.size() && agents_[handle].live);
   release(handle);
   --liveAgents_;
@@ -92,14 +92,14 @@ void OfferAllocator::removeAgent(AgentHandle handle) {
   freeAgentHandles_.push_back(handle);
 }
 
-void OfferAllocator::setAgentActive(AgentHandle handle, bool active) {
+void Allocator::setAgentActive(AgentHandle handle, bool active) {
   CHECK(handle < agents_.size() && agents_[handle].live);
   agents_[handle].active = active;
   if (active) markDirty(handle);
   if (!active) release(handle);
 }
 
-FrameworkHandle OfferAllocator::addFramework(const FrameworkParams& params) {
+FrameworkHandle Allocator::addFramework(const FrameworkParams& params) {
   FrameworkHandle handle = takeSlot(&freeFrameworkHandles_, &frameworks_, kMaxFrameworks);
   FrameworkSlot& slot = frameworks_[handle];
   slot.live = true;
@@ -110,7 +110,7 @@ FrameworkHandle OfferAllocator::addFramework(const FrameworkParams& params) {
   return handle;
 }
 
-void OfferAllocator::removeFramework(FrameworkHandle handle) {
+void Allocator::removeFramework(FrameworkHandle handle) {
   CHECK(handle < frameworks_.size() && frameworks_[handle].live);
   releaseAll(handle);
   FrameworkSlot& slot = frameworks_[handle];
@@ -126,7 +126,7 @@ void OfferAllocator::removeFramework(FrameworkHandle handle) {
   freeFrameworkHandles_.push_back(handle);
 }
 
-void OfferAllocator::updateFramework(FrameworkHandle handle, const FrameworkParams& params) {
+void Allocator::updateFramework(FrameworkHandle handle, const FrameworkParams& params) {
   FrameworkSlot& fw = frameworks_[handle];
   CHECK(fw.live);
   if (params.role != fw.params.role) {
@@ -148,7 +148,7 @@ void OfferAllocator::updateFramework(FrameworkHandle handle, const FrameworkPara
   fw.guaranteedMillis = sparse(params.guaranteed);
 }
 
-void OfferAllocator::setActive(FrameworkHandle handle, bool active) {
+void Allocator::setActive(FrameworkHandle handle, bool active) {
   CHECK(frameworks_[handle].live);
   // A framework that starts wanting offers must see every agent, not just
   // the ones that changed since the last round.
@@ -157,7 +157,7 @@ void OfferAllocator::setActive(FrameworkHandle handle, bool active) {
   frameworks_[handle].active = active;
 }
 
-void OfferAllocator::setStandingFilters(FrameworkHandle handle,
+void Allocator::setStandingFilters(FrameworkHandle handle,
                                         const std::vector<AgentHandle>& agentList,
                                         const Resources& minFree) {
   FrameworkSlot& slot = frameworks_[handle];
@@ -170,7 +170,7 @@ void OfferAllocator::setStandingFilters(FrameworkHandle handle,
   fullPending_ = true;
 }
 
-void OfferAllocator::allocateUsed(FrameworkHandle framework, AgentHandle agent,
+void Allocator::allocateUsed(FrameworkHandle framework, AgentHandle agent,
                                   const Resources& resources) {
   CHECK(frameworks_[framework].live && agents_[agent].live);
   AgentSlot& a = agents_[agent];
@@ -180,7 +180,7 @@ void OfferAllocator::allocateUsed(FrameworkHandle framework, AgentHandle agent,
   charge(fw, resources, 1);
 }
 
-void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
+void Allocator::recover(FrameworkHandle framework, AgentHandle agent,
                              const Resources& resources, std::optional<Duration> refuse,
                              TimePoint now) {
   CHECK(frameworks_[framework].live && agents_[agent].live);
@@ -193,7 +193,7 @@ void OfferAllocator::recover(FrameworkHandle framework, AgentHandle agent,
   dropRefusalsOutgrownBy(agent);
 }
 
-void OfferAllocator::recoverRevoked(FrameworkHandle framework, AgentHandle agent,
+void Allocator::recoverRevoked(FrameworkHandle framework, AgentHandle agent,
                                     const Resources& resources, Duration hold, TimePoint now) {
   CHECK(frameworks_[framework].live && agents_[agent].live);
   AgentSlot& a = agents_[agent];
@@ -209,7 +209,7 @@ void OfferAllocator::recoverRevoked(FrameworkHandle framework, AgentHandle agent
 // while a hold runs keeps the hold: the later expiry wins and the counted
 // resources add up, so neither a short decline nor the next revoked task's
 // return shortens what the victim is kept from.
-void OfferAllocator::refuse(FrameworkHandle framework, AgentHandle agent,
+void Allocator::refuse(FrameworkHandle framework, AgentHandle agent,
                             const Resources& resources, Duration duration, bool held,
                             TimePoint now) {
   AgentSlot& a = agents_[agent];
@@ -234,7 +234,7 @@ void OfferAllocator::refuse(FrameworkHandle framework, AgentHandle agent,
   expiries_.push(Expiry{now + duration, framework, agent});
 }
 
-void OfferAllocator::dropRefusal(FrameworkHandle framework, AgentHandle agent) {
+void Allocator::dropRefusal(FrameworkHandle framework, AgentHandle agent) {
   FrameworkSlot& fw = frameworks_[framework];
   auto it = fw.refusals.find(agent);
   if (it == fw.refusals.end()) return;
@@ -246,7 +246,7 @@ void OfferAllocator::dropRefusal(FrameworkHandle framework, AgentHandle agent) {
 
 // A refusal covers the resources refused; once the agent has more free
 // (a task ended there), the framework gets to see the larger offer.
-void OfferAllocator::dropRefusalsOutgrownBy(AgentHandle agent) {
+void Allocator::dropRefusalsOutgrownBy(AgentHandle agent) {
   AgentSlot& a = agents_[agent];
   auto& list = a.refusedBy;
   for (size_t i = 0; i < list.size();) {
@@ -267,7 +267,7 @@ void OfferAllocator::dropRefusalsOutgrownBy(AgentHandle agent) {
   }
 }
 
-void OfferAllocator::expireRefusals(TimePoint now) {
+void Allocator::expireRefusals(TimePoint now) {
   while (!expiries_.empty() && expiries_.top().when <= now) {
     Expiry e = expiries_.top();
     expiries_.pop();
@@ -280,7 +280,7 @@ void OfferAllocator::expireRefusals(TimePoint now) {
   }
 }
 
-bool OfferAllocator::offerable(const Resources& free) const {
+bool Allocator::offerable(const Resources& free) const {
   if (free.empty()) return false;
   if (options_.minOffer.empty()) {
     if (!free.rangeSets().empty()) return true;
@@ -295,11 +295,11 @@ bool OfferAllocator::offerable(const Resources& free) const {
   return false;
 }
 
-void OfferAllocator::freeChanged(AgentSlot& agent) { agent.offerable = offerable(agent.free); }
+void Allocator::freeChanged(AgentSlot& agent) { agent.offerable = offerable(agent.free); }
 
-void OfferAllocator::markDirty(AgentHandle agent) { setBit(&dirty_, agent); }
+void Allocator::markDirty(AgentHandle agent) { setBit(&dirty_, agent); }
 
-size_t OfferAllocator::nameIndex(const std::string& name) {
+size_t Allocator::nameIndex(const std::string& name) {
   for (size_t i = 0; i < names_.size(); ++i) {
     if (names_[i] == name) return i;
   }
@@ -308,7 +308,7 @@ size_t OfferAllocator::nameIndex(const std::string& name) {
   return names_.size() - 1;
 }
 
-void OfferAllocator::addDense(std::vector<int64_t>* dense, const Resources& r, int sign) {
+void Allocator::addDense(std::vector<int64_t>* dense, const Resources& r, int sign) {
   for (const auto& s : r.scalars()) {
     size_t i = nameIndex(s.name);
     if (dense->size() <= i) dense->resize(names_.size(), 0);
@@ -316,7 +316,7 @@ void OfferAllocator::addDense(std::vector<int64_t>* dense, const Resources& r, i
   }
 }
 
-void OfferAllocator::candidates(bool fullCycle, Bits* out) {
+void Allocator::candidates(bool fullCycle, Bits* out) {
   Bits& avail = *out;
   avail.assign((agents_.size() + kBitsPerWord - 1) / kBitsPerWord, 0);
   for (size_t w = 0; w < avail.size(); ++w) {
@@ -336,7 +336,7 @@ void OfferAllocator::candidates(bool fullCycle, Bits* out) {
   while (availEnd_ > availBegin_ && avail[availEnd_ - 1] == 0) --availEnd_;
 }
 
-std::optional<AgentHandle> OfferAllocator::findAgent(const FrameworkSlot& fw, const Bits& avail,
+std::optional<AgentHandle> Allocator::findAgent(const FrameworkSlot& fw, const Bits& avail,
                                                      Cursor* cursor) {
   // Event-driven rounds often have a handful of dirty agents: scan only the
   // words between the first and last candidate.
@@ -361,7 +361,7 @@ std::optional<AgentHandle> OfferAllocator::findAgent(const FrameworkSlot& fw, co
   return std::nullopt;
 }
 
-FrameworkOrdering::Entry OfferAllocator::entryFor(FrameworkHandle framework) const {
+FrameworkOrdering::Entry Allocator::entryFor(FrameworkHandle framework) const {
   const FrameworkSlot& fw = frameworks_[framework];
   bool below = false;
   for (const auto& [i, millis] : fw.guaranteedMillis) {
@@ -371,7 +371,7 @@ FrameworkOrdering::Entry OfferAllocator::entryFor(FrameworkHandle framework) con
                                   fw.params.priority, below};
 }
 
-FrameworkOrdering::Entry OfferAllocator::roleEntry(uint32_t role) const {
+FrameworkOrdering::Entry Allocator::roleEntry(uint32_t role) const {
   const RoleSlot& r = roles_[role];
   // A role holding a framework below its guarantee goes first, like one
   // below its quota: guarantees are floors across roles too.
@@ -379,7 +379,7 @@ FrameworkOrdering::Entry OfferAllocator::roleEntry(uint32_t role) const {
                                   r.config.weight, 0, belowQuota(r) || r.belowGuarantee > 0};
 }
 
-void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) {
+void Allocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) {
   expireRefusals(now);
   expireReservations(now);
   unplacedScratch_.clear();
@@ -446,7 +446,7 @@ void OfferAllocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>*
   if (!unplacedScratch_.empty()) reserveForStarved(now);
 }
 
-double OfferAllocator::shareOf(const Dense& allocated, const Dense* refused) const {
+double Allocator::shareOf(const Dense& allocated, const Dense* refused) const {
   double share = 0;
   for (size_t i = 0; i < allocated.size() || (refused && i < refused->size()); ++i) {
     int64_t total = i < totalMillis_.size() ? totalMillis_[i] : 0;
@@ -458,19 +458,19 @@ double OfferAllocator::shareOf(const Dense& allocated, const Dense* refused) con
   return share;
 }
 
-double OfferAllocator::dominantShare(FrameworkHandle framework) const {
+double Allocator::dominantShare(FrameworkHandle framework) const {
   const FrameworkSlot& fw = frameworks_[framework];
   double weight = fw.params.weight > 0 ? fw.params.weight : 1.0;
   return shareOf(fw.allocatedMillis, nullptr) / weight;
 }
 
-double OfferAllocator::orderingShare(FrameworkHandle framework) const {
+double Allocator::orderingShare(FrameworkHandle framework) const {
   const FrameworkSlot& fw = frameworks_[framework];
   double weight = fw.params.weight > 0 ? fw.params.weight : 1.0;
   return shareOf(fw.allocatedMillis, &fw.refusedMillis) / weight;
 }
 
-Resources OfferAllocator::allocation(FrameworkHandle framework) const {
+Resources Allocator::allocation(FrameworkHandle framework) const {
   Resources r;
   const auto& dense = frameworks_[framework].allocatedMillis;
   for (size_t i = 0; i < dense.size(); ++i) {
@@ -479,15 +479,15 @@ Resources OfferAllocator::allocation(FrameworkHandle framework) const {
   return r;
 }
 
-const FrameworkParams& OfferAllocator::params(FrameworkHandle framework) const {
+const FrameworkParams& Allocator::params(FrameworkHandle framework) const {
   return frameworks_[framework].params;
 }
 
-Resources OfferAllocator::freeResources(AgentHandle agent) const { return agents_[agent].free; }
+Resources Allocator::freeResources(AgentHandle agent) const { return agents_[agent].free; }
 
 // ---------------------------------------------------------------- roles
 
-uint32_t OfferAllocator::roleFor(const std::string& name) {
+uint32_t Allocator::roleFor(const std::string& name) {
   if (auto it = roleIndex_.find(name); it != roleIndex_.end()) return it->second;
   uint32_t handle;
   if (!freeRoleHandles_.empty()) {
@@ -508,7 +508,7 @@ uint32_t OfferAllocator::roleFor(const std::string& name) {
   return handle;
 }
 
-void OfferAllocator::releaseRole(uint32_t handle) {
+void Allocator::releaseRole(uint32_t handle) {
   RoleSlot& role = roles_[handle];
   if (role.configured || role.frameworks > 0) return;
   roleIndex_.erase(role.name);
@@ -516,35 +516,35 @@ void OfferAllocator::releaseRole(uint32_t handle) {
   freeRoleHandles_.push_back(handle);
 }
 
-const OfferAllocator::RoleSlot* OfferAllocator::findRole(std::string_view name) const {
+const Allocator::RoleSlot* Allocator::findRole(std::string_view name) const {
   auto it = roleIndex_.find(std::string(name));
   return it == roleIndex_.end() ? nullptr : &roles_[it->second];
 }
 
-void OfferAllocator::charge(FrameworkSlot& fw, const Resources& r, int sign) {
+void Allocator::charge(FrameworkSlot& fw, const Resources& r, int sign) {
   addDense(&fw.allocatedMillis, r, sign);
   addDense(&roles_[fw.role].allocatedMillis, r, sign);
 }
 
-void OfferAllocator::chargeRefused(FrameworkSlot& fw, const Resources& r, int sign) {
+void Allocator::chargeRefused(FrameworkSlot& fw, const Resources& r, int sign) {
   addDense(&fw.refusedMillis, r, sign);
   addDense(&roles_[fw.role].refusedMillis, r, sign);
 }
 
-OfferAllocator::SparseMillis OfferAllocator::sparse(const Resources& r) {
+Allocator::SparseMillis Allocator::sparse(const Resources& r) {
   SparseMillis out;
   for (const auto& s : r.scalars()) out.emplace_back(nameIndex(s.name), s.millis);
   return out;
 }
 
-bool OfferAllocator::belowQuota(const RoleSlot& role) const {
+bool Allocator::belowQuota(const RoleSlot& role) const {
   for (const auto& [i, millis] : role.quotaMillis) {
     if (i >= role.allocatedMillis.size() || role.allocatedMillis[i] < millis) return true;
   }
   return false;
 }
 
-bool OfferAllocator::capped(const RoleSlot& role) const {
+bool Allocator::capped(const RoleSlot& role) const {
   for (const auto& [i, millis] : role.quotaMillis) {
     if (i < role.allocatedMillis.size() && role.allocatedMillis[i] >= millis) return true;
     if (millis <= 0) return true;
@@ -553,7 +553,7 @@ bool OfferAllocator::capped(const RoleSlot& role) const {
 }
 
 // A role with quota receives at most its headroom of each quota scalar.
-Resources OfferAllocator::chopToQuota(const RoleSlot& role, const Resources& free) const {
+Resources Allocator::chopToQuota(const RoleSlot& role, const Resources& free) const {
   if (role.quotaMillis.empty()) return free;
   Resources granted = free;
   for (const auto& [i, millis] : role.quotaMillis) {
@@ -565,7 +565,7 @@ Resources OfferAllocator::chopToQuota(const RoleSlot& role, const Resources& fre
   return granted;
 }
 
-void OfferAllocator::fairShares(std::vector<double>* byHandle) const {
+void Allocator::fairShares(std::vector<double>* byHandle) const {
   byHandle->assign(frameworks_.size(), 0.0);
   std::vector<double> roleWeights(roles_.size(), 0.0);  // sum of present framework weights
   auto present = [&](const FrameworkSlot& fw) {
@@ -592,7 +592,7 @@ void OfferAllocator::fairShares(std::vector<double>* byHandle) const {
   }
 }
 
-Resources OfferAllocator::roleAllocation(std::string_view name) const {
+Resources Allocator::roleAllocation(std::string_view name) const {
   Resources r;
   const RoleSlot* role = findRole(name);
   if (!role) return r;
@@ -602,7 +602,7 @@ Resources OfferAllocator::roleAllocation(std::string_view name) const {
   return r;
 }
 
-RoleConfig OfferAllocator::roleConfig(std::string_view name) const {
+RoleConfig Allocator::roleConfig(std::string_view name) const {
   const RoleSlot* role = findRole(name);
   return role ? role->config : RoleConfig{};
 }
