@@ -183,24 +183,23 @@ void Allocator::allocateUsed(FrameworkHandle framework, AgentHandle agent,
 void Allocator::recover(FrameworkHandle framework, AgentHandle agent,
                              const Resources& resources, std::optional<Duration> refuse,
                              TimePoint now) {
-  CHECK(frameworks_[framework].live && agents_[agent].live);
-  AgentSlot& a = agents_[agent];
-  charge(frameworks_[framework], resources, -1);
-  a.free += resources;
-  freeChanged(a);
-  markDirty(agent);
+  giveBack(framework, agent, resources);
   if (refuse && *refuse > Duration::zero()) this->refuse(framework, agent, resources, *refuse, false, now);
   dropRefusalsOutgrownBy(agent);
 }
 
-void Allocator::recoverRevoked(FrameworkHandle framework, AgentHandle agent,
-                                    const Resources& resources, Duration hold, TimePoint now) {
+void Allocator::giveBack(FrameworkHandle framework, AgentHandle agent, const Resources& resources) {
   CHECK(frameworks_[framework].live && agents_[agent].live);
   AgentSlot& a = agents_[agent];
   charge(frameworks_[framework], resources, -1);
   a.free += resources;
   freeChanged(a);
   markDirty(agent);
+}
+
+void Allocator::recoverRevoked(FrameworkHandle framework, AgentHandle agent,
+                                    const Resources& resources, Duration hold, TimePoint now) {
+  giveBack(framework, agent, resources);
   if (hold > Duration::zero()) refuse(framework, agent, resources, hold, true, now);
   dropRefusalsOutgrownBy(agent);
 }

@@ -279,6 +279,8 @@ class Allocator {
   size_t nameIndex(const std::string& name);
   void addDense(std::vector<int64_t>* dense, const Resources& r, int sign);
   void markDirty(AgentHandle agent);
+  // The framework's `resources` back to the agent's free pool.
+  void giveBack(FrameworkHandle framework, AgentHandle agent, const Resources& resources);
   void dropRefusal(FrameworkHandle framework, AgentHandle agent);
   void dropRefusalsOutgrownBy(AgentHandle agent);
   void expireRefusals(TimePoint now);

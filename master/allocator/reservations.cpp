@@ -19,20 +19,10 @@
 #include "base/check.h"
 #include "master/allocator/allocator.h"
 #include "master/allocator/bits.h"
+#include "master/allocator/revocation.h"
 
 namespace allot {
 namespace {
-
-// How many `task`s fit in `r` (0 when a scalar of the task is missing).
-int64_t fits(const Resources& r, const Resources& task) {
-  int64_t n = -1;
-  for (const auto& s : task.scalars()) {
-    if (s.millis <= 0) continue;
-    int64_t k = r.scalarMillis(s.name) / s.millis;
-    n = n < 0 ? k : std::min(n, k);
-  }
-  return std::max<int64_t>(n, 0);
-}
 
 // How close `free` is to fitting `task`: the mean over the task's scalars of
 // the fraction already free (1 = fits).
@@ -109,7 +99,7 @@ void Allocator::expireReservations(TimePoint now) {
 double Allocator::reservedCover(const FrameworkSlot& fw) const {
   Resources task = fw.minFree;
   int64_t tasks = 0;
-  for (AgentHandle agent : fw.reserved) tasks += fits(agents_[agent].total, task);
+  for (AgentHandle agent : fw.reserved) tasks += taskFits(agents_[agent].total, task);
   double share = 0;
   for (const auto& s : task.scalars()) {
     int64_t total = total_.scalarMillis(s.name);
