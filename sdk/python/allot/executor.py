@@ -144,11 +144,8 @@ class ExecutorDriver:
         return e
 
     async def _read_loop(self, link: Link) -> None:
-        try:
-            while True:
-                await self._dispatch(await link.recv())
-        except LinkError as e:
-            log.warning("link to agent closed (%s); reconnecting", e)
+        why = await link.serve(self._dispatch)
+        log.warning("link to agent closed (%s); reconnecting", why)
 
     async def _dispatch(self, e: "wire.Envelope") -> None:
         refusal = from_agent_to_executor(e)

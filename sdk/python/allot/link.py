@@ -13,7 +13,7 @@ import dataclasses
 import random
 import ssl
 import struct
-from typing import Optional
+from typing import Awaitable, Callable, Optional
 
 from ._wire import wire
 
@@ -174,6 +174,14 @@ class Link:
 
     async def recv(self) -> "wire.Envelope":
         return await read_frame(self._reader)
+
+    async def serve(self, dispatch: Callable[["wire.Envelope"], Awaitable[None]]) -> LinkError:
+        """Hands every message to ``dispatch`` until the link fails; returns why."""
+        try:
+            while True:
+                await dispatch(await self.recv())
+        except LinkError as e:
+            return e
 
     def send(self, envelope: "wire.Envelope") -> None:
         if self._writer.is_closing():

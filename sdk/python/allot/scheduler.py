@@ -242,11 +242,8 @@ class SchedulerDriver:
         return e
 
     async def _read_loop(self, link: Link) -> None:
-        try:
-            while True:
-                await self._dispatch(await link.recv())
-        except LinkError as e:
-            log.debug("link to master closed: %s", e)
+        why = await link.serve(self._dispatch)
+        log.debug("link to master closed: %s", why)
 
     async def _dispatch(self, e: "wire.Envelope") -> None:
         refusal = from_master_to_scheduler(e)
