@@ -20,10 +20,11 @@ out=$(cd "$out" && pwd)
 bin="$out/master_fuzz"
 # The master's state machine without its sockets (server, HTTP, main) and
 # without the role settings' stores and keeper (files, ZooKeeper, the loop):
-# every allocator module and the master's own files.
-sources=("$src"/master/allocator/*.cpp
+# every allocator module, the loop's diagnostics (the metrics export them)
+# and the master's own files.
+sources=("$src"/master/allocator/*.cpp "$src"/diag/*.cpp
          "$src/proto/resources.cpp" "$src/proto/validate.cpp" "$src/proto/frame.cpp"
-         "$src/base/log.cpp" "$gen/proto/allot.pb.cc")
+         "$src/base/log.cpp" "$src/base/encoding.cpp" "$src/base/secrets.cpp" "$gen/proto/allot.pb.cc")
 for f in "$src"/master/*.cpp; do
   case "$(basename "$f")" in main.cpp|server.cpp|http_api.cpp|state_items.cpp|state_view.cpp|state_view_cache.cpp|role_settings.cpp|role_store.cpp|role_store_zk.cpp) ;; *) sources+=("$f") ;; esac
 done
