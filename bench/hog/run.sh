@@ -431,7 +431,7 @@ startAgent() {
   fi
 }
 
-# The agent logs its loop's stalls when it stops (base/loop_stall_meter.h).
+# The agent logs its loop's stalls when it stops (diag/loop_stall_meter.h).
 stopAgent() {
   [ -n "$samplerPid" ] && stopPid "$samplerPid" 60
   stopPid "$agentPid" 15
@@ -480,7 +480,7 @@ hogCommand() {
 }
 
 # phaseStalls MODE NAME FROM: the agent's loop-stall warnings (a tick 10 ms
-# late or more, logged at most once a second: base/loop_stall_meter.h) in
+# late or more, logged at most once a second: diag/loop_stall_meter.h) in
 # its log after line FROM, i.e. during phase NAME from the hog's launch to
 # its kill: which phase the mode's longest lateness belongs to.
 phaseStalls() {
