@@ -411,6 +411,36 @@ Result<Resources> checkSettings(Settings& s) {
   return resources;
 }
 
+// --kill-after: every task is killed once it is up.
+void armKillAfter(asio::steady_timer& killTimer, const Settings& s, ExecuteScheduler& scheduler) {
+  if (!(s.killAfterS > 0)) return;
+  killTimer.expires_after(secondsToDuration(s.killAfterS));
+  killTimer.async_wait([&scheduler](const boost::system::error_code& ec) {
+    if (!ec) scheduler.killAll(0);
+  });
+}
+
+// --timeout: without a master the run stops (exit 124, *timedOut); with
+// one but not every task launched, the launched ones are killed.
+void watchLaunchTimeout(asio::io_context& io, asio::steady_timer& timeout, const Settings& s,
+                        ExecuteScheduler& scheduler, SchedulerDriver& driver, bool* timedOut) {
+  timeout.expires_after(secondsToDuration(s.timeoutS));
+  timeout.async_wait([&io, &s, &scheduler, &driver, timedOut](const boost::system::error_code& ec) {
+    if (ec || scheduler.launchedAll()) return;
+    if (!driver.registered()) {
+      std::fprintf(stderr, "allot-execute: no master reachable at %s within %.0f s\n",
+                   s.master.c_str(), s.timeoutS);
+      *timedOut = true;
+      io.stop();
+      return;
+    }
+    std::fprintf(stderr, "allot-execute: no offer fitting %s within %.0f s (%zu of %lld launched)\n",
+                 s.resources.c_str(), s.timeoutS, scheduler.launched(),
+                 static_cast<long long>(s.instances));
+    scheduler.killAll(124);
+  });
+}
+
 // Runs the tasks until they end (or the timeout or an interrupt); the exit code.
 int run(const Settings& s, const Resources& resources) {
   asio::io_context io(1);
@@ -451,29 +481,10 @@ int run(const Settings& s, const Resources& resources) {
   };
   signals.async_wait(onSignal);
   asio::steady_timer killTimer(io);
-  if (s.killAfterS > 0) {
-    killTimer.expires_after(secondsToDuration(s.killAfterS));
-    killTimer.async_wait([&](const boost::system::error_code& ec) {
-      if (!ec) scheduler.killAll(0);
-    });
-  }
+  armKillAfter(killTimer, s, scheduler);
   asio::steady_timer timeout(io);
-  timeout.expires_after(secondsToDuration(s.timeoutS));
   bool timedOut = false;
-  timeout.async_wait([&](const boost::system::error_code& ec) {
-    if (ec || scheduler.launchedAll()) return;
-    if (!driver.registered()) {
-      std::fprintf(stderr, "allot-execute: no master reachable at %s within %.0f s\n",
-                   s.master.c_str(), s.timeoutS);
-      timedOut = true;
-      io.stop();
-      return;
-    }
-    std::fprintf(stderr, "allot-execute: no offer fitting %s within %.0f s (%zu of %lld launched)\n",
-                 s.resources.c_str(), s.timeoutS, scheduler.launched(),
-                 static_cast<long long>(s.instances));
-    scheduler.killAll(124);
-  });
+  watchLaunchTimeout(io, timeout, s, scheduler, driver, &timedOut);
   io.run();
   if (timedOut) return 124;
   // The tasks ended: their last output comes within a few answers.
