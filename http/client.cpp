@@ -72,6 +72,32 @@ std::string ClientResponse::header(std::string_view name) const {
 
 namespace {
 
+// A streamed body's pieces to the caller's sink; stops the read when the
+// sink says so.
+struct ChunkForwarder {
+  const ChunkSink* sink;
+  bool stopped = false;
+  size_t operator()(std::uint64_t, beast::string_view piece, beast::error_code& ec) {
+    if (!(*sink)(std::string_view(piece.data(), piece.size()))) {
+      stopped = true;
+      ec = asio::error::operation_aborted;
+    }
+    return piece.size();
+  }
+};
+
+// Why the server's certificate is refused after the handshake; "" when it
+// is not.
+std::string refusalOf(SSL* ssl, const ClientTls& tls) {
+  PeerIdentity peer;
+  if (Status st = readPeerCertificate(ssl, &peer); !st) return "TLS: " + st.error().describe();
+  if (!tls.serverRole.empty() && peer.certRole != tls.serverRole) {
+    return "TLS: the server's certificate (" + peer.principal + ") has role '" + peer.certRole +
+           "', expected '" + tls.serverRole + "'";
+  }
+  return "";
+}
+
 Result<ClientResponse> exchangeWith(const HostPort& server, const std::string& method,
                                     const std::string& target, const std::string& body,
                                     std::chrono::milliseconds timeout, const ClientTls& tls,
@@ -86,18 +112,11 @@ Result<ClientResponse> exchangeWith(const HostPort& server, const std::string& m
   auto req = makeRequest(server, method, target, body);
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(kMaxClientBodyBytes);
-  bool stopped = false;
   // Beast keeps a reference to the callback: it lives until the end.
-  auto chunkBody = [&](std::uint64_t, beast::string_view piece, beast::error_code& ec) -> size_t {
-    if (!(*onChunk)(std::string_view(piece.data(), piece.size()))) {
-      stopped = true;
-      ec = asio::error::operation_aborted;
-    }
-    return piece.size();
-  };
+  ChunkForwarder forward{onChunk};
   if (onChunk) {
     parser.body_limit(boost::none);  // the pieces never pile up in the body
-    parser.on_chunk_body(chunkBody);
+    parser.on_chunk_body(forward);
   }
   beast::flat_buffer buffer;
 
@@ -121,21 +140,16 @@ Result<ClientResponse> exchangeWith(const HostPort& server, const std::string& m
     }
     if (!secure) return exchange(*plain, req, buffer, parser, result);
     secure->async_handshake(ssl::stream_base::client, [&](beast::error_code he) {
-      PeerIdentity peer;
       if (he) {
         result = he;
-      } else if (Status st = readPeerCertificate(secure->native_handle(), &peer); !st) {
-        refusal = "TLS: " + st.error().describe();
-      } else if (!tls.serverRole.empty() && peer.certRole != tls.serverRole) {
-        refusal = "TLS: the server's certificate (" + peer.principal + ") has role '" +
-                  peer.certRole + "', expected '" + tls.serverRole + "'";
-      } else {
-        exchange(*secure, req, buffer, parser, result);
+        return;
       }
+      refusal = refusalOf(secure->native_handle(), tls);
+      if (refusal.empty()) exchange(*secure, req, buffer, parser, result);
     });
   });
   io.run();
-  if (stopped) result = {};
+  if (forward.stopped) result = {};
   return outcome(where, refusal, result, parser);
 }
 
