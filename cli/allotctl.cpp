@@ -276,6 +276,20 @@ int operate(const Context& ctx, const std::string& target, const std::string& do
   return kOk;
 }
 
+// allotctl logs TASK: through the task's agent (cli/allotctl_logs.h).
+int logs(const Context& ctx, const std::vector<std::string>& args) {
+  LogsRequest request;
+  if (!parseLogsArgs(args, &request)) return kUsage;
+  request.framework = ctx.settings.framework;
+  request.stderrStream = ctx.settings.stderrStream;
+  request.follow = request.follow || ctx.settings.follow;
+  request.tail = ctx.settings.tail;
+  request.timeoutS = ctx.settings.timeoutS;
+  request.agentTls = http::ClientTls{ctx.tls.context, "agent"};
+  auto call = [&](const std::string& method, const std::string& target) { return ctx.call(method, target); };
+  return static_cast<int>(runLogs(call, request));
+}
+
 int run(const Context& ctx, const std::vector<std::string>& args) {
   const std::string& cmd = args[0];
   auto needOne = [&](const char* what) {
@@ -322,18 +336,7 @@ int run(const Context& ctx, const std::vector<std::string>& args) {
     }
     return printLeader(ctx);
   }
-  if (cmd == "logs") {
-    LogsRequest request;
-    if (!parseLogsArgs(args, &request)) return kUsage;
-    request.framework = ctx.settings.framework;
-    request.stderrStream = ctx.settings.stderrStream;
-    request.follow = request.follow || ctx.settings.follow;
-    request.tail = ctx.settings.tail;
-    request.timeoutS = ctx.settings.timeoutS;
-    request.agentTls = http::ClientTls{ctx.tls.context, "agent"};
-    auto call = [&](const std::string& method, const std::string& target) { return ctx.call(method, target); };
-    return static_cast<int>(runLogs(call, request));
-  }
+  if (cmd == "logs") return logs(ctx, args);
   if (isRoleCommand(cmd)) {
     auto call = [&](const std::string& method, const std::string& target) { return ctx.call(method, target); };
     return static_cast<int>(runRoleCommand(call, args, ctx.settings.json));
