@@ -14,10 +14,6 @@ double toSeconds(Duration d) { return std::chrono::duration<double>(d).count(); 
 
 double weightOf(const wire::FrameworkInfo& info) { return info.weight() > 0 ? info.weight() : 1.0; }
 
-std::string taskKey(const std::string& frameworkId, const std::string& taskId) {
-  return frameworkId + "/" + taskId;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Master>> Master::create(MasterOptions options, const Clock& clock,
@@ -40,12 +36,6 @@ Master::Master(MasterOptions options, const Clock& clock, Outbox& outbox,
       outbox_(outbox),
       allocator_(std::move(allocator)),
       nextFullCycle_(clock.now() + options_.allocationInterval) {}
-
-size_t Master::taskCount() const {
-  size_t n = 0;
-  for (const auto& [id, fw] : frameworks_) n += fw.tasks.size();
-  return n;
-}
 
 std::optional<double> Master::dominantShare(const std::string& frameworkId) const {
   auto it = frameworks_.find(frameworkId);
@@ -340,14 +330,14 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
   FrameworkRecord& fw = it->second;
   LOG_INFO("removing framework " << frameworkId << ": " << why);
   removeOffers(offers_.ofFramework(fw.id), true, true);
-  for (const auto& [taskId, task] : fw.tasks) {
-    countTask(task, -1);  // the record goes with the framework's below
+  for (const auto& [taskId, task] : tasks_.ofFramework(frameworkId)) {
     auto agent = agents_.find(task.info.agent_id());
     if (agent == agents_.end()) continue;
     allocator_->recover(fw.handle, agent->second.handle, task.charged, std::nullopt, clock_.now());
   }
+  std::unordered_set<std::string> ranTasks = tasks_.dropFramework(frameworkId);
   for (auto& [agentId, agent] : agents_) {
-    bool present = agent.tasks.erase(frameworkId) + agent.executors.erase(frameworkId) > 0;
+    bool present = ranTasks.count(agentId) + agent.executors.erase(frameworkId) > 0;
     if (present && agent.peer) {
       wire::Envelope e;
       e.mutable_shutdown_framework()->set_framework_id(frameworkId);
@@ -496,42 +486,34 @@ void Master::adoptExecutor(AgentRecord& agent, const wire::ExecutorState& ex, Ta
     auto charged = Resources::fromWire(t.resources());
     if (!charged) continue;
     (*reported)[fid].insert(t.task_id());
-    if (fw.tasks.size() >= limits::kTasksPerFrameworkMax && !fw.tasks.count(t.task_id())) continue;
-    bool fresh = false;
-    TaskRecord& task = addTask(fw, t.task_id(), &fresh);
-    if (!fresh && task.info.agent_id() != agent.id) {
-      *problems += " task " + t.task_id() + " runs on agent " + task.info.agent_id() + ";";
+    const TaskRecord* known = tasks_.find(fid, t.task_id());
+    if (known == nullptr && tasks_.countOfFramework(fid) >= limits::kTasksPerFrameworkMax) continue;
+    wire::TaskInfo info = t;
+    info.set_agent_id(agent.id);
+    if (!tasks_.adopt(fid, info, *charged, latest)) {
+      *problems += " task " + t.task_id() + " runs on agent " + known->info.agent_id() + ";";
       continue;
     }
-    task.info = t;
-    task.info.set_agent_id(agent.id);
-    task.charged = *charged;
-    if (latest.task_id() == t.task_id()) setLatest(task, latest);
-    agent.tasks[fid].insert(t.task_id());
     allocator_->allocateUsed(fw.handle, agent.handle, *charged);
   }
 }
 
 void Master::loseUnreported(AgentRecord& agent, const TaskIdsByFramework& reported) {
   static const std::unordered_set<std::string> kNone;
-  for (auto& [fid, taskIds] : agent.tasks) {
+  std::vector<std::pair<std::string, std::string>> gone;  // framework id, task id
+  for (const auto& [fid, taskIds] : tasks_.onAgent(agent.id)) {
     auto r = reported.find(fid);
     const auto& kept = r == reported.end() ? kNone : r->second;
-    std::vector<std::string> gone;
     for (const auto& tid : taskIds) {
-      if (!kept.count(tid)) gone.push_back(tid);
+      if (!kept.count(tid)) gone.emplace_back(fid, tid);
     }
+  }
+  for (const auto& [fid, tid] : gone) {
+    std::optional<wire::TaskInfo> info = tasks_.drop(fid, tid);
     auto fwIt = frameworks_.find(fid);
-    for (const auto& tid : gone) {
-      taskIds.erase(tid);
-      if (fwIt == frameworks_.end()) continue;
-      auto t = fwIt->second.tasks.find(tid);
-      if (t == fwIt->second.tasks.end()) continue;
-      wire::TaskInfo info = t->second.info;
-      eraseTask(fwIt->second, t);
-      sendMasterUpdate(fwIt->second, info, wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
-                       "agent " + agent.id + " re-registered without this task");
-    }
+    if (!info || fwIt == frameworks_.end()) continue;
+    sendMasterUpdate(fwIt->second, *info, wire::TASK_LOST, wire::REASON_AGENT_RESTARTED,
+                     "agent " + agent.id + " re-registered without this task");
   }
 }
 
@@ -539,32 +521,15 @@ void Master::loseUnreported(AgentRecord& agent, const TaskIdsByFramework& report
 // tasks' resources) to the allocator, before the agent's handle goes away.
 void Master::recoverAgentHoldings(AgentRecord& agent) {
   removeOffers(offers_.ofAgent(agent.id), true, true);
-  for (const auto& [fid, taskIds] : agent.tasks) {
+  for (const auto& [fid, taskIds] : tasks_.onAgent(agent.id)) {
     auto fw = frameworks_.find(fid);
     if (fw == frameworks_.end()) continue;
     for (const auto& tid : taskIds) {
-      auto t = fw->second.tasks.find(tid);
-      if (t == fw->second.tasks.end()) continue;
-      allocator_->recover(fw->second.handle, agent.handle, t->second.charged, std::nullopt,
-                          clock_.now());
+      const TaskRecord* task = tasks_.find(fid, tid);
+      if (task == nullptr) continue;
+      allocator_->recover(fw->second.handle, agent.handle, task->charged, std::nullopt, clock_.now());
     }
   }
-}
-
-void Master::rememberEnded(AgentRecord& agent, const std::string& frameworkId,
-                           const std::string& taskId) {
-  std::string key = taskKey(frameworkId, taskId);
-  if (!agent.ended.insert(key).second) return;
-  agent.endedOrder.push_back(std::move(key));
-  if (agent.endedOrder.size() > kMaxEndedTasksPerAgent) {
-    agent.ended.erase(agent.endedOrder.front());
-    agent.endedOrder.pop_front();
-  }
-}
-
-bool Master::endedOn(const AgentRecord& agent, const std::string& frameworkId,
-                     const std::string& taskId) const {
-  return agent.ended.count(taskKey(frameworkId, taskId)) > 0;
 }
 
 void Master::onHeartbeat(PeerId peer, AgentRecord& agent, const wire::Heartbeat& m) {
@@ -610,17 +575,11 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
   AgentRecord& agent = it->second;
   LOG_WARNING("removing agent " << agentId << ": " << why);
   recoverAgentHoldings(agent);
-  for (auto& [fid, taskIds] : agent.tasks) {
+  for (const auto& [fid, info] : tasks_.dropAgent(agentId)) {
     auto fwIt = frameworks_.find(fid);
     if (fwIt == frameworks_.end()) continue;
-    for (const auto& tid : taskIds) {
-      auto t = fwIt->second.tasks.find(tid);
-      if (t == fwIt->second.tasks.end()) continue;
-      wire::TaskInfo info = t->second.info;
-      eraseTask(fwIt->second, t);
-      sendMasterUpdate(fwIt->second, info, wire::TASK_LOST, wire::REASON_AGENT_LOST,
-                       "agent " + agentId + " removed: " + why);
-    }
+    sendMasterUpdate(fwIt->second, info, wire::TASK_LOST, wire::REASON_AGENT_LOST,
+                     "agent " + agentId + " removed: " + why);
   }
   if (agent.peer) {
     peers_.bind(*agent.peer, "");

@@ -48,6 +48,7 @@
 #include "master/metrics.h"
 #include "master/offer_book.h"
 #include "master/peer_table.h"
+#include "master/task_book.h"
 #include "master/policy.h"
 #include "master/role_store.h"
 #include "proto/allot.pb.h"
@@ -98,13 +99,6 @@ constexpr size_t kMaxIdBytes = 256;
 // Frameworks this master removed itself, remembered so a late update of
 // theirs is acknowledged on their behalf (oldest forgotten first).
 constexpr size_t kMaxRemovedFrameworksRemembered = 100000;
-// Terminal tasks an agent may still send (resent) updates for and a
-// framework may still acknowledge, per agent.
-constexpr size_t kMaxEndedTasksPerAgent = 10000;
-// Tasks that ended lately, kept with their last status for /state (and so
-// allotctl tasks): a task killed by a drain's deadline shows
-// REASON_AGENT_DRAINED after the master has forgotten it.
-constexpr size_t kEndedTasksShown = 1000;
 // Allocation intervals for which a revoked task's resources are withheld
 // from the framework they were revoked from (on that agent).
 constexpr int kRevokedHoldRounds = 3;
@@ -144,7 +138,8 @@ class Master {
   size_t frameworkCount() const { return frameworks_.size(); }
   size_t offerCount() const { return offers_.size(); }
   const OfferBook& offerBook() const { return offers_; }
-  size_t taskCount() const;
+  size_t taskCount() const { return tasks_.size(); }
+  const TaskBook& taskBook() const { return tasks_; }
   std::optional<double> dominantShare(const std::string& frameworkId) const;
   const Allocator& allocator() const { return *allocator_; }
   // May this principal act on other frameworks' tasks and frameworks
@@ -199,32 +194,18 @@ class Master {
   void refreshGauges();
 
  private:
-  struct TaskRecord {
-    wire::TaskInfo info;
-    Resources charged;          // task + executor overhead it brought
-    wire::TaskStatus latest;
-    TimePoint launchedAt;       // for the revocation order (adopted: adoption time)
-    bool revoking = false;      // KillTask REVOKED sent; counted as freed
-  };
-
   struct AgentRecord {
     std::string id;
     wire::AgentInfo info;
     AgentHandle handle = 0;
     std::optional<PeerId> peer;
     TimePoint lastSeen;
-    // framework id -> its task ids here
-    std::unordered_map<std::string, std::unordered_set<std::string>> tasks;
     // framework id -> executor ids here
     std::unordered_map<std::string, std::unordered_set<std::string>> executors;
     // The latest UsageReport: "framework/executor" -> usage.
     std::unordered_map<std::string, wire::ResourceUsage> usage;
     bool draining = false;       // allotctl drain: never offered until undrained
     double drainDeadlineS = 0;   // wall clock
-    // Recently ended tasks here ("framework/task"), oldest first: their
-    // resent updates and acknowledgements are still accepted.
-    std::unordered_set<std::string> ended;
-    std::deque<std::string> endedOrder;
   };
 
   struct FrameworkRecord {
@@ -234,7 +215,6 @@ class Master {
     std::optional<PeerId> peer;
     bool needsOffers = true;
     TimePoint disconnectedAt;
-    std::unordered_map<std::string, TaskRecord> tasks;
     std::deque<wire::Envelope> pending;  // updates while disconnected
     std::vector<std::string> agentFilterIds;
     Resources minFree;
@@ -275,8 +255,6 @@ class Master {
   Status authorizeAgent(const PeerLink& link, const wire::RegisterAgent& m);
   // The principal that registered a framework ("" when none did).
   const std::string& principalOf(const FrameworkRecord& fw) const;
-  void rememberEnded(AgentRecord& agent, const std::string& frameworkId, const std::string& taskId);
-  bool endedOn(const AgentRecord& agent, const std::string& frameworkId, const std::string& taskId) const;
   void closeUnregistered(TimePoint now);
   void disconnectFramework(FrameworkRecord& fw);
   void removeFramework(const std::string& frameworkId, const std::string& why);
@@ -329,7 +307,7 @@ class Master {
   struct RevocationScratch {
     struct Ref {
       FrameworkRecord* fw;
-      TaskRecord* task;
+      const TaskRecord* task;
       AgentRecord* agent;
     };
     std::vector<RevocableTask> tasks;
@@ -342,7 +320,7 @@ class Master {
   bool gatherRevocationInputs(TimePoint now, std::vector<RevocationFramework>* inputs,
                               std::vector<RevocationRole>* roles);
   void gatherRevocableTasks(std::vector<RevocationFramework>* inputs, RevocationScratch* s);
-  void sendRevocation(FrameworkRecord& fw, TaskRecord& task);
+  void sendRevocation(FrameworkRecord& fw, const TaskRecord& task);
   // Tasks of this accept already launched count: launchTask records each.
   Status checkLongTaskCap(const AgentRecord& agent, const wire::TaskInfo& task,
                           const Resources& charged) const;
@@ -350,27 +328,14 @@ class Master {
   // tasks.cpp: status updates, kill, acknowledge, reconcile.
   void onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m);
   FrameworkRecord* frameworkOfUpdate(AgentRecord& agent, const wire::TaskStatus& status);
-  // A task placed on `agent` ended: forgotten (its resources freed), shown
-  // among the ended tasks, its resent updates still accepted.
-  void endTask(AgentRecord& agent, FrameworkRecord& fw, const std::string& taskId);
+  // A task placed on `agent` ended (the task book forgot it): its
+  // resources go back to the allocator.
+  void freeEnded(AgentRecord& agent, FrameworkRecord& fw, const TaskRecord& ended);
   void onKill(FrameworkRecord& fw, const wire::KillTask& m);
   void onAcknowledge(FrameworkRecord& fw, const wire::Acknowledge& m);
   void onReconcile(FrameworkRecord& fw, const wire::Reconcile& m);
   void sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task, wire::TaskState state,
                         wire::Reason reason, const std::string& message);
-  // Ends a task in the master's books: frees its resources (unless the
-  // whole agent is going away) and forgets it; returns its record.
-  std::optional<TaskRecord> forgetTask(FrameworkRecord& fw, const std::string& taskId,
-                                       bool recoverResources);
-  // tasks.cpp: the only writers of a framework's task map and of a task's
-  // latest status, so tasksByState_ counts every task in frameworks_ under
-  // its latest state (removeFramework uncounts a whole framework's tasks
-  // with countTask). addTask: the task's record, a new one (counted as
-  // TASK_STAGING, a TaskStatus's default) when `fresh` comes back true.
-  TaskRecord& addTask(FrameworkRecord& fw, const std::string& taskId, bool* fresh = nullptr);
-  void setLatest(TaskRecord& task, const wire::TaskStatus& status);
-  void eraseTask(FrameworkRecord& fw, std::unordered_map<std::string, TaskRecord>::iterator task);
-  void countTask(const TaskRecord& task, int64_t delta);
   // operate.cpp: the only writer of AgentRecord::draining (agentsDraining_).
   void setDraining(AgentRecord& agent, bool draining);
 
@@ -404,23 +369,13 @@ class Master {
   bool allocationPending_ = false;
   bool offersHeld_ = false;
   MasterMetrics metrics_;
-  // What refreshGauges() shows, kept where it changes: tasks in frameworks_
-  // by the value of their latest state (the last slot: a value outside the
-  // enum, which input validation refuses before any handler; never shown),
-  // and agents in agents_ that are draining.
-  std::array<int64_t, wire::TaskState_ARRAYSIZE + 1> tasksByState_{};
+  // Every task, the only writer of their state (master/task_book.h).
+  TaskBook tasks_;
+  // What refreshGauges() shows, kept where it changes: agents in agents_
+  // that are draining.
   int64_t agentsDraining_ = 0;
   uint64_t revocations_ = 0;
   std::vector<double> fairScratch_;
-  // The latest kEndedTasksShown tasks that ended with a terminal status,
-  // oldest first; endedTasksDropped_ counts those pushed out (the sequence
-  // number of endedTasks_.front(), so a /state rendering can resume).
-  struct EndedTask {
-    std::string frameworkId;
-    TaskRecord record;
-  };
-  std::deque<EndedTask> endedTasks_;
-  uint64_t endedTasksDropped_ = 0;
 };
 
 }  // namespace allot

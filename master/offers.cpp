@@ -142,10 +142,10 @@ void Master::onDecline(FrameworkRecord& fw, const wire::DeclineOffers& m) {
 Status Master::validateTask(const FrameworkRecord& fw, const AgentRecord& agent,
                             const wire::TaskInfo& task, Resources* charged) {
   if (task.task_id().empty()) return Error{"task id must not be empty"};
-  if (fw.tasks.size() >= limits::kTasksPerFrameworkMax) {
+  if (tasks_.countOfFramework(fw.id) >= limits::kTasksPerFrameworkMax) {
     return Error{"framework runs " + std::to_string(limits::kTasksPerFrameworkMax) + " tasks already"};
   }
-  if (fw.tasks.count(task.task_id())) return Error{"task id " + task.task_id() + " is already in use"};
+  if (tasks_.find(fw.id, task.task_id())) return Error{"task id " + task.task_id() + " is already in use"};
   auto resources = Resources::fromWire(task.resources());
   if (!resources) return Error{"resources: " + resources.error().describe()};
   if (resources->scalarMillis("cpus") <= 0 && resources->scalarMillis("mem") <= 0) {
@@ -198,17 +198,7 @@ void Master::launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo 
     if (task.executor().executor_id().empty()) task.mutable_executor()->set_executor_id(task.task_id());
     agent.executors[fw.id].insert(task.executor().executor_id());
   }
-  TaskRecord& record = addTask(fw, task.task_id());
-  record.info = task;
-  record.charged = std::move(charged);
-  wire::TaskStatus staging;
-  staging.set_task_id(task.task_id());
-  staging.set_framework_id(fw.id);
-  staging.set_agent_id(agent.id);
-  staging.set_state(wire::TASK_STAGING);
-  setLatest(record, staging);
-  record.launchedAt = clock_.now();
-  agent.tasks[fw.id].insert(task.task_id());
+  tasks_.launch(fw.id, task, std::move(charged), clock_.now());
   wire::Envelope e;
   *e.mutable_run_task()->mutable_framework() = fw.info;
   e.mutable_run_task()->mutable_framework()->set_principal(principalOf(fw));

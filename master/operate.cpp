@@ -17,7 +17,7 @@ Status Master::drainAgent(const std::string& agentId, Duration deadline) {
   removeOffers(offers_.ofAgent(agent.id), true, true);
   size_t asked = 0;
   if (agent.peer) {
-    for (const auto& [fid, taskIds] : agent.tasks) {
+    for (const auto& [fid, taskIds] : tasks_.onAgent(agent.id)) {
       for (const auto& tid : taskIds) {
         wire::Envelope e;
         auto* k = e.mutable_kill_task();
@@ -53,7 +53,7 @@ Status Master::killTask(const std::string& taskId, const std::string& frameworkI
   FrameworkRecord* owner = nullptr;
   for (auto& [fid, fw] : frameworks_) {
     if (!frameworkId.empty() && fid != frameworkId) continue;
-    if (fw.tasks.count(taskId)) {
+    if (tasks_.find(fid, taskId)) {
       if (owner) return Error{"task id " + taskId + " is ambiguous: name the framework"};
       owner = &fw;
     }
@@ -77,7 +77,8 @@ void Master::setDraining(AgentRecord& agent, bool draining) {
 void Master::refreshGauges() {
   for (int s = wire::TaskState_MIN; s <= wire::TaskState_MAX; ++s) {
     if (!wire::TaskState_IsValid(s)) continue;
-    metrics_.tasks(static_cast<wire::TaskState>(s)).Set(static_cast<double>(tasksByState_[s]));
+    auto state = static_cast<wire::TaskState>(s);
+    metrics_.tasks(state).Set(static_cast<double>(tasks_.countOf(state)));
   }
   metrics_.agents().Set(static_cast<double>(agents_.size()));
   metrics_.agentsDraining().Set(static_cast<double>(agentsDraining_));

@@ -96,7 +96,7 @@ void Master::gatherRevocableTasks(std::vector<RevocationFramework>* inputs, Revo
   size_t index = 0;  // frameworks_ in the same order as `inputs`
   for (auto& [id, fw] : frameworks_) {
     RevocationFramework& in = (*inputs)[index++];
-    for (auto& [taskId, task] : fw.tasks) {
+    for (const auto& [taskId, task] : tasks_.ofFramework(id)) {
       auto agent = agents_.find(task.info.agent_id());
       if (task.revoking) {
         // Already on its way out: freed for the need, and no longer the
@@ -160,8 +160,8 @@ void Master::revokePlaced(TimePoint now, std::vector<RevocationFramework>* input
   }
 }
 
-void Master::sendRevocation(FrameworkRecord& fw, TaskRecord& task) {
-  task.revoking = true;
+void Master::sendRevocation(FrameworkRecord& fw, const TaskRecord& task) {
+  tasks_.markRevoking(fw.id, task.info.task_id());
   ++revocations_;
   wire::Envelope e;
   auto* k = e.mutable_kill_task();
@@ -180,12 +180,11 @@ Status Master::checkLongTaskCap(const AgentRecord& agent, const wire::TaskInfo& 
   const LongTaskCap& cap = options_.policy.longTaskMax;
   if (!task.long_lived() || !cap.set()) return okStatus();
   Resources held;
-  for (const auto& [frameworkId, ids] : agent.tasks) {
-    auto fw = frameworks_.find(frameworkId);
-    if (fw == frameworks_.end()) continue;
+  for (const auto& [frameworkId, ids] : tasks_.onAgent(agent.id)) {
+    if (!frameworks_.count(frameworkId)) continue;
     for (const auto& id : ids) {
-      auto t = fw->second.tasks.find(id);
-      if (t != fw->second.tasks.end() && t->second.info.long_lived()) held += t->second.charged;
+      const TaskRecord* task = tasks_.find(frameworkId, id);
+      if (task != nullptr && task->info.long_lived()) held += task->charged;
     }
   }
   auto total = Resources::fromWire(agent.info.resources());

@@ -130,9 +130,9 @@ bool MasterStateView::collectKeys(const Map& map, KeyCursor* c, IdList* out, uin
 bool MasterStateView::collectTaskKeys(Meter* meter) {
   while (taskOwner_ < frameworks_.size()) {
     frameworks_.get(taskOwner_, &owner_);
-    auto fw = master_.frameworks_.find(owner_);
-    if (fw != master_.frameworks_.end() &&
-        !collectKeys(fw->second.tasks, &cursor_, &tasks_, static_cast<uint32_t>(taskOwner_), meter)) {
+    if (master_.frameworks_.count(owner_) &&
+        !collectKeys(master_.taskBook().ofFramework(owner_), &cursor_, &tasks_,
+                     static_cast<uint32_t>(taskOwner_), meter)) {
       return false;
     }
     cursor_ = KeyCursor{};
@@ -161,14 +161,12 @@ bool MasterStateView::fillNext(StateBatch* batch) {
       tasks_.get(position_++, &key_);
       if (owner != cachedOwner_) {
         frameworks_.get(owner, &owner_);
-        auto fw = master_.frameworks_.find(owner_);
         cachedOwner_ = owner;
-        cachedFramework_ = fw == master_.frameworks_.end() ? nullptr : &fw->second;
+        cachedTasks_ = &master_.taskBook().ofFramework(owner_);
       }
-      if (!cachedFramework_) return true;
-      auto t = cachedFramework_->tasks.find(key_);
-      if (t == cachedFramework_->tasks.end()) return true;
-      copyTaskRecord(cachedFramework_->id, key_, t->second, &batch->tasks.emplace_back(), &batch->text);
+      auto t = cachedTasks_->find(key_);
+      if (t == cachedTasks_->end()) return true;
+      copyTaskRecord(owner_, key_, t->second, &batch->tasks.emplace_back(), &batch->text);
       return true;
     }
     case Phase::kOffers:
@@ -179,8 +177,9 @@ bool MasterStateView::fillNext(StateBatch* batch) {
     case Phase::kCompletedTasks: {
       if (position_ == endedTo_ - endedFrom_) return false;
       uint64_t seq = endedFrom_ + position_++;
-      if (seq < master_.endedTasksDropped_) return true;  // pushed out meanwhile
-      const auto& ended = master_.endedTasks_[seq - master_.endedTasksDropped_];
+      const TaskBook& book = master_.taskBook();
+      if (seq < book.endedDropped()) return true;  // pushed out meanwhile
+      const auto& ended = book.endedShown()[seq - book.endedDropped()];
       copyTaskRecord(ended.frameworkId, ended.record.info.task_id(), ended.record,
                      &batch->completedTasks.emplace_back(), &batch->text);
       return true;
@@ -228,7 +227,7 @@ std::unique_ptr<StateBatch> MasterStateView::takeBatch(bool last) {
 std::unique_ptr<StateBatch> MasterStateView::step(const Slice& slice) {
   Meter meter(slice);
   cachedOwner_ = SIZE_MAX;  // the master may have changed since the last step
-  cachedFramework_ = nullptr;
+  cachedTasks_ = nullptr;
   while (phase_ < Phase::kAgents) {
     bool complete = false;
     switch (phase_) {
@@ -248,8 +247,8 @@ std::unique_ptr<StateBatch> MasterStateView::step(const Slice& slice) {
     if (!complete) return nullptr;
     phase_ = static_cast<Phase>(static_cast<int>(phase_) + 1);
     if (phase_ == Phase::kAgents) {
-      endedFrom_ = master_.endedTasksDropped_;
-      endedTo_ = endedFrom_ + master_.endedTasks_.size();
+      endedFrom_ = master_.taskBook().endedDropped();
+      endedTo_ = endedFrom_ + master_.taskBook().endedShown().size();
     }
   }
   if (phase_ == Phase::kDone) return nullptr;
@@ -291,9 +290,7 @@ bool MasterStateView::fillAgent(const Master& m, const std::string& id, state::A
   out->set_connected(a.peer.has_value());
   out->set_draining(a.draining);
   out->set_drain_deadline_s(a.drainDeadlineS);
-  uint32_t tasks = 0;
-  for (const auto& [fid, ids] : a.tasks) tasks += static_cast<uint32_t>(ids.size());
-  out->set_task_count(tasks);
+  out->set_task_count(static_cast<uint32_t>(m.taskBook().countOnAgent(id)));
   out->set_offer_count(static_cast<uint32_t>(m.offerBook().countOfAgent(id)));
   for (const auto& [key, usage] : a.usage) {
     auto* u = out->add_usage();
@@ -321,23 +318,21 @@ bool MasterStateView::fillFramework(const Master& m, const std::string& id,
   m.allocator_->allocation(f.handle).toWire(out->mutable_allocated());
   out->set_connected(f.peer.has_value());
   out->set_needs_offers(f.needsOffers);
-  out->set_task_count(static_cast<uint32_t>(f.tasks.size()));
+  out->set_task_count(static_cast<uint32_t>(m.taskBook().countOfFramework(id)));
   out->set_offer_count(static_cast<uint32_t>(m.offerBook().countOfFramework(id)));
   return true;
 }
 
 bool MasterStateView::fillTask(const Master& m, const std::string& frameworkId,
                                const std::string& taskId, state::TaskView* out) {
-  auto f = m.frameworks_.find(frameworkId);
-  if (f == m.frameworks_.end()) return false;
-  auto t = f->second.tasks.find(taskId);
-  if (t == f->second.tasks.end()) return false;
-  fillTaskRecord(frameworkId, taskId, t->second, out);
+  const TaskRecord* task = m.taskBook().find(frameworkId, taskId);
+  if (task == nullptr) return false;
+  fillTaskRecord(frameworkId, taskId, *task, out);
   return true;
 }
 
 void MasterStateView::fillTaskRecord(const std::string& frameworkId, const std::string& taskId,
-                                     const Master::TaskRecord& task, state::TaskView* out) {
+                                     const TaskRecord& task, state::TaskView* out) {
   out->set_task_id(taskId);
   out->set_framework_id(frameworkId);
   out->set_agent_id(task.info.agent_id());
@@ -378,9 +373,7 @@ bool MasterStateView::copyAgent(const Master& m, const std::string& id, AgentIte
   out->connected = a.peer.has_value();
   out->draining = a.draining;
   out->drainDeadlineS = a.drainDeadlineS;
-  uint32_t tasks = 0;
-  for (const auto& [fid, ids] : a.tasks) tasks += static_cast<uint32_t>(ids.size());
-  out->taskCount = tasks;
+  out->taskCount = static_cast<uint32_t>(m.taskBook().countOnAgent(id));
   out->offerCount = static_cast<uint32_t>(m.offerBook().countOfAgent(id));
   out->usage.reserve(a.usage.size());
   for (const auto& [key, usage] : a.usage) {
@@ -410,13 +403,13 @@ bool MasterStateView::copyFramework(const Master& m, const std::string& id, Fram
   out->allocated = m.allocator_->allocation(f.handle);
   out->connected = f.peer.has_value();
   out->needsOffers = f.needsOffers;
-  out->taskCount = static_cast<uint32_t>(f.tasks.size());
+  out->taskCount = static_cast<uint32_t>(m.taskBook().countOfFramework(id));
   out->offerCount = static_cast<uint32_t>(m.offerBook().countOfFramework(id));
   return true;
 }
 
 void MasterStateView::copyTaskRecord(const std::string& frameworkId, const std::string& taskId,
-                                     const Master::TaskRecord& task, TaskItem* out, ItemText* text) {
+                                     const TaskRecord& task, TaskItem* out, ItemText* text) {
   out->taskId = text->keep(taskId);
   out->frameworkId = text->keep(frameworkId);
   out->agentId = text->keep(task.info.agent_id());
@@ -450,10 +443,10 @@ state::State MasterStateView::snapshot(const Master& m) {
   for (const auto& [id, a] : m.agents_) fillAgent(m, id, ms->add_agents());
   for (const auto& [id, f] : m.frameworks_) {
     fillFramework(m, id, ms->add_frameworks());
-    for (const auto& [tid, t] : f.tasks) fillTask(m, id, tid, ms->add_tasks());
+    for (const auto& [tid, t] : m.taskBook().ofFramework(id)) fillTask(m, id, tid, ms->add_tasks());
   }
   for (const auto& [id, o] : m.offerBook().all()) fillOffer(m, id, ms->add_offers());
-  for (const auto& e : m.endedTasks_) {
+  for (const auto& e : m.taskBook().endedShown()) {
     fillTaskRecord(e.frameworkId, e.record.info.task_id(), e.record, ms->add_completed_tasks());
   }
   return s;

@@ -98,14 +98,14 @@ class MasterStateView {
                        state::TaskView* out);
   static bool fillOffer(const Master& m, const std::string& id, state::OfferView* out);
   static void fillTaskRecord(const std::string& frameworkId, const std::string& taskId,
-                             const Master::TaskRecord& task, state::TaskView* out);
+                             const TaskRecord& task, state::TaskView* out);
   static void fillSummary(const Master& m, state::MasterState* out);
 
   // The plain copies (master/state_items.h) the loop makes for the worker.
   static bool copyAgent(const Master& m, const std::string& id, AgentItem* out, ItemText* text);
   static bool copyFramework(const Master& m, const std::string& id, FrameworkItem* out, ItemText* text);
   static void copyTaskRecord(const std::string& frameworkId, const std::string& taskId,
-                             const Master::TaskRecord& task, TaskItem* out, ItemText* text);
+                             const TaskRecord& task, TaskItem* out, ItemText* text);
   static bool copyOffer(const Master& m, const std::string& id, OfferItem* out, ItemText* text);
 
  private:
@@ -150,10 +150,10 @@ class MasterStateView {
   bool sectionHasItems_ = false;
   std::unique_ptr<StateBatch> batch_;
   std::string key_, owner_;      // reused lookup keys
-  // The framework of the task keys' owner index, looked up once per step
-  // (the master does not change during one).
+  // The tasks of the task keys' owner index, looked up once per step (the
+  // master does not change during one).
   size_t cachedOwner_ = SIZE_MAX;
-  const Master::FrameworkRecord* cachedFramework_ = nullptr;
+  const TaskBook::Tasks* cachedTasks_ = nullptr;
 };
 
 }  // namespace allot

@@ -20,60 +20,18 @@ void Master::sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task,
   sendToFramework(fw, e);
 }
 
-Master::TaskRecord& Master::addTask(FrameworkRecord& fw, const std::string& taskId, bool* fresh) {
-  auto [it, inserted] = fw.tasks.try_emplace(taskId);
-  if (inserted) countTask(it->second, 1);
-  if (fresh) *fresh = inserted;
-  return it->second;
-}
-
-void Master::setLatest(TaskRecord& task, const wire::TaskStatus& status) {
-  countTask(task, -1);
-  task.latest = status;
-  countTask(task, 1);
-}
-
-void Master::eraseTask(FrameworkRecord& fw, std::unordered_map<std::string, TaskRecord>::iterator task) {
-  countTask(task->second, -1);
-  fw.tasks.erase(task);
-}
-
-void Master::countTask(const TaskRecord& task, int64_t delta) {
-  int state = task.latest.state();
-  size_t slot = wire::TaskState_IsValid(state) ? static_cast<size_t>(state) : tasksByState_.size() - 1;
-  tasksByState_[slot] += delta;
-}
-
-std::optional<Master::TaskRecord> Master::forgetTask(FrameworkRecord& fw, const std::string& taskId,
-                                                    bool recoverResources) {
-  auto t = fw.tasks.find(taskId);
-  if (t == fw.tasks.end()) return std::nullopt;
-  auto agent = agents_.find(t->second.info.agent_id());
-  if (agent != agents_.end()) {
-    auto ts = agent->second.tasks.find(fw.id);
-    if (ts != agent->second.tasks.end()) {
-      ts->second.erase(taskId);
-      if (ts->second.empty()) agent->second.tasks.erase(ts);
-    }
-    if (recoverResources) {
-      // Resources revoked from a framework are for the starved one: the
-      // victim, which may relaunch at once, is not offered them again on
-      // this agent for a few allocation rounds (a refusal, so they count
-      // toward its share meanwhile, as declined resources do).
-      if (t->second.revoking) {
-        allocator_->recoverRevoked(fw.handle, agent->second.handle, t->second.charged,
-                                   kRevokedHoldRounds * options_.allocationInterval, clock_.now());
-      } else {
-        allocator_->recover(fw.handle, agent->second.handle, t->second.charged, std::nullopt,
-                            clock_.now());
-      }
-      allocationPending_ = true;
-    }
+void Master::freeEnded(AgentRecord& agent, FrameworkRecord& fw, const TaskRecord& ended) {
+  // Resources revoked from a framework are for the starved one: the
+  // victim, which may relaunch at once, is not offered them again on this
+  // agent for a few allocation rounds (a refusal, so they count toward its
+  // share meanwhile, as declined resources do).
+  if (ended.revoking) {
+    allocator_->recoverRevoked(fw.handle, agent.handle, ended.charged,
+                               kRevokedHoldRounds * options_.allocationInterval, clock_.now());
+  } else {
+    allocator_->recover(fw.handle, agent.handle, ended.charged, std::nullopt, clock_.now());
   }
-  countTask(t->second, -1);  // before the move empties its status
-  TaskRecord record = std::move(t->second);
-  fw.tasks.erase(t);
-  return record;
+  allocationPending_ = true;
 }
 
 // The framework an agent's update is for, or null when the update was
@@ -120,15 +78,15 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
   FrameworkRecord* known = frameworkOfUpdate(agent, status);
   if (known == nullptr) return;
   FrameworkRecord& fw = *known;
-  auto t = fw.tasks.find(status.task_id());
-  bool placedHere = t != fw.tasks.end() && t->second.info.agent_id() == agent.id;
+  const TaskRecord* task = tasks_.find(fw.id, status.task_id());
+  bool placedHere = task != nullptr && task->info.agent_id() == agent.id;
   // An agent speaks only for tasks the master placed on it (or that it
   // re-registered with), and for those that ended there lately (resends).
   // Exception: a framework this master knows only from agents (it failed
   // over; no scheduler registered here yet, so no secret) keeps the update
   // for its scheduler, which reconciles it.
   bool learnedFromAgents = !fw.peer && peers_.owner(IdKind::kFramework, fw.id) == nullptr;
-  if (!placedHere && !learnedFromAgents && !endedOn(agent, fw.id, status.task_id())) {
+  if (!placedHere && !learnedFromAgents && !tasks_.endedOn(agent.id, fw.id, status.task_id())) {
     LOG_WARNING("agent " << agent.id << ": dropped an update for task " << status.task_id()
                          << " of framework " << fw.id << ", which does not run there");
     sendError(*agent.peer, "StatusUpdate: task " + status.task_id() + " of framework " + fw.id +
@@ -136,27 +94,17 @@ void Master::onStatusUpdate(AgentRecord& agent, const wire::StatusUpdate& m) {
     return;
   }
   if (!placedHere && learnedFromAgents && isTerminal(status.state())) {
-    rememberEnded(agent, fw.id, status.task_id());  // its acknowledgement may pass
+    tasks_.rememberEnded(agent.id, fw.id, status.task_id());  // its acknowledgement may pass
   }
   if (placedHere) {
-    setLatest(t->second, status);
-    if (isTerminal(status.state())) endTask(agent, fw, status.task_id());
+    if (const TaskRecord* ended = tasks_.update(fw.id, status.task_id(), status)) {
+      freeEnded(agent, fw, *ended);
+    }
   }
   wire::Envelope e;
   *e.mutable_status_update()->mutable_status() = status;
   e.mutable_status_update()->mutable_status()->set_agent_id(agent.id);
   sendToFramework(fw, e);
-}
-
-void Master::endTask(AgentRecord& agent, FrameworkRecord& fw, const std::string& taskId) {
-  if (auto ended = forgetTask(fw, taskId, true)) {
-    endedTasks_.push_back(EndedTask{fw.id, std::move(*ended)});
-    if (endedTasks_.size() > kEndedTasksShown) {
-      endedTasks_.pop_front();
-      ++endedTasksDropped_;
-    }
-  }
-  rememberEnded(agent, fw.id, taskId);
 }
 
 void Master::onKill(FrameworkRecord& caller, const wire::KillTask& m) {
@@ -176,8 +124,8 @@ void Master::onKill(FrameworkRecord& caller, const wire::KillTask& m) {
     target = &other->second;
   }
   FrameworkRecord& fw = *target;
-  auto t = fw.tasks.find(m.task_id());
-  if (t == fw.tasks.end()) {
+  const TaskRecord* task = tasks_.find(fw.id, m.task_id());
+  if (task == nullptr) {
     wire::TaskInfo unknown;
     unknown.set_task_id(m.task_id());
     unknown.set_agent_id(m.agent_id());
@@ -185,10 +133,10 @@ void Master::onKill(FrameworkRecord& caller, const wire::KillTask& m) {
                      "the master knows no task " + m.task_id());
     return;
   }
-  auto agent = agents_.find(t->second.info.agent_id());
+  auto agent = agents_.find(task->info.agent_id());
   if (agent == agents_.end() || !agent->second.peer) {
     LOG_INFO("kill of task " << m.task_id() << " waits for agent "
-                             << t->second.info.agent_id() << " to reconnect");
+                             << task->info.agent_id() << " to reconnect");
     return;
   }
   wire::Envelope e;
@@ -207,13 +155,13 @@ void Master::onAcknowledge(FrameworkRecord& fw, const wire::Acknowledge& m) {
     return;
   }
   std::string agentId = m.agent_id();
-  auto t = fw.tasks.find(m.task_id());
-  if (agentId.empty() && t != fw.tasks.end()) agentId = t->second.info.agent_id();
+  const TaskRecord* task = tasks_.find(fw.id, m.task_id());
+  if (agentId.empty() && task != nullptr) agentId = task->info.agent_id();
   auto agent = agents_.find(agentId);
   if (agent == agents_.end() || !agent->second.peer || m.update_id().empty()) return;
   // Only the framework's own tasks on that agent, live or lately ended.
-  bool own = (t != fw.tasks.end() && t->second.info.agent_id() == agentId) ||
-             endedOn(agent->second, fw.id, m.task_id());
+  bool own = (task != nullptr && task->info.agent_id() == agentId) ||
+             tasks_.endedOn(agentId, fw.id, m.task_id());
   if (!own) return;
   wire::Envelope e;
   auto* a = e.mutable_status_acknowledgement();
@@ -233,13 +181,12 @@ void Master::onReconcile(FrameworkRecord& fw, const wire::Reconcile& m) {
     sendToFramework(fw, e);
   };
   if (m.tasks().empty()) {
-    for (const auto& [id, task] : fw.tasks) answer(task);
+    for (const auto& [id, task] : tasks_.ofFramework(fw.id)) answer(task);
     return;
   }
   for (const auto& ref : m.tasks()) {
-    auto t = fw.tasks.find(ref.task_id());
-    if (t != fw.tasks.end()) {
-      answer(t->second);
+    if (const TaskRecord* task = tasks_.find(fw.id, ref.task_id())) {
+      answer(*task);
       continue;
     }
     wire::TaskInfo unknown;
