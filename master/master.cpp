@@ -89,8 +89,8 @@ void Master::peerClosed(PeerId peer) {
     auto fw = frameworks_.find(link->id);
     if (fw != frameworks_.end() && fw->second.peer == peer) disconnectFramework(fw->second);
   } else if (link->role == wire::ROLE_AGENT) {
-    auto agent = agents_.find(link->id);
-    if (agent != agents_.end() && agent->second.peer == peer) disconnectAgent(agent->second);
+    AgentRecord* agent = agents_.find(link->id);
+    if (agent != nullptr && agent->peer == peer) disconnectAgent(*agent);
   }
 }
 
@@ -112,11 +112,11 @@ void Master::peerMessage(PeerId peer, const wire::Envelope& e) {
   }
   if (binding.role == wire::ROLE_AGENT) {
     if (e.has_register_agent()) return onRegisterAgent(peer, e.register_agent());
-    auto agent = agents_.find(binding.id);
-    if (binding.id.empty() || agent == agents_.end()) {
+    AgentRecord* agent = agents_.find(binding.id);
+    if (binding.id.empty() || agent == nullptr) {
       return sendError(peer, "not registered: send RegisterAgent first", false);
     }
-    return agentMessage(peer, agent->second, e);
+    return agentMessage(peer, *agent, e);
   }
   sendError(peer, "the master talks to schedulers and agents only", true);
 }
@@ -298,8 +298,7 @@ void Master::setAgentFilters(FrameworkRecord& fw, std::vector<std::string> agent
 void Master::applyStandingFilters(FrameworkRecord& fw) {
   std::vector<AgentHandle> handles;
   for (const auto& id : fw.agentFilterIds) {
-    auto a = agents_.find(id);
-    if (a != agents_.end()) handles.push_back(a->second.handle);
+    if (const AgentRecord* a = agents_.find(id)) handles.push_back(a->handle());
   }
   // A list naming only unknown agents still means "none of the others".
   if (handles.empty() && !fw.agentFilterIds.empty()) handles.push_back(kMaxAgents);
@@ -331,19 +330,19 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
   LOG_INFO("removing framework " << frameworkId << ": " << why);
   removeOffers(offers_.ofFramework(fw.id), true, true);
   for (const auto& [taskId, task] : tasks_.ofFramework(frameworkId)) {
-    auto agent = agents_.find(task.info.agent_id());
-    if (agent == agents_.end()) continue;
-    allocator_->recover(fw.handle, agent->second.handle, task.charged, std::nullopt, clock_.now());
+    const AgentRecord* agent = agents_.find(task.info.agent_id());
+    if (agent == nullptr) continue;
+    allocator_->recover(fw.handle, agent->handle(), task.charged, std::nullopt, clock_.now());
   }
   std::unordered_set<std::string> ranTasks = tasks_.dropFramework(frameworkId);
-  for (auto& [agentId, agent] : agents_) {
-    bool present = ranTasks.count(agentId) + agent.executors.erase(frameworkId) > 0;
+  agents_.forEach([&](AgentRecord& agent) {
+    bool present = ranTasks.count(agent.id) + agent.executors.erase(frameworkId) > 0;
     if (present && agent.peer) {
       wire::Envelope e;
       e.mutable_shutdown_framework()->set_framework_id(frameworkId);
       outbox_.send(*agent.peer, e);
     }
-  }
+  });
   if (fw.peer) peers_.bind(*fw.peer, "");
   peers_.forget(IdKind::kFramework, frameworkId);
   if (removedFrameworks_.insert(frameworkId).second) {
@@ -368,7 +367,7 @@ Status Master::authorizeAgent(const PeerLink& link, const wire::RegisterAgent& m
   size_t agentsMax = options_.acls.agentsMax(principal);
   if (agentsMax == 0) return Error{"principal '" + principal + "' may not register agents"};
   const std::string& id = m.info().id();
-  bool known = !id.empty() && agents_.count(id);
+  bool known = !id.empty() && agents_.contains(id);
   if (!known && agents_.size() >= limits::kAgentsMax) {
     return Error{"the master holds " + std::to_string(limits::kAgentsMax) + " agents already"};
   }
@@ -387,11 +386,11 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   }
   std::string id = m.info().id().empty() ? newId('A') : m.info().id();
   if (const std::string previous = link.id; !previous.empty() && previous != id) {
-    auto old = agents_.find(previous);
-    if (old != agents_.end() && old->second.peer == peer) disconnectAgent(old->second);
+    AgentRecord* old = agents_.find(previous);
+    if (old != nullptr && old->peer == peer) disconnectAgent(*old);
   }
-  auto [it, inserted] = agents_.try_emplace(id);
-  AgentRecord& agent = it->second;
+  bool inserted = false;
+  AgentRecord& agent = agents_.add(id, &inserted);
   if (!inserted) {
     // Re-registration: forget the old accounting, rebuild it from the message.
     recoverAgentHoldings(agent);
@@ -399,19 +398,16 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
       peers_.bind(*agent.peer, "");
       outbox_.close(*agent.peer, "agent " + id + " re-registered on a new connection");
     }
-    allocator_->removeAgent(agent.handle);
-    agentByHandle_.erase(agent.handle);
+    allocator_->removeAgent(agent.handle());
   }
-  agent.id = id;
   // A new id gets a new secret; an id this master does not know (it is a
   // new leader) keeps the secret its agent presents.
   const IdOwner& owner = peers_.claim(IdKind::kAgent, id, link.auth.principal,
                                       m.info().id().empty() ? "" : m.agent_secret(), ids_);
   agent.info = m.info();
   agent.info.set_id(id);
-  agent.handle = allocator_->addAgent(*total);
-  agentByHandle_[agent.handle] = id;
-  if (agent.draining) allocator_->setAgentActive(agent.handle, false);
+  agents_.setHandle(agent, allocator_->addAgent(*total));
+  if (agent.draining()) allocator_->setAgentActive(agent.handle(), false);
   agent.peer = peer;
   agent.lastSeen = clock_.now();
   peers_.bind(peer, id);
@@ -494,7 +490,7 @@ void Master::adoptExecutor(AgentRecord& agent, const wire::ExecutorState& ex, Ta
       *problems += " task " + t.task_id() + " runs on agent " + known->info.agent_id() + ";";
       continue;
     }
-    allocator_->allocateUsed(fw.handle, agent.handle, *charged);
+    allocator_->allocateUsed(fw.handle, agent.handle(), *charged);
   }
 }
 
@@ -527,7 +523,7 @@ void Master::recoverAgentHoldings(AgentRecord& agent) {
     for (const auto& tid : taskIds) {
       const TaskRecord* task = tasks_.find(fid, tid);
       if (task == nullptr) continue;
-      allocator_->recover(fw->second.handle, agent.handle, task->charged, std::nullopt, clock_.now());
+      allocator_->recover(fw->second.handle, agent.handle(), task->charged, std::nullopt, clock_.now());
     }
   }
 }
@@ -554,10 +550,10 @@ void Master::onUsageReport(AgentRecord& agent, const wire::UsageReport& m) {
 std::optional<wire::ResourceUsage> Master::executorUsage(const std::string& agentId,
                                                          const std::string& frameworkId,
                                                          const std::string& executorId) const {
-  auto agent = agents_.find(agentId);
-  if (agent == agents_.end()) return std::nullopt;
-  auto it = agent->second.usage.find(frameworkId + "/" + executorId);
-  if (it == agent->second.usage.end()) return std::nullopt;
+  const AgentRecord* agent = agents_.find(agentId);
+  if (agent == nullptr) return std::nullopt;
+  auto it = agent->usage.find(frameworkId + "/" + executorId);
+  if (it == agent->usage.end()) return std::nullopt;
   return it->second;
 }
 
@@ -566,13 +562,13 @@ void Master::disconnectAgent(AgentRecord& agent) {
                     << toSeconds(options_.agentTimeout) << " s");
   agent.peer.reset();
   removeOffers(offers_.ofAgent(agent.id), true, true);
-  allocator_->setAgentActive(agent.handle, false);
+  allocator_->setAgentActive(agent.handle(), false);
 }
 
 void Master::removeAgent(const std::string& agentId, const std::string& why) {
-  auto it = agents_.find(agentId);
-  if (it == agents_.end()) return;
-  AgentRecord& agent = it->second;
+  AgentRecord* found = agents_.find(agentId);
+  if (found == nullptr) return;
+  AgentRecord& agent = *found;
   LOG_WARNING("removing agent " << agentId << ": " << why);
   recoverAgentHoldings(agent);
   for (const auto& [fid, info] : tasks_.dropAgent(agentId)) {
@@ -586,10 +582,8 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
     outbox_.close(*agent.peer, "agent removed: " + why);
   }
   peers_.forget(IdKind::kAgent, agentId);
-  allocator_->removeAgent(agent.handle);
-  agentByHandle_.erase(agent.handle);
-  setDraining(agent, false);
-  agents_.erase(it);
+  allocator_->removeAgent(agent.handle());
+  agents_.remove(agentId);
   wire::Envelope lost;
   lost.mutable_agent_lost()->set_agent_id(agentId);
   for (auto& [fid, fw] : frameworks_) {
@@ -601,7 +595,7 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
 
 void Master::checkTimeouts(TimePoint now) {
   std::vector<std::string> silent;
-  for (const auto& [id, agent] : agents_) {
+  for (const auto& [id, agent] : agents_.all()) {
     if (now - agent.lastSeen > options_.agentTimeout) silent.push_back(id);
   }
   for (const auto& id : silent) {

@@ -41,6 +41,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "master/acls.h"
+#include "master/agent_registry.h"
 #include "master/allocator/allocator.h"
 #include "master/allocator/revocation.h"
 #include "master/identity_store.h"
@@ -135,6 +136,7 @@ class Master {
   // Introspection (tests, logs, later /metrics).
   const std::string& masterId() const { return options_.masterId; }
   size_t agentCount() const { return agents_.size(); }
+  const AgentRegistry& agents() const { return agents_; }
   size_t frameworkCount() const { return frameworks_.size(); }
   size_t offerCount() const { return offers_.size(); }
   const OfferBook& offerBook() const { return offers_; }
@@ -193,21 +195,7 @@ class Master {
   // steps as there are gauges, whatever the number of tasks and agents.
   void refreshGauges();
 
- private:
-  struct AgentRecord {
-    std::string id;
-    wire::AgentInfo info;
-    AgentHandle handle = 0;
-    std::optional<PeerId> peer;
-    TimePoint lastSeen;
-    // framework id -> executor ids here
-    std::unordered_map<std::string, std::unordered_set<std::string>> executors;
-    // The latest UsageReport: "framework/executor" -> usage.
-    std::unordered_map<std::string, wire::ResourceUsage> usage;
-    bool draining = false;       // allotctl drain: never offered until undrained
-    double drainDeadlineS = 0;   // wall clock
-  };
-
+  // Read access for /state (master/state_view.h) and tests.
   struct FrameworkRecord {
     std::string id;
     wire::FrameworkInfo info;
@@ -222,9 +210,12 @@ class Master {
     FrameworkGrant grant;   // what the ACLs allow it (run-as users, roles)
     std::optional<TimePoint> starvedSince;  // wants offers, below its target
   };
+  using Frameworks = std::unordered_map<std::string, FrameworkRecord>;
+  const Frameworks& frameworks() const { return frameworks_; }
+  const MasterOptions& options() const { return options_; }
+  const Clock& clock() const { return clock_; }
 
-  friend class MasterStateView;  // state_view.h: /state reads the records
-
+ private:
   Master(MasterOptions options, const Clock& clock, Outbox& outbox,
          std::unique_ptr<Allocator> allocator);
 
@@ -336,8 +327,6 @@ class Master {
   void onReconcile(FrameworkRecord& fw, const wire::Reconcile& m);
   void sendMasterUpdate(FrameworkRecord& fw, const wire::TaskInfo& task, wire::TaskState state,
                         wire::Reason reason, const std::string& message);
-  // operate.cpp: the only writer of AgentRecord::draining (agentsDraining_).
-  void setDraining(AgentRecord& agent, bool draining);
 
   MasterOptions options_;
   // The flags' roles (options_.policy.roles as given): the defaults that
@@ -349,12 +338,11 @@ class Master {
   std::unique_ptr<Allocator> allocator_;
   PeerTable peers_;
   std::unique_ptr<IdentityStore> identityStore_;  // written through peers_
-  std::unordered_map<std::string, AgentRecord> agents_;
-  std::unordered_map<std::string, FrameworkRecord> frameworks_;
+  AgentRegistry agents_;
+  Frameworks frameworks_;
   std::unordered_set<std::string> removedFrameworks_;
   std::deque<std::string> removedOrder_;  // removedFrameworks_ oldest first
   std::unordered_map<FrameworkHandle, std::string> frameworkByHandle_;
-  std::unordered_map<AgentHandle, std::string> agentByHandle_;
   OfferBook offers_;
   // Agent id -> the frameworks whose standing filter names it: an agent's
   // registration re-applies only their filters, not every framework's.
@@ -371,9 +359,6 @@ class Master {
   MasterMetrics metrics_;
   // Every task, the only writer of their state (master/task_book.h).
   TaskBook tasks_;
-  // What refreshGauges() shows, kept where it changes: agents in agents_
-  // that are draining.
-  int64_t agentsDraining_ = 0;
   uint64_t revocations_ = 0;
   std::vector<double> fairScratch_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/check.h"
 #include "base/log.h"
 #include "master/master.h"
 
@@ -36,7 +37,9 @@ void Master::sendOffers(const std::vector<Grant>& grants) {
   std::unordered_map<FrameworkHandle, wire::Envelope> batches;
   for (const Grant& g : grants) {
     FrameworkRecord& fw = frameworks_.at(frameworkByHandle_.at(g.framework));
-    AgentRecord& agent = agents_.at(agentByHandle_.at(g.agent));
+    AgentRecord* found = agents_.byHandle(g.agent);
+    CHECK(found != nullptr);  // the allocator grants only agents it was given
+    AgentRecord& agent = *found;
     std::string offerId = newId('O');
     offers_.add(offerId, OfferRecord{fw.id, agent.id, g.resources, now + options_.offerTimeout});
 
@@ -103,10 +106,10 @@ void Master::removeOffer(const std::string& offerId, bool recoverIt, bool notify
   if (!removed) return;
   const OfferRecord& offer = *removed;
   auto fw = frameworks_.find(offer.frameworkId);
-  auto agent = agents_.find(offer.agentId);
+  const AgentRecord* agent = agents_.find(offer.agentId);
   if (fw == frameworks_.end()) return;
-  if (recoverIt && agent != agents_.end()) {
-    allocator_->recover(fw->second.handle, agent->second.handle, offer.resources, refuse,
+  if (recoverIt && agent != nullptr) {
+    allocator_->recover(fw->second.handle, agent->handle(), offer.resources, refuse,
                         clock_.now());
     allocationPending_ = true;
   }
@@ -218,11 +221,11 @@ void Master::onAccept(FrameworkRecord& fw, const wire::AcceptOffers& m) {
   std::vector<std::string> ids(m.offer_ids().begin(), m.offer_ids().end());
   auto accepted = offers_.checkAccept(fw.id, ids);
   if (!accepted) return refuseAccept(fw, m, wire::REASON_INVALID_OFFER, accepted.error().message);
-  auto agent = agents_.find(accepted->agentId);
-  if (agent == agents_.end() || !agent->second.peer) {
+  AgentRecord* agent = agents_.find(accepted->agentId);
+  if (agent == nullptr || !agent->peer) {
     return refuseAccept(fw, m, wire::REASON_INVALID_OFFER, "agent " + accepted->agentId + " is gone");
   }
-  launchAccepted(fw, agent->second, m, accepted->offered);
+  launchAccepted(fw, *agent, m, accepted->offered);
 }
 
 void Master::refuseAccept(FrameworkRecord& fw, const wire::AcceptOffers& m, wire::Reason reason,
@@ -266,7 +269,7 @@ void Master::launchAccepted(FrameworkRecord& fw, AgentRecord& agent, const wire:
   }
   Resources unused = offered - used;
   if (!unused.empty()) {
-    allocator_->recover(fw.handle, agent.handle, unused, refuse, clock_.now());
+    allocator_->recover(fw.handle, agent.handle(), unused, refuse, clock_.now());
     allocationPending_ = true;
   }
 }

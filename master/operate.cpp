@@ -7,13 +7,12 @@
 namespace allot {
 
 Status Master::drainAgent(const std::string& agentId, Duration deadline) {
-  auto it = agents_.find(agentId);
-  if (it == agents_.end()) return Error{"no agent " + agentId};
-  AgentRecord& agent = it->second;
+  AgentRecord* found = agents_.find(agentId);
+  if (found == nullptr) return Error{"no agent " + agentId};
+  AgentRecord& agent = *found;
   double deadlineS = std::chrono::duration<double>(deadline).count();
-  setDraining(agent, true);
-  agent.drainDeadlineS = wallClockSeconds() + deadlineS;
-  allocator_->setAgentActive(agent.handle, false);
+  agents_.drain(agent, wallClockSeconds() + deadlineS);
+  allocator_->setAgentActive(agent.handle(), false);
   removeOffers(offers_.ofAgent(agent.id), true, true);
   size_t asked = 0;
   if (agent.peer) {
@@ -37,13 +36,10 @@ Status Master::drainAgent(const std::string& agentId, Duration deadline) {
 }
 
 Status Master::undrainAgent(const std::string& agentId) {
-  auto it = agents_.find(agentId);
-  if (it == agents_.end()) return Error{"no agent " + agentId};
-  AgentRecord& agent = it->second;
-  if (!agent.draining) return okStatus();
-  setDraining(agent, false);
-  agent.drainDeadlineS = 0;
-  if (agent.peer) allocator_->setAgentActive(agent.handle, true);
+  AgentRecord* agent = agents_.find(agentId);
+  if (agent == nullptr) return Error{"no agent " + agentId};
+  if (!agents_.undrain(*agent)) return okStatus();
+  if (agent->peer) allocator_->setAgentActive(agent->handle(), true);
   allocationPending_ = true;
   LOG_WARNING("agent " << agentId << " undrained: offers resume");
   return okStatus();
@@ -68,12 +64,6 @@ Status Master::killTask(const std::string& taskId, const std::string& frameworkI
   return okStatus();
 }
 
-void Master::setDraining(AgentRecord& agent, bool draining) {
-  if (agent.draining == draining) return;
-  agent.draining = draining;
-  agentsDraining_ += draining ? 1 : -1;
-}
-
 void Master::refreshGauges() {
   for (int s = wire::TaskState_MIN; s <= wire::TaskState_MAX; ++s) {
     if (!wire::TaskState_IsValid(s)) continue;
@@ -81,7 +71,7 @@ void Master::refreshGauges() {
     metrics_.tasks(state).Set(static_cast<double>(tasks_.countOf(state)));
   }
   metrics_.agents().Set(static_cast<double>(agents_.size()));
-  metrics_.agentsDraining().Set(static_cast<double>(agentsDraining_));
+  metrics_.agentsDraining().Set(static_cast<double>(agents_.drainingCount()));
   metrics_.frameworks().Set(static_cast<double>(frameworks_.size()));
   metrics_.offersOutstanding().Set(static_cast<double>(offers_.size()));
 }

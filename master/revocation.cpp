@@ -97,18 +97,18 @@ void Master::gatherRevocableTasks(std::vector<RevocationFramework>* inputs, Revo
   for (auto& [id, fw] : frameworks_) {
     RevocationFramework& in = (*inputs)[index++];
     for (const auto& [taskId, task] : tasks_.ofFramework(id)) {
-      auto agent = agents_.find(task.info.agent_id());
+      AgentRecord* agent = agents_.find(task.info.agent_id());
       if (task.revoking) {
         // Already on its way out: freed for the need, and no longer the
         // victim's when its guarantee and fair share are checked.
         in.allocation -= task.charged;
-        if (agent != agents_.end()) s->revokingOn.insert(agent->second.handle);
+        if (agent != nullptr) s->revokingOn.insert(agent->handle());
         continue;
       }
-      if (agent == agents_.end() || !agent->second.peer) continue;  // cannot kill now
-      s->tasks.push_back(RevocableTask{fw.handle, task.charged, task.launchedAt, agent->second.handle});
-      s->refs.push_back(RevocationScratch::Ref{&fw, &task, &agent->second});
-      s->byAgent[agent->second.handle].push_back(s->tasks.size() - 1);
+      if (agent == nullptr || !agent->peer) continue;  // cannot kill now
+      s->tasks.push_back(RevocableTask{fw.handle, task.charged, task.launchedAt, agent->handle()});
+      s->refs.push_back(RevocationScratch::Ref{&fw, &task, agent});
+      s->byAgent[agent->handle()].push_back(s->tasks.size() - 1);
     }
   }
 }
@@ -172,7 +172,7 @@ void Master::sendRevocation(FrameworkRecord& fw, const TaskRecord& task) {
   k->set_reason(wire::REASON_REVOKED);
   LOG_INFO("revoking task " << task.info.task_id() << " of framework " << fw.id << " ("
                             << task.charged.toString() << ", grace " << k->grace_s() << " s)");
-  outbox_.send(*agents_.at(task.info.agent_id()).peer, e);
+  outbox_.send(*agents_.find(task.info.agent_id())->peer, e);
 }
 
 Status Master::checkLongTaskCap(const AgentRecord& agent, const wire::TaskInfo& task,

@@ -130,7 +130,7 @@ bool MasterStateView::collectKeys(const Map& map, KeyCursor* c, IdList* out, uin
 bool MasterStateView::collectTaskKeys(Meter* meter) {
   while (taskOwner_ < frameworks_.size()) {
     frameworks_.get(taskOwner_, &owner_);
-    if (master_.frameworks_.count(owner_) &&
+    if (master_.frameworks().count(owner_) &&
         !collectKeys(master_.taskBook().ofFramework(owner_), &cursor_, &tasks_,
                      static_cast<uint32_t>(taskOwner_), meter)) {
       return false;
@@ -232,10 +232,10 @@ std::unique_ptr<StateBatch> MasterStateView::step(const Slice& slice) {
     bool complete = false;
     switch (phase_) {
       case Phase::kAgentKeys:
-        complete = collectKeys(master_.agents_, &cursor_, &agents_, 0, &meter);
+        complete = collectKeys(master_.agents().all(), &cursor_, &agents_, 0, &meter);
         break;
       case Phase::kFrameworkKeys:
-        complete = collectKeys(master_.frameworks_, &cursor_, &frameworks_, 0, &meter);
+        complete = collectKeys(master_.frameworks(), &cursor_, &frameworks_, 0, &meter);
         break;
       case Phase::kTaskKeys:
         complete = collectTaskKeys(&meter);
@@ -266,13 +266,13 @@ std::unique_ptr<StateBatch> MasterStateView::step(const Slice& slice) {
 
 void MasterStateView::fillSummary(const Master& m, state::MasterState* out) {
   out->set_master_id(m.masterId());
-  out->set_allocator(m.options_.allocator);
-  m.allocator_->totalResources().toWire(out->mutable_total());
+  out->set_allocator(m.options().allocator);
+  m.allocator().totalResources().toWire(out->mutable_total());
 }
 
 bool MasterStateView::fillAgent(const Master& m, const std::string& id, state::AgentView* out) {
-  auto it = m.agents_.find(id);
-  if (it == m.agents_.end()) return false;
+  auto it = m.agents().all().find(id);
+  if (it == m.agents().all().end()) return false;
   const auto& a = it->second;
   out->set_id(id);
   out->set_hostname(a.info.hostname());
@@ -280,7 +280,7 @@ bool MasterStateView::fillAgent(const Master& m, const std::string& id, state::A
   *out->mutable_total() = a.info.resources();
   *out->mutable_attributes() = a.info.attributes();
   auto total = Resources::fromWire(a.info.resources());
-  Resources free = m.allocator_->freeResources(a.handle);
+  Resources free = m.allocator().freeResources(a.handle());
   free.toWire(out->mutable_free());
   if (total) {
     Resources used = *total;
@@ -288,8 +288,8 @@ bool MasterStateView::fillAgent(const Master& m, const std::string& id, state::A
     used.toWire(out->mutable_used());
   }
   out->set_connected(a.peer.has_value());
-  out->set_draining(a.draining);
-  out->set_drain_deadline_s(a.drainDeadlineS);
+  out->set_draining(a.draining());
+  out->set_drain_deadline_s(a.drainDeadlineS());
   out->set_task_count(static_cast<uint32_t>(m.taskBook().countOnAgent(id)));
   out->set_offer_count(static_cast<uint32_t>(m.offerBook().countOfAgent(id)));
   for (const auto& [key, usage] : a.usage) {
@@ -304,8 +304,8 @@ bool MasterStateView::fillAgent(const Master& m, const std::string& id, state::A
 
 bool MasterStateView::fillFramework(const Master& m, const std::string& id,
                                     state::FrameworkView* out) {
-  auto it = m.frameworks_.find(id);
-  if (it == m.frameworks_.end()) return false;
+  auto it = m.frameworks().find(id);
+  if (it == m.frameworks().end()) return false;
   const auto& f = it->second;
   out->set_id(id);
   out->set_name(f.info.name());
@@ -313,9 +313,9 @@ bool MasterStateView::fillFramework(const Master& m, const std::string& id,
   out->set_role(f.info.role());
   out->set_weight(f.info.weight() > 0 ? f.info.weight() : 1);
   out->set_priority(f.info.priority());
-  out->set_dominant_share(m.allocator_->dominantShare(f.handle));
+  out->set_dominant_share(m.allocator().dominantShare(f.handle));
   *out->mutable_guaranteed() = f.info.guaranteed();
-  m.allocator_->allocation(f.handle).toWire(out->mutable_allocated());
+  m.allocator().allocation(f.handle).toWire(out->mutable_allocated());
   out->set_connected(f.peer.has_value());
   out->set_needs_offers(f.needsOffers);
   out->set_task_count(static_cast<uint32_t>(m.taskBook().countOfFramework(id)));
@@ -355,24 +355,24 @@ bool MasterStateView::fillOffer(const Master& m, const std::string& id, state::O
   out->set_framework_id(o.frameworkId);
   out->set_agent_id(o.agentId);
   o.resources.toWire(out->mutable_resources());
-  out->set_expires_in_s(std::chrono::duration<double>(o.expiry - m.clock_.now()).count());
+  out->set_expires_in_s(std::chrono::duration<double>(o.expiry - m.clock().now()).count());
   return true;
 }
 
 bool MasterStateView::copyAgent(const Master& m, const std::string& id, AgentItem* out, ItemText* text) {
-  auto it = m.agents_.find(id);
-  if (it == m.agents_.end()) return false;
+  auto it = m.agents().all().find(id);
+  if (it == m.agents().all().end()) return false;
   const auto& a = it->second;
   out->id = text->keep(id);
   out->hostname = text->keep(a.info.hostname());
   out->httpAddress = text->keep(a.info.http_address());
   out->total = copyResources(a.info.resources(), text);
-  out->free = m.allocator_->freeResources(a.handle);
+  out->free = m.allocator().freeResources(a.handle());
   out->attributes.reserve(static_cast<size_t>(a.info.attributes_size()));
   for (const auto& attr : a.info.attributes()) out->attributes.emplace_back(text->keep(attr.name()), text->keep(attr.value()));
   out->connected = a.peer.has_value();
-  out->draining = a.draining;
-  out->drainDeadlineS = a.drainDeadlineS;
+  out->draining = a.draining();
+  out->drainDeadlineS = a.drainDeadlineS();
   out->taskCount = static_cast<uint32_t>(m.taskBook().countOnAgent(id));
   out->offerCount = static_cast<uint32_t>(m.offerBook().countOfAgent(id));
   out->usage.reserve(a.usage.size());
@@ -389,8 +389,8 @@ bool MasterStateView::copyAgent(const Master& m, const std::string& id, AgentIte
 
 bool MasterStateView::copyFramework(const Master& m, const std::string& id, FrameworkItem* out,
                                     ItemText* text) {
-  auto it = m.frameworks_.find(id);
-  if (it == m.frameworks_.end()) return false;
+  auto it = m.frameworks().find(id);
+  if (it == m.frameworks().end()) return false;
   const auto& f = it->second;
   out->id = text->keep(id);
   out->name = text->keep(f.info.name());
@@ -398,9 +398,9 @@ bool MasterStateView::copyFramework(const Master& m, const std::string& id, Fram
   out->role = text->keep(f.info.role());
   out->weight = f.info.weight() > 0 ? f.info.weight() : 1;
   out->priority = f.info.priority();
-  out->dominantShare = m.allocator_->dominantShare(f.handle);
+  out->dominantShare = m.allocator().dominantShare(f.handle);
   out->guaranteed = copyResources(f.info.guaranteed(), text);
-  out->allocated = m.allocator_->allocation(f.handle);
+  out->allocated = m.allocator().allocation(f.handle);
   out->connected = f.peer.has_value();
   out->needsOffers = f.needsOffers;
   out->taskCount = static_cast<uint32_t>(m.taskBook().countOfFramework(id));
@@ -432,7 +432,7 @@ bool MasterStateView::copyOffer(const Master& m, const std::string& id, OfferIte
   out->frameworkId = text->keep(o.frameworkId);
   out->agentId = text->keep(o.agentId);
   out->resources = o.resources;
-  out->expiresInS = std::chrono::duration<double>(o.expiry - m.clock_.now()).count();
+  out->expiresInS = std::chrono::duration<double>(o.expiry - m.clock().now()).count();
   return true;
 }
 
@@ -440,8 +440,8 @@ state::State MasterStateView::snapshot(const Master& m) {
   state::State s;
   auto* ms = s.mutable_master();
   fillSummary(m, ms);
-  for (const auto& [id, a] : m.agents_) fillAgent(m, id, ms->add_agents());
-  for (const auto& [id, f] : m.frameworks_) {
+  for (const auto& [id, a] : m.agents().all()) fillAgent(m, id, ms->add_agents());
+  for (const auto& [id, f] : m.frameworks()) {
     fillFramework(m, id, ms->add_frameworks());
     for (const auto& [tid, t] : m.taskBook().ofFramework(id)) fillTask(m, id, tid, ms->add_tasks());
   }

@@ -26,10 +26,10 @@ void Master::freeEnded(AgentRecord& agent, FrameworkRecord& fw, const TaskRecord
   // agent for a few allocation rounds (a refusal, so they count toward its
   // share meanwhile, as declined resources do).
   if (ended.revoking) {
-    allocator_->recoverRevoked(fw.handle, agent.handle, ended.charged,
+    allocator_->recoverRevoked(fw.handle, agent.handle(), ended.charged,
                                kRevokedHoldRounds * options_.allocationInterval, clock_.now());
   } else {
-    allocator_->recover(fw.handle, agent.handle, ended.charged, std::nullopt, clock_.now());
+    allocator_->recover(fw.handle, agent.handle(), ended.charged, std::nullopt, clock_.now());
   }
   allocationPending_ = true;
 }
@@ -133,8 +133,8 @@ void Master::onKill(FrameworkRecord& caller, const wire::KillTask& m) {
                      "the master knows no task " + m.task_id());
     return;
   }
-  auto agent = agents_.find(task->info.agent_id());
-  if (agent == agents_.end() || !agent->second.peer) {
+  const AgentRecord* agent = agents_.find(task->info.agent_id());
+  if (agent == nullptr || !agent->peer) {
     LOG_INFO("kill of task " << m.task_id() << " waits for agent "
                              << task->info.agent_id() << " to reconnect");
     return;
@@ -142,8 +142,8 @@ void Master::onKill(FrameworkRecord& caller, const wire::KillTask& m) {
   wire::Envelope e;
   *e.mutable_kill_task() = m;
   e.mutable_kill_task()->set_framework_id(fw.id);
-  e.mutable_kill_task()->set_agent_id(agent->first);
-  outbox_.send(*agent->second.peer, e);
+  e.mutable_kill_task()->set_agent_id(agent->id);
+  outbox_.send(*agent->peer, e);
 }
 
 void Master::onAcknowledge(FrameworkRecord& fw, const wire::Acknowledge& m) {
@@ -157,8 +157,8 @@ void Master::onAcknowledge(FrameworkRecord& fw, const wire::Acknowledge& m) {
   std::string agentId = m.agent_id();
   const TaskRecord* task = tasks_.find(fw.id, m.task_id());
   if (agentId.empty() && task != nullptr) agentId = task->info.agent_id();
-  auto agent = agents_.find(agentId);
-  if (agent == agents_.end() || !agent->second.peer || m.update_id().empty()) return;
+  const AgentRecord* agent = agents_.find(agentId);
+  if (agent == nullptr || !agent->peer || m.update_id().empty()) return;
   // Only the framework's own tasks on that agent, live or lately ended.
   bool own = (task != nullptr && task->info.agent_id() == agentId) ||
              tasks_.endedOn(agentId, fw.id, m.task_id());
@@ -168,7 +168,7 @@ void Master::onAcknowledge(FrameworkRecord& fw, const wire::Acknowledge& m) {
   a->set_framework_id(fw.id);
   a->set_task_id(m.task_id());
   a->set_update_id(m.update_id());
-  outbox_.send(*agent->second.peer, e);
+  outbox_.send(*agent->peer, e);
 }
 
 void Master::onReconcile(FrameworkRecord& fw, const wire::Reconcile& m) {
