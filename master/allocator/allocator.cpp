@@ -84,7 +84,7 @@ void Allocator::removeAgent(AgentHandle handle) {
   for (FrameworkHandle fw : slot.refusedBy) {
     if (frameworks_[fw].live) dropRefusal(fw, handle);
   }
-  for (FrameworkSlot& fw : frameworks_) clearBit(&fw.allowedBits, handle);
+  for (FrameworkHandle fw : slot.allowedBy) clearBit(&frameworks_[fw].allowedBits, handle);
   total_ -= slot.total;
   addDense(&totalMillis_, slot.total, -1);
   clearBit(&dirty_, handle);
@@ -165,7 +165,10 @@ void Allocator::setStandingFilters(FrameworkHandle handle,
   releaseAll(handle);  // held for the old task size or agent list
   slot.agentListSet = !agentList.empty();
   slot.allowedBits.clear();
-  for (AgentHandle a : agentList) setBit(&slot.allowedBits, a);
+  for (AgentHandle a : agentList) {
+    setBit(&slot.allowedBits, a);
+    if (a < agents_.size()) noteAllowedBy(a, handle);
+  }
   slot.minFree = minFree;
   fullPending_ = true;
 }
@@ -231,6 +234,21 @@ void Allocator::refuse(FrameworkHandle framework, AgentHandle agent,
   chargeRefused(fw, it->second.counted, 1);
   setBit(&fw.refusedBits, agent);
   expiries_.push(Expiry{now + duration, framework, agent});
+}
+
+// Removing an agent clears its bit in the lists that name it, not in
+// every framework's. Stale entries (the framework gone, its list changed)
+// and repeats are dropped each time the list doubles: amortised O(1).
+void Allocator::noteAllowedBy(AgentHandle agent, FrameworkHandle framework) {
+  AgentSlot& a = agents_[agent];
+  a.allowedBy.push_back(framework);
+  if (a.allowedBy.size() < std::max<size_t>(16, 2 * a.allowedByKept)) return;
+  std::erase_if(a.allowedBy, [&](FrameworkHandle fw) {
+    return !frameworks_[fw].live || !testBit(frameworks_[fw].allowedBits, agent);
+  });
+  std::sort(a.allowedBy.begin(), a.allowedBy.end());
+  a.allowedBy.erase(std::unique(a.allowedBy.begin(), a.allowedBy.end()), a.allowedBy.end());
+  a.allowedByKept = a.allowedBy.size();
 }
 
 void Allocator::dropRefusal(FrameworkHandle framework, AgentHandle agent) {

@@ -215,6 +215,10 @@ class Allocator {
     Resources total;
     Resources free;
     std::vector<FrameworkHandle> refusedBy;  // may hold stale entries
+    // Frameworks whose agent list names it (may hold stale entries and
+    // repeats: compacted when it doubles past allowedByKept).
+    std::vector<FrameworkHandle> allowedBy;
+    size_t allowedByKept = 0;
     // Held for one framework (reservations.cpp): others are not offered it.
     std::optional<FrameworkHandle> reservedFor;
     TimePoint reservedUntil;
@@ -281,6 +285,7 @@ class Allocator {
   void markDirty(AgentHandle agent);
   // The framework's `resources` back to the agent's free pool.
   void giveBack(FrameworkHandle framework, AgentHandle agent, const Resources& resources);
+  void noteAllowedBy(AgentHandle agent, FrameworkHandle framework);
   void dropRefusal(FrameworkHandle framework, AgentHandle agent);
   void dropRefusalsOutgrownBy(AgentHandle agent);
   void expireRefusals(TimePoint now);

@@ -248,6 +248,24 @@ TEST(Filters, StandingAgentListAndMinimumFree) {
   }
 }
 
+// A removed agent leaves the lists that named it: the agent that reuses
+// its handle is not in them, even after a list was set many times over.
+TEST(Filters, AnAgentListForgetsARemovedAgent) {
+  auto a = make("drf");
+  FakeClock clock;
+  AgentHandle named = a->addAgent(res("cpus:1;mem:100"));
+  AgentHandle other = a->addAgent(res("cpus:1;mem:100"));
+  FrameworkHandle listed = addActive(*a);
+  for (int i = 0; i < 100; ++i) a->setStandingFilters(listed, {named, other}, Resources());
+  a->setStandingFilters(listed, {named}, Resources());
+  a->removeAgent(named);
+  AgentHandle reused = a->addAgent(res("cpus:1;mem:100"));
+  ASSERT_EQ(reused, named) << "the test needs the handle reused";
+  std::vector<Grant> grants;
+  a->allocate(clock.now(), true, &grants);
+  EXPECT_TRUE(grants.empty()) << "the new agent was offered through the old one's place in the list";
+}
+
 TEST(Allocation, MinimumOfferAndInactiveParticipants) {
   auto a = make("drf", "cpus:0.01;mem:32");
   FakeClock clock;
