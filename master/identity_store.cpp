@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +13,8 @@
 #include <vector>
 
 #include "base/asio.h"
+#include "base/encoding.h"
+#include "base/secrets.h"
 #include "base/unique_fd.h"
 #include "base/files.h"
 #include "base/log.h"
@@ -25,17 +26,6 @@ constexpr size_t kSaltBytes = 16;
 constexpr std::string_view kHashScheme = "sha256:";
 constexpr std::string_view kMagic = "allot-identity 1";
 
-std::string hex(const unsigned char* data, size_t size) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(size * 2);
-  for (size_t i = 0; i < size; ++i) {
-    out += digits[data[i] >> 4];
-    out += digits[data[i] & 15];
-  }
-  return out;
-}
-
 std::string saltedDigest(std::string_view saltHex, std::string_view secret) {
   std::string input(saltHex);
   input.append(":");
@@ -44,50 +34,25 @@ std::string saltedDigest(std::string_view saltHex, std::string_view secret) {
   unsigned int length = 0;
   // EVP_Digest with SHA-256 fails only on allocation failure.
   if (EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha256(), nullptr) != 1) std::abort();
-  return hex(digest, length);
+  return hexOf(digest, length);
 }
 
-int hexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Undoes %XX escapes; a lone "%" is the empty string.
+// A lone "%" is the empty string (percentDecode() would refuse it).
 Result<std::string> unescape(std::string_view text) {
   if (text == "%") return std::string();
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    int hi = i + 2 < text.size() ? hexValue(text[i + 1]) : -1;
-    int lo = i + 2 < text.size() ? hexValue(text[i + 2]) : -1;
-    if (hi < 0 || lo < 0) return Error{"bad escape in '" + std::string(text) + "'"};
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
+  return percentDecode(text);
 }
+
+// A principal's bytes kept as they are in a record: visible ASCII but the
+// escape and the field separator.
+bool keptInPrincipal(unsigned char c) { return c >= '!' && c <= '~' && c != '%' && c != '='; }
 
 std::string escapePrincipal(std::string_view principal) {
   if (principal.empty()) return "%";
-  std::string out;
-  for (char c : principal) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < '!' || u > '~' || c == '%' || c == '=') {
-      static const char* digits = "0123456789ABCDEF";
-      out += '%';
-      out += digits[u >> 4];
-      out += digits[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return percentEncode(principal, keptInPrincipal);
 }
+
+bool lowerHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
 bool wellFormedHash(std::string_view stored) {
   if (stored.substr(0, kHashScheme.size()) != kHashScheme) return false;
@@ -95,7 +60,7 @@ bool wellFormedHash(std::string_view stored) {
   size_t colon = rest.find(':');
   if (colon != kSaltBytes * 2 || rest.size() != colon + 1 + 64) return false;
   for (char c : rest) {
-    if (c != ':' && (hexValue(c) < 0 || (c >= 'A' && c <= 'F'))) return false;
+    if (c != ':' && !lowerHexDigit(c)) return false;
   }
   return true;
 }
@@ -103,15 +68,9 @@ bool wellFormedHash(std::string_view stored) {
 }  // namespace
 
 std::string hashSecret(std::string_view secret) {
-  std::array<unsigned char, kSaltBytes> salt{};
-  size_t got = 0;
-  while (got < salt.size()) {
-    ssize_t n = getrandom(salt.data() + got, salt.size() - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) std::abort();  // getrandom on Linux >= 3.17 does not fail after boot
-    got += static_cast<size_t>(n);
-  }
-  std::string saltHex = hex(salt.data(), salt.size());
+  std::array<uint8_t, kSaltBytes> salt{};
+  fillRandom(salt.data(), salt.size());
+  std::string saltHex = hexOf(salt.data(), salt.size());
   return std::string(kHashScheme) + saltHex + ":" + saltedDigest(saltHex, secret);
 }
 
@@ -121,9 +80,7 @@ bool secretMatches(std::string_view secret, std::string_view stored) {
   std::string_view saltHex = rest.substr(0, kSaltBytes * 2);
   std::string_view want = rest.substr(kSaltBytes * 2 + 1);
   std::string got = saltedDigest(saltHex, secret);
-  unsigned char diff = 0;
-  for (size_t i = 0; i < got.size(); ++i) diff |= static_cast<unsigned char>(got[i] ^ want[i]);
-  return diff == 0;
+  return sameSecret(want, got);
 }
 
 std::string encodeIdentity(const StoredIdentity& identity) {
