@@ -205,7 +205,7 @@ TEST_F(AgentFlags, BadInputIsAClearErrorWithExitCode2) {
                       "--resources", "cpus:lots"}, &err), 2);
   EXPECT_NE(err.find("--resources"), std::string::npos) << err;
   EXPECT_EQ(runAgent({"--master", "127.0.0.1:1", "--zk", "zk://127.0.0.1:2181/allot"}, &err), 2);
-  EXPECT_NE(err.find("not both"), std::string::npos) << err;
+  EXPECT_NE(err.find("give one of --master, --zk and --shards"), std::string::npos) << err;
   EXPECT_EQ(runAgent({"--master", "127.0.0.1", "--work-dir", "/tmp/allot-flags-test"}, &err), 2);
   EXPECT_NE(err.find("--master"), std::string::npos) << err;
   EXPECT_EQ(runAgent({"--work-dir", "/tmp/allot-flags-test"}, &err), 2);
