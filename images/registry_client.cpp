@@ -66,6 +66,23 @@ Status parseJson(const std::string& body, Message* out, std::string_view what) {
   return okStatus();
 }
 
+// The manifest's layers, each of a known type with a digest and a size
+// within bounds, into image->layers and their sizes into `sizes`.
+Status readLayers(const oci::Manifest& manifest, PulledImage* image, std::vector<uint64_t>* sizes) {
+  for (const oci::Descriptor& layer : manifest.layers()) {
+    if (!among(kLayerTypes, layer.mediatype()))
+      return Error{"layer " + layer.digest() + " has media type '" + layer.mediatype() +
+                   "' (foreign, encrypted and unknown layers are refused)"};
+    Result<Digest> digest = parseDigest(layer.digest());
+    if (!digest) return digest.error();
+    if (layer.size() <= 0 || static_cast<uint64_t>(layer.size()) > kLayerBlobBytesMax)
+      return Error{"layer " + layer.digest() + " declares a bad size " + std::to_string(layer.size())};
+    image->layers.push_back(*digest);
+    sizes->push_back(static_cast<uint64_t>(layer.size()));
+  }
+  return okStatus();
+}
+
 }  // namespace
 
 std::string nodeArchitecture() {
@@ -196,17 +213,7 @@ Result<PulledImage> RegistryClient::resolve(Session& session, const ImageReferen
   if (manifest.layers_size() == 0 || static_cast<size_t>(manifest.layers_size()) > kImageLayersMax)
     return Error{"the manifest has " + std::to_string(manifest.layers_size()) + " layers (1 to " +
                  std::to_string(kImageLayersMax) + " accepted)"};
-  for (const oci::Descriptor& layer : manifest.layers()) {
-    if (!among(kLayerTypes, layer.mediatype()))
-      return Error{"layer " + layer.digest() + " has media type '" + layer.mediatype() +
-                   "' (foreign, encrypted and unknown layers are refused)"};
-    Result<Digest> digest = parseDigest(layer.digest());
-    if (!digest) return digest.error();
-    if (layer.size() <= 0 || static_cast<uint64_t>(layer.size()) > kLayerBlobBytesMax)
-      return Error{"layer " + layer.digest() + " declares a bad size " + std::to_string(layer.size())};
-    image.layers.push_back(*digest);
-    sizes->push_back(static_cast<uint64_t>(layer.size()));
-  }
+  if (Status st = readLayers(manifest, &image, sizes); !st) return st.error();
   if (!among(kConfigTypes, manifest.config().mediatype()))
     return Error{"config media type '" + manifest.config().mediatype() + "' is not an image config"};
   if (Status st = fetchConfig(session, manifest.config().digest(), manifest.config().size(), &image.exec); !st)

@@ -68,7 +68,8 @@ struct Settings {
   std::string shardPortFile;
 };
 
-void addFlags(Flags& flags, Settings* s) {
+// Where the master listens, keeps its files and meets the other masters.
+void addPlaceFlags(Flags& flags, Settings* s) {
   flags.addString("listen", &s->listen, "HOST:PORT to listen on (port 0: any free port)");
   flags.addString("port-file", &s->portFile, "write the bound port to this file once listening");
   flags.addString("shard-listen", &s->shardListen,
@@ -95,6 +96,10 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addString("advertise", &s->advertise,
                   "HOST:PORT other peers reach this master at, published in ZooKeeper "
                   "(default: --listen's host and the bound port)");
+}
+
+// How offers are made and how long peers and offers are waited for.
+void addAllocationFlags(Flags& flags, Settings* s) {
   flags.addString("allocator", &s->allocator, "allocation module: drf, priority or lottery");
   flags.addString("min-offer", &s->minOffer,
                   "offer an agent only when its free resources reach one of these");
@@ -106,6 +111,10 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addDouble("refuse-seconds", &s->refuseSeconds, "default refusal time of a declined offer");
   flags.addDouble("failover-timeout", &s->failoverTimeoutS,
                   "seconds a disconnected framework keeps its tasks when it set none");
+}
+
+// Who may do what, and the limits on what peers and connections cost.
+void addLimitFlags(Flags& flags, Settings* s) {
   flags.addString("acls", &s->acls,
                   "ACL file: who may register frameworks (as which users, roles, weights), "
                   "agents, and operate (docs/acls.md); default: anyone, tasks never as root");
@@ -127,6 +136,11 @@ void addFlags(Flags& flags, Settings* s) {
                   "mutual TLS with the --tls-* files; plaintext: loopback unless --insecure)");
   flags.addString("http-port-file", &s->httpPortFile,
                   "write the bound HTTP port to this file once listening");
+}
+
+// Sharing between roles and frameworks: weights, quotas, guarantees,
+// revocation.
+void addPolicyFlags(Flags& flags, Settings* s) {
   flags.addString("role-weight", &s->roleWeights,
                   "role weights for DRF across roles, e.g. \"batch:2 web:1\" (others: 1)");
   flags.addString("quota", &s->quota,
@@ -157,9 +171,18 @@ Status shardOptions(const Settings& s, ServerOptions* server) {
                                   "plaintext");
 }
 
-Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
+void addFlags(Flags& flags, Settings* s) {
+  addPlaceFlags(flags, s);
+  addAllocationFlags(flags, s);
+  addLimitFlags(flags, s);
+  addPolicyFlags(flags, s);
+}
+
+bool positive(double v) { return v > 0 && v < 1e7; }
+
+// The protocol server's flags: address, TLS, frames, handshakes.
+Result<ServerOptions> toServerOptions(const Settings& s) {
   ServerOptions server;
-  MasterOptions master;
   auto listen = parseHostPort(s.listen);
   if (!listen) return Error{"--listen: " + listen.error().describe()};
   server.listen = *listen;
@@ -186,7 +209,12 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
       secondsToDuration(s.handshakeTimeoutS));
   if (!(s.statsIntervalS >= 0)) return Error{"--stats-interval must be >= 0"};
   server.statsInterval = secondsToDuration(s.statsIntervalS);
-  auto positive = [](double v) { return v > 0 && v < 1e7; };
+  return server;
+}
+
+// Offers, timeouts and ACLs.
+Status setTimings(const Settings& s, MasterOptions* out) {
+  MasterOptions& master = *out;
   if (!positive(s.offerTimeoutS)) return Error{"--offer-timeout must be positive"};
   if (!positive(s.allocationIntervalS)) return Error{"--allocation-interval must be positive"};
   if (!positive(s.agentTimeoutS)) return Error{"--agent-timeout must be positive"};
@@ -214,7 +242,13 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
     if (!acls) return Error{"--acls: " + acls.error().describe()};
     master.acls = std::move(*acls);
   }
-  PolicyOptions& policy = master.policy;
+  return okStatus();
+}
+
+// Roles, quotas, guarantees, revocation (after setTimings: revocation's
+// starvation period is the allocation interval).
+Status setPolicy(const Settings& s, MasterOptions* master) {
+  PolicyOptions& policy = master->policy;
   if (auto st = parseRoleWeights(s.roleWeights, &policy.roles); !st) return st.error();
   if (auto st = parseQuotas(s.quota, &policy.roles); !st) return st.error();
   auto guarantees = parseGuarantees(s.guarantee);
@@ -234,8 +268,17 @@ Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
   policy.revocation.enabled = s.revocation;
   policy.revocation.grace = secondsToDuration(s.revocationGraceS);
   policy.revocation.graceMax = secondsToDuration(s.revocationGraceMaxS);
-  policy.revocation.starvation = master.allocationInterval;
-  return std::make_pair(server, master);
+  policy.revocation.starvation = master->allocationInterval;
+  return okStatus();
+}
+
+Result<std::pair<ServerOptions, MasterOptions>> toOptions(const Settings& s) {
+  auto server = toServerOptions(s);
+  if (!server) return server.error();
+  MasterOptions master;
+  if (auto st = setTimings(s, &master); !st) return st.error();
+  if (auto st = setPolicy(s, &master); !st) return st.error();
+  return std::make_pair(std::move(*server), std::move(master));
 }
 
 // Every agent and scheduler holds a socket: raise the soft fd limit to the
@@ -468,6 +511,59 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, M
   return exitCode;
 }
 
+// --zk and the flags that go with it (nullopt: standalone).
+Result<std::optional<ZkUrl>> zkFlags(const Settings& s) {
+  std::optional<ZkUrl> zk;
+  if (!s.zk.empty()) {
+    auto url = parseZkUrl(s.zk);
+    if (!url) return Error{"--zk: " + url.error().describe()};
+    zk = *url;
+  }
+  if (!s.zkCredentials.empty() && s.zk.empty()) return Error{"--zk-credentials needs --zk"};
+  if (!(s.zkSessionTimeoutS >= 0.1 && s.zkSessionTimeoutS <= 3600)) {
+    return Error{"--zk-session-timeout must be between 0.1 and 3600 seconds"};
+  }
+  if (s.zkClientPriority < 0 || s.zkClientPriority > kMaxZkPriorityBoost) {
+    return Error{"--zk-client-priority must be between 0 and " + std::to_string(kMaxZkPriorityBoost)};
+  }
+  return zk;
+}
+
+// The master serves once its protocol port is bound: HTTP, the loop's
+// meter, then standalone or contending for leadership (--zk).
+int serve(asio::io_context& io, const Settings& settings, const std::optional<ZkUrl>& zk,
+          MasterServer& server, const Endpoint& advertise) {
+  auto http = startHttp(io, settings, server);
+  if (!http) {
+    LOG_ERROR(http.error().describe());
+    return 1;
+  }
+  SystemdNotifier notifier(io);
+  // How late the loop runs due work, on /metrics (what a slow handler
+  // costs every offer and reply), and what ran meanwhile.
+  LoopStallMeter* meter = nullptr;
+  LoopStallMeter loopMeter(io, LoopStallMeterOptions{}, [&server, &meter](double lateS) {
+    server.loopTicked(*meter, lateS);
+  });
+  meter = &loopMeter;
+  loopMeter.start();
+  Operating operating{http->get(), notifier};
+  if (!zk) {
+    auto roleStore = standaloneRoleStore(io, settings);
+    if (!roleStore) {
+      LOG_ERROR(roleStore.error().describe());
+      return 1;
+    }
+    return runStandalone(io, server, std::move(*roleStore), operating, standaloneIdentityStore(io, settings));
+  }
+  if (!settings.workDir.empty()) {
+    LOG_INFO("--zk: run-time role settings are kept in ZooKeeper (" << roleSettingsPath(zk->path)
+                                                                     << "), not in --work-dir");
+  }
+  MemberData member{advertise, server.master().masterId(), advertisedHttp(settings, advertise, http->get())};
+  return runContending(io, server, *zk, std::move(member), settings, operating);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -481,26 +577,9 @@ int main(int argc, char** argv) {
     std::cerr << "allot-master: " << options.error().describe() << "\n";
     return 2;
   }
-  std::optional<ZkUrl> zk;
-  if (!settings.zk.empty()) {
-    auto url = parseZkUrl(settings.zk);
-    if (!url) {
-      std::cerr << "allot-master: --zk: " << url.error().describe() << "\n";
-      return 2;
-    }
-    zk = *url;
-  }
-  if (!settings.zkCredentials.empty() && settings.zk.empty()) {
-    std::cerr << "allot-master: --zk-credentials needs --zk\n";
-    return 2;
-  }
-  if (!(settings.zkSessionTimeoutS >= 0.1 && settings.zkSessionTimeoutS <= 3600)) {
-    std::cerr << "allot-master: --zk-session-timeout must be between 0.1 and 3600 seconds\n";
-    return 2;
-  }
-  if (settings.zkClientPriority < 0 || settings.zkClientPriority > kMaxZkPriorityBoost) {
-    std::cerr << "allot-master: --zk-client-priority must be between 0 and " << kMaxZkPriorityBoost
-              << "\n";
+  auto zk = zkFlags(settings);
+  if (!zk) {
+    std::cerr << "allot-master: " << zk.error().describe() << "\n";
     return 2;
   }
   raiseFileLimitOrWarn();
@@ -520,35 +599,5 @@ int main(int argc, char** argv) {
     LOG_ERROR(st.error().describe());
     return 1;
   }
-  auto http = startHttp(io, settings, **server);
-  if (!http) {
-    LOG_ERROR(http.error().describe());
-    return 1;
-  }
-  SystemdNotifier notifier(io);
-  // How late the loop runs due work, on /metrics (what a slow handler
-  // costs every offer and reply), and what ran meanwhile.
-  LoopStallMeter* meter = nullptr;
-  LoopStallMeter loopMeter(io, LoopStallMeterOptions{}, [&server = **server, &meter](double lateS) {
-    server.loopTicked(*meter, lateS);
-  });
-  meter = &loopMeter;
-  loopMeter.start();
-  Operating operating{http->get(), notifier};
-  if (settings.zk.empty()) {
-    auto roleStore = standaloneRoleStore(io, settings);
-    if (!roleStore) {
-      LOG_ERROR(roleStore.error().describe());
-      return 1;
-    }
-    return runStandalone(io, **server, std::move(*roleStore), operating,
-                         standaloneIdentityStore(io, settings));
-  }
-  if (!settings.workDir.empty()) {
-    LOG_INFO("--zk: run-time role settings are kept in ZooKeeper (" << roleSettingsPath(zk->path)
-                                                                     << "), not in --work-dir");
-  }
-  MemberData member{*advertise, (*server)->master().masterId(),
-                    advertisedHttp(settings, *advertise, http->get())};
-  return runContending(io, **server, *zk, std::move(member), settings, operating);
+  return serve(io, settings, *zk, **server, *advertise);
 }

@@ -396,10 +396,7 @@ FrameworkOrdering::Entry Allocator::roleEntry(uint32_t role) const {
                                   r.config.weight, 0, belowQuota(r) || r.belowGuarantee > 0};
 }
 
-void Allocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) {
-  expireRefusals(now);
-  expireReservations(now);
-  unplacedScratch_.clear();
+bool Allocator::queueRoles() {
   for (RoleSlot& r : roles_) {
     r.entries.clear();
     r.belowGuarantee = 0;
@@ -420,7 +417,14 @@ void Allocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* gran
     roleQueue_->push(roleEntry(r));
     any = true;
   }
-  if (!any) return;  // keep the dirty marks for when someone asks
+  return any;
+}
+
+void Allocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* grants) {
+  expireRefusals(now);
+  expireReservations(now);
+  unplacedScratch_.clear();
+  if (!queueRoles()) return;  // keep the dirty marks for when someone asks
   Bits& avail = availScratch_;
   candidates(fullCycle || fullPending_, &avail);
   fullPending_ = false;

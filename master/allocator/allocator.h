@@ -303,6 +303,9 @@ class Allocator {
   bool belowQuota(const RoleSlot& role) const;
   bool capped(const RoleSlot& role) const;
   FrameworkOrdering::Entry roleEntry(uint32_t role) const;
+  // Each live role's active frameworks into its ordering, and the roles
+  // with any that are not capped into roleQueue_; false when none is.
+  bool queueRoles();
   Resources chopToQuota(const RoleSlot& role, const Resources& free) const;
   // reservations (reservations.cpp)
   void reserve(FrameworkHandle framework, AgentHandle agent, TimePoint now);
