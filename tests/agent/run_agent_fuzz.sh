@@ -26,7 +26,7 @@ done
 # Objects given first define validate/frame/connection; the archives only
 # supply what they leave undefined.
 # (isolators: ContainerId::name, beside the isolator table.)
-libs=("$gen/isolators/liballot_isolators.a" "$gen/images/liballot_images.a" "$gen/proto/liballot_proto.a" "$gen/ha/liballot_ha.a"
+libs=("$gen/isolators/liballot_isolators.a" "$gen/images/liballot_images.a" "$gen/diag/liballot_diag.a" "$gen/proto/liballot_proto.a" "$gen/ha/liballot_ha.a"
       "$gen/launcher/liballot_launcher.a" "$gen/base/liballot_base.a")
 for l in "${libs[@]}"; do
   [ -f "$l" ] || { echo "FAIL: $l is missing (build the project first)"; exit 1; }
