@@ -66,9 +66,11 @@ class RawPeer {
     return true;
   }
 
-  // Reads until a frame of `kind` arrives (returned), the link closes or a
-  // read times out (nullopt).
-  std::optional<wire::Envelope> waitFor(wire::Envelope::BodyCase kind) {
+  // Reads until a frame of `kind` arrives (returned), the link closes, a
+  // read times out or `deadline` passes (nullopt).
+  std::optional<wire::Envelope> waitFor(
+      wire::Envelope::BodyCase kind,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max()) {
     wire::Envelope e;
     while (true) {
       auto got = decoder_.next(&e);
@@ -77,6 +79,7 @@ class RawPeer {
         if (e.body_case() == kind) return e;
         continue;
       }
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
       char buf[65536];
       ssize_t n = recv(fd_, buf, sizeof buf, 0);
       if (n <= 0) {
