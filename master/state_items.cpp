@@ -201,6 +201,7 @@ void appendItemJson(const AgentItem& a, std::string* out) {
     ex.end();
   }, o.field<"usage">());
   appendJsonString(a.httpAddress, o.field<"httpAddress">());
+  appendJsonString(a.shard, o.field<"shard">());
   o.end();
 }
 
@@ -235,6 +236,7 @@ void appendItemJson(const TaskItem& t, std::string* out) {
   appendJsonString(t.executorId, o.field<"executorId">());
   appendJsonDouble(t.updatedS, o.field<"updatedS">());
   if (t.healthy >= 0) boolean(t.healthy == 1, o.field<"healthy">());
+  appendJsonString(t.image, o.field<"image">());
   o.end();
 }
 

@@ -55,6 +55,7 @@ struct UsageItem {
 
 struct AgentItem {
   std::string_view id, hostname, httpAddress;
+  std::string_view shard;  // the link shard carrying it; empty: direct
   ResourceItems total;
   Resources free;
   std::vector<std::pair<std::string_view, std::string_view>> attributes;
@@ -83,6 +84,7 @@ struct TaskItem {
   std::string_view executorId;
   double updatedS = 0;
   int healthy = -1;  // the health check's verdict: 1, 0; -1: none (left out)
+  std::string_view image;
 };
 
 struct OfferItem {

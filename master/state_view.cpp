@@ -22,6 +22,11 @@ std::string summaryJson(const google::protobuf::Message& m) {
   return out;
 }
 
+// The image a task runs in: its own, or its custom executor's.
+const std::string& imageOf(const wire::TaskInfo& task) {
+  return task.container().image().empty() ? task.executor().container().image() : task.container().image();
+}
+
 }  // namespace
 
 // The clock is read once per this many units of a slice.
@@ -345,6 +350,7 @@ void MasterStateView::fillTaskRecord(const std::string& frameworkId, const std::
                                                          : task.latest.executor_id());
   out->set_updated_s(task.latest.timestamp_s());
   if (task.latest.has_healthy()) out->set_healthy(task.latest.healthy());
+  out->set_image(imageOf(task.info));
 }
 
 bool MasterStateView::fillOffer(const Master& m, const std::string& id, state::OfferView* out) {
@@ -422,6 +428,7 @@ void MasterStateView::copyTaskRecord(const std::string& frameworkId, const std::
                                                                  : task.latest.executor_id());
   out->updatedS = task.latest.timestamp_s();
   out->healthy = task.latest.has_healthy() ? (task.latest.healthy() ? 1 : 0) : -1;
+  out->image = text->keep(imageOf(task.info));
 }
 
 bool MasterStateView::copyOffer(const Master& m, const std::string& id, OfferItem* out, ItemText* text) {

@@ -141,6 +141,7 @@ TEST_F(StateViewTest, EveryItemPrintsWhatItsProtobufViewPrints) {
   ASSERT_FALSE(offerOnAgent.empty());
   wire::TaskInfo web = task("web", "cpus:1;mem:128;ports:[31000-31001]");
   web.set_name("web \"front\"\n");
+  web.mutable_container()->set_image("registry.local:5000/web@sha256:\"odd\"");
   accept(kFrameworkPeer, offerOnAgent, {web, task("gone", "cpus:0.5;mem:64")});
   std::string fw = MasterStateView::snapshot(*master_).master().frameworks(0).id();
   wire::TaskStatus running;
@@ -181,15 +182,16 @@ TEST_F(StateViewTest, EveryItemPrintsWhatItsProtobufViewPrints) {
   for (const auto& v : m.tasks()) items.push_back(&v);
   for (const auto& v : m.offers()) items.push_back(&v);
   for (const auto& v : m.completed_tasks()) items.push_back(&v);
-  bool sawUsage = false, sawRanges = false;
+  bool sawUsage = false, sawRanges = false, sawImage = false;
   for (const auto* item : items) {
     std::string expected;
     appendJson(*item, &expected);
+    sawImage |= expected.find("\"image\":\"registry.local:5000/web@sha256:\\\"odd\\\"\"") != std::string::npos;
     sawUsage |= expected.find("\"memBytes\":\"1099511627776\"") != std::string::npos;
     sawRanges |= expected.find("\"begin\":\"31000\"") != std::string::npos;
     EXPECT_NE(doc.find(expected), std::string::npos) << "not in the document: " << expected << "\n" << doc;
   }
-  EXPECT_TRUE(sawUsage && sawRanges) << doc;
+  EXPECT_TRUE(sawUsage && sawRanges && sawImage) << doc;
   state::State back = parse(doc);
   EXPECT_EQ(back.master().agents_size(), m.agents_size());
   EXPECT_EQ(back.master().offers_size(), m.offers_size());
