@@ -8,7 +8,9 @@
 #include <array>
 #include <cstring>
 
+#include "base/log.h"
 #include "sdk/health_check.h"
+#include "sdk/health_listeners.h"
 
 namespace allot {
 namespace {
@@ -46,13 +48,59 @@ tcp::endpoint loopback(uint16_t port) { return tcp::endpoint(asio::ip::address_v
 
 std::string where(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
 
+// One listener table for every TCP probe of a thread (the executor's
+// loop): one netlink socket however many tasks are checked.
+std::shared_ptr<ListenerTable> sharedListenerTable() {
+  thread_local std::weak_ptr<ListenerTable> shared;
+  std::shared_ptr<ListenerTable> table = shared.lock();
+  if (!table) {
+    table = std::make_shared<ListenerTable>();
+    shared = table;
+  }
+  return table;
+}
+
+std::string describe(uint16_t port, const LoopbackListeners& found) {
+  if (found.accepting > 0) return "TCP " + where(port) + ": listening";
+  if (found.listeners == 0) return "TCP " + where(port) + ": nothing listens";
+  return "TCP " + where(port) + ": accept queue full (" + std::to_string(found.listeners) + " listeners)";
+}
+
+// Asks the socket table whether a connection would be accepted
+// (sdk/health_listeners.h): no connection, no wakeup of the task's server.
+// Where the table cannot be asked, connects instead, as it did before
+// sock_diag: nonblocking, closed with a reset.
 class TcpProbe final : public HealthProbe {
  public:
-  TcpProbe(asio::io_context& io, uint16_t port) : io_(io), port_(port) {}
+  TcpProbe(asio::io_context& io, uint16_t port) : io_(io), port_(port), table_(sharedListenerTable()) {}
   ~TcpProbe() override { cancel(); }
 
   void start(Done done) override {
     cancel();
+    if (!connecting_) {
+      auto found = table_->loopback(port_, SteadyClock::now());
+      if (found) return answer(std::move(done), found->accepting > 0, describe(port_, *found));
+      LOG_WARNING("health check on " << where(port_) << ": " << found.error().describe()
+                                     << "; checking by connecting instead");
+      connecting_ = true;
+    }
+    connect(std::move(done));
+  }
+  void cancel() override {
+    if (pending_) *pending_ = false;
+    pending_.reset();
+    if (attempt_) attempt_->cancel();
+    attempt_.reset();
+  }
+
+ private:
+  void answer(Done done, bool healthy, std::string output) {
+    pending_ = std::make_shared<bool>(true);
+    asio::post(io_, [pending = pending_, done = std::move(done), healthy, output = std::move(output)] {
+      if (*pending) done({healthy, output});
+    });
+  }
+  void connect(Done done) {
     attempt_ = std::make_shared<SocketAttempt>(io_);
     attempt_->done = std::move(done);
     auto a = attempt_;
@@ -66,14 +114,12 @@ class TcpProbe final : public HealthProbe {
       a->finish(true, "TCP " + where(port) + ": connected");
     });
   }
-  void cancel() override {
-    if (attempt_) attempt_->cancel();
-    attempt_.reset();
-  }
 
- private:
   asio::io_context& io_;
   uint16_t port_;
+  std::shared_ptr<ListenerTable> table_;
+  bool connecting_ = false;
+  std::shared_ptr<bool> pending_;
   std::shared_ptr<SocketAttempt> attempt_;
 };
 
