@@ -33,7 +33,11 @@ struct SocketAttempt {
     if (!done) return;
     Done d = std::move(done);
     done = nullptr;
+    // Closed with a reset: a connection per check per task would
+    // otherwise leave a TIME_WAIT socket each for a minute, here or in
+    // the task's server, and the FIN exchange costs more than a reset.
     boost::system::error_code ignored;
+    socket.set_option(asio::socket_base::linger(true, 0), ignored);
     socket.close(ignored);
     d({healthy, std::move(output)});
   }
@@ -107,10 +111,6 @@ class TcpProbe final : public HealthProbe {
     uint16_t port = port_;
     a->socket.async_connect(loopback(port), [a, port](const boost::system::error_code& ec) {
       if (ec) return a->finish(false, "TCP " + where(port) + ": " + ec.message());
-      // Closed with a reset: a connection per check per task would
-      // otherwise leave one TIME_WAIT socket each for a minute.
-      boost::system::error_code ignored;
-      a->socket.set_option(asio::socket_base::linger(true, 0), ignored);
       a->finish(true, "TCP " + where(port) + ": connected");
     });
   }
