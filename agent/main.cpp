@@ -82,7 +82,7 @@ void addFlags(Flags& f, Settings* s) {
   f.addString("zk", &s->zk, "zk://host:port,.../path to find the leading master (= --master)");
   f.addString("shards", &s->shards,
               "HOST:PORT,...: reach the master through these link shards (allot-shard), "
-              "instead of --master");
+              "instead of --master (with --tls-*: shards hold `shard` certificates)");
   addTlsFlags(f, &s->tls);
   f.addString("resources", &s->resources,
               "what this node offers, e.g. \"cpus:4;mem:4096;disk:10240;ports:[31000-32000]\"; "
@@ -188,9 +188,6 @@ Status masterConfig(const Settings& s, AgentConfig* c) {
     auto shards = parseShardList(s.shards);
     if (!shards) return Error{"--shards: " + shards.error().describe()};
     c->shards = *shards;
-    // A shard says ROLE_MASTER in its Hello, which over TLS needs a
-    // `master` certificate: shards take their agents in plaintext.
-    if (s.tls.any()) return Error{"--shards: agents reach link shards in plaintext; drop --tls-*"};
     return okStatus();
   }
   c->master = s.zk.empty() ? s.master : s.zk;

@@ -41,6 +41,8 @@ Status MasterLink::start() {
   lo.localName = options_.name;
   lo.peerRole = wire::ROLE_MASTER;
   lo.tls = options_.tls;
+  // A link shard speaks for the master with a certificate of its own role.
+  if (!options_.shards.empty()) lo.peerCertRole = "shard";
   lo.backoffMin = options_.reconnectMin;
   lo.backoffMax = options_.reconnectMax;
   ReconnectingLink::Callbacks lc;

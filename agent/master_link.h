@@ -9,8 +9,8 @@
 // With Options::shards the link goes through link shards instead
 // (proto/shard_placement.h): the first choice for Options::shardKey, and the
 // next one when the link to a shard is lost after registering or no
-// registration comes within kShardRegistrationTimeout. The link to a shard
-// is plaintext (main refuses --shards with --tls-*).
+// registration comes within kShardRegistrationTimeout. Over TLS a shard
+// must present a `shard` certificate (it says ROLE_MASTER in its Hello).
 // Every message from the master passes validateFromMaster (proto/validate.h)
 // before anything acts on it; a refused one goes to Callbacks::onRefused
 // and nowhere else.

@@ -285,6 +285,10 @@ bool Connection::handleEnvelope(wire::Envelope& envelope) {
   return !closed_;
 }
 
+std::string Connection::helloCertRole(wire::Role role) const {
+  return options_.peerHelloCertRole.empty() ? certRoleFor(role) : options_.peerHelloCertRole;
+}
+
 bool Connection::acceptHello(const wire::Hello& hello) {
   std::string refusal;
   if (hello.protocol_version() != kProtocolVersion) {
@@ -294,7 +298,7 @@ bool Connection::acceptHello(const wire::Hello& hello) {
              std::find(options_.acceptRoles.begin(), options_.acceptRoles.end(), hello.role()) ==
                  options_.acceptRoles.end()) {
     refusal = "role " + wire::Role_Name(hello.role()) + " is not accepted on this port";
-  } else if (peer_.tls && certRoleFor(hello.role()) != peer_.certRole) {
+  } else if (peer_.tls && helloCertRole(hello.role()) != peer_.certRole) {
     refusal = "Hello role " + wire::Role_Name(hello.role()) + " does not match certificate role '" +
               peer_.certRole + "' of principal " + peer_.principal;
   }

@@ -15,7 +15,7 @@
 // kProtocolVersion (and, if Options::acceptRoles is set, one of those roles).
 // Over TLS the Hello's role must also match the role (OU) of the peer's
 // certificate (framework <-> ROLE_SCHEDULER, agent <-> ROLE_AGENT, master <->
-// ROLE_MASTER). Otherwise the peer gets a HelloRejected naming both and the
+// ROLE_MASTER; Options::peerHelloCertRole overrides the mapping). Otherwise the peer gets a HelloRejected naming both and the
 // link closes. Options::handshakeTimeout bounds TLS + Hello together. An oversized,
 // truncated or undecodable frame closes only this connection, with a logged
 // reason. A peer that lets more than Options::maxQueuedBytes pile up unsent
@@ -71,6 +71,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // TLS: the peer's certificate must have this role (OU); empty: any.
     // Clients of a master set "master".
     std::string requirePeerCertRole;
+    // TLS: the certificate role the peer's Hello role must come with; empty:
+    // certRoleFor(its role). A link shard speaks to its agents as
+    // ROLE_MASTER with a `shard` certificate, so their links set "shard".
+    std::string peerHelloCertRole;
     // TLS handshake + Hello must complete within this; zero: no limit.
     std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
   };
@@ -120,6 +124,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void reject(const std::string& refusal, const std::string& name);
   bool handleEnvelope(wire::Envelope& envelope);
   bool acceptHello(const wire::Hello& hello);
+  std::string helloCertRole(wire::Role role) const;
   void flush();
 
   StreamSocket socket_;

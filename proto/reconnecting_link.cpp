@@ -172,6 +172,7 @@ void ReconnectingLink::onSocket(uint64_t attempt, StreamSocket socket) {
   o.tls = options_.tls;
   o.tlsSide = TlsSide::kClient;
   o.requirePeerCertRole = options_.peerCertRole;
+  o.peerHelloCertRole = options_.peerCertRole;
   o.handshakeTimeout = options_.handshakeTimeout;
   o.maxFrameBytes = options_.maxFrameBytes;
   connection_ = Connection::create(std::move(socket), o);

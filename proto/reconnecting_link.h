@@ -65,7 +65,9 @@ class ReconnectingLink {
     std::string localName;
     wire::Role peerRole = wire::ROLE_MASTER;   // the Hello role the peer must send
     std::shared_ptr<ssl::context> tls;         // null: plaintext
-    std::string peerCertRole = "master";       // TLS: the peer certificate's role
+    // TLS: the role the peer's certificate must have, whatever peerRole
+    // says ("shard" for an agent reaching the master through a link shard).
+    std::string peerCertRole = "master";
     Duration backoffMin = std::chrono::milliseconds(100);
     Duration backoffMax = std::chrono::seconds(5);
     Duration leaderChangeSpread = std::chrono::seconds(1);

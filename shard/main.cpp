@@ -21,6 +21,7 @@ struct Settings {
   double livenessIntervalS = 1;
   int64_t maxAgents = static_cast<int64_t>(kAgentsPerShardMax);
   TlsFiles tls;
+  std::string acls;
   bool insecure = false;
 };
 
@@ -32,7 +33,8 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addDouble("liveness-interval", &s->livenessIntervalS,
                   "seconds between the liveness summaries sent to the leader");
   flags.addInt("max-agents", &s->maxAgents, "agents held at most");
-  addTlsFlags(flags, &s->tls);  // the leader link only (a `shard` certificate)
+  addTlsFlags(flags, &s->tls);  // a `shard` certificate: the leader link and the agents'
+  flags.addString("acls", &s->acls, "ACL file whose register_agent rules the shard applies (docs/acls.md)");
   flags.addBool("insecure", &s->insecure, "allow plaintext on a non-loopback --listen address");
 }
 
@@ -53,12 +55,19 @@ Result<ShardOptions> toOptions(const Settings& s) {
     return Error{"--max-agents must be between 1 and " + std::to_string(kAgentsPerShardMax)};
   }
   o.maxAgents = static_cast<size_t>(s.maxAgents);
-  // The --tls-* pair is the shard's own (role `shard`) and secures the
-  // leader link. Agents speak plaintext to the shard: an agent's link
-  // checks that a peer saying ROLE_MASTER holds a `master` certificate.
+  // The --tls-* certificate is the shard's own (role `shard`): it secures
+  // the leader link and the agents' links alike.
   auto client = tlsContextFromFlags(s.tls, TlsSide::kClient);
   if (!client) return client.error();
   o.masterTls = *client;
+  auto server = tlsContextFromFlags(s.tls, TlsSide::kServer);
+  if (!server) return server.error();
+  o.agentTls = *server;
+  if (!s.acls.empty()) {
+    auto acls = Acls::load(s.acls);
+    if (!acls) return Error{"--acls: " + acls.error().describe()};
+    o.acls = std::move(*acls);
+  }
   if (Status st = checkPlaintextOnLoopback("--listen", o.listen.host, o.agentTls != nullptr,
                                            s.insecure, "plaintext");
       !st) {

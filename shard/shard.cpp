@@ -136,6 +136,7 @@ void LinkShard::onAccepted(asio::ip::tcp::socket socket) {
   o.leaderEpoch = leaderEpoch_;
   o.tls = options_.agentTls;
   o.tlsSide = TlsSide::kServer;
+  o.requirePeerCertRole = certRoleFor(wire::ROLE_AGENT);
   o.handshakeTimeout = options_.handshakeTimeout;
   auto conn = Connection::create(std::move(socket), o);
   Slot slot = nextSlot_++;
@@ -151,11 +152,10 @@ void LinkShard::onAccepted(asio::ip::tcp::socket socket) {
 }
 
 void LinkShard::agentHello(Slot slot, const PeerIdentity& identity, const wire::Hello& hello) {
-  if (Status st = fold_.attach(slot); !st) {
-    auto it = agents_.find(slot);
-    if (it != agents_.end()) it->second->close(st.error().describe());
-    return;
+  if (!options_.acls.registerAgent(identity.principal)) {
+    return refuseAgent(slot, "principal '" + identity.principal + "' may not register agents");
   }
+  if (Status st = fold_.attach(slot); !st) return refuseAgent(slot, st.error().describe());
   shard::ShardEnvelope e;
   auto* attached = e.mutable_attached();
   attached->set_slot(slot);
@@ -163,6 +163,18 @@ void LinkShard::agentHello(Slot slot, const PeerIdentity& identity, const wire::
   attached->set_principal(identity.principal);
   attached->set_cert_role(identity.certRole);
   sendLeader(e);
+}
+
+// The agent hears why (logged on its side) before its link closes.
+void LinkShard::refuseAgent(Slot slot, const std::string& reason) {
+  auto it = agents_.find(slot);
+  if (it == agents_.end()) return;
+  LOG_WARNING("refusing agent slot " << slot << " (" << it->second->peerAddress() << ", "
+                                     << it->second->peer().describe() << "): " << reason);
+  wire::Envelope error;
+  error.mutable_error()->set_message(reason);
+  (void)it->second->send(error);
+  it->second->closeAfterFlush(reason);
 }
 
 void LinkShard::agentMessage(Slot slot, wire::Envelope& e) {

@@ -20,6 +20,7 @@
 
 #include "base/asio.h"
 #include "base/flags.h"
+#include "master/acls.h"
 #include "proto/connection.h"
 #include "proto/reconnecting_link.h"
 #include "proto/shard_link.h"
@@ -38,7 +39,12 @@ struct ShardOptions {
   std::string name;  // empty: "allot-shard HOST:PORT" (the bound address)
   size_t maxAgents = kAgentsPerShardMax;
   Duration livenessInterval = std::chrono::seconds(1);
-  std::shared_ptr<ssl::context> agentTls;   // null: agents in plaintext
+  // Agents' links: mutual TLS with this server context (each agent's
+  // certificate of role `agent`), null: plaintext. The ACL's agent rules
+  // are applied here to the principal the certificate names, which is
+  // then carried to the leader (it applies them again, with agents_max).
+  std::shared_ptr<ssl::context> agentTls;
+  Acls acls = Acls::permissive();
   std::shared_ptr<ssl::context> masterTls;  // null: the leader link in plaintext
   std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
 };
@@ -66,6 +72,7 @@ class LinkShard {
   void acceptNext();
   void onAccepted(asio::ip::tcp::socket socket);
   void agentHello(Slot slot, const PeerIdentity& identity, const wire::Hello& hello);
+  void refuseAgent(Slot slot, const std::string& reason);
   void agentMessage(Slot slot, wire::Envelope& e);
   void agentClosed(Slot slot, const std::string& reason);
   void closeAgents(const std::string& reason);

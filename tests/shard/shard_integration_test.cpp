@@ -41,6 +41,8 @@ class ShardCluster : public ::testing::Test {
             "--tls-ca", certs_ + "/ca.crt"};
   }
   virtual bool useTls() const { return false; }
+  // The master's ACL file; empty: none.
+  virtual std::string masterAcls() const { return ""; }
 
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root: the agents make cgroups for their executors";
@@ -58,6 +60,10 @@ class ShardCluster : public ::testing::Test {
     std::string shardPortFile = cluster_->dir() + "/shard-listen.port";
     std::vector<std::string> args = {"--shard-listen", "127.0.0.1:0", "--shard-port-file", shardPortFile};
     for (auto& a : tls("master")) args.push_back(a);
+    if (!masterAcls().empty()) {
+      std::ofstream(cluster_->dir() + "/master.acls") << masterAcls();
+      args.insert(args.end(), {"--acls", cluster_->dir() + "/master.acls"});
+    }
     ASSERT_TRUE(cluster_->startMaster(args));
     ASSERT_TRUE(waitFor([&] { return readPort(shardPortFile) > 0; }, 10s));
     masterShardPort_ = readPort(shardPortFile);
@@ -160,15 +166,20 @@ TEST_F(ShardCluster, AShardsAgentsMoveToAnotherWhenItDiesAndNothingIsLost) {
 class TlsShardCluster : public ShardCluster {
  protected:
   bool useTls() const override { return true; }
+  // Agents only with the `agent` certificate: an agent whose principal did
+  // not reach the master through its shard would be refused.
+  std::string masterAcls() const override {
+    return "register_agent agent\nregister_framework framework users=*\n";
+  }
 };
 
-// Mutual TLS between the shard (a `shard` certificate) and the master, and
-// between the framework and the master; the agents speak plaintext to the
-// shard on loopback.
-TEST_F(TlsShardCluster, AShardLinksToATlsMasterWithAShardCertificate) {
+// Mutual TLS on both hops: the shard (a `shard` certificate) to the master,
+// the agent (an `agent` certificate) to the shard, whose principal the
+// shard checks and carries to the master; the framework to the master.
+TEST_F(TlsShardCluster, AgentsLinkToAShardWithMutualTlsAndTheirPrincipalIsCarried) {
   int s1 = startShard(1, tls("shard"));
   std::string list = "127.0.0.1:" + std::to_string(s1);
-  startAgent(list, list, "a");
+  startAgent(list, list, "a", tls("agent"));
   std::vector<std::string> args = {"--command", "true", "--instances", "2", "--resources", "cpus:0.5;mem:32"};
   for (auto& a : tls("framework")) args.push_back(a);
   Child run = cluster_->execute(args);
@@ -177,6 +188,45 @@ TEST_F(TlsShardCluster, AShardLinksToATlsMasterWithAShardCertificate) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << cluster_->masterLog();
   EXPECT_EQ(count(out, "FINISHED"), 2u) << out;
   EXPECT_NE(cluster_->masterLog().find("principal shard (shard)"), std::string::npos) << cluster_->masterLog();
+}
+
+// The shard applies the ACL's agent rules itself: an agent whose principal
+// may not register is turned away there and never reaches the master.
+TEST_F(TlsShardCluster, AShardRefusesAnAgentTheAclDoesNotAllow) {
+  std::string acls = cluster_->dir() + "/shard.acls";
+  std::ofstream(acls) << "register_agent someone-else\n";
+  std::vector<std::string> extra = tls("shard");
+  extra.insert(extra.end(), {"--acls", acls});
+  int s1 = startShard(1, extra);
+  std::string list = "127.0.0.1:" + std::to_string(s1);
+  std::string dir = cluster_->workDir() + "/refused";
+  fs::create_directories(dir);
+  agentDirs_.push_back(dir);
+  std::vector<std::string> args = {cluster_->agentBinary(), "--shards", list, "--work-dir", dir,
+                                   "--resources", "cpus:1;mem:1024;disk:100", "--isolation", ""};
+  for (auto& a : tls("agent")) args.push_back(a);
+  agents_.emplace_back(args, cluster_->dir() + "/refused.out", cluster_->dir() + "/refused.err");
+  std::string shardLog = cluster_->dir() + "/shard1.err";
+  EXPECT_TRUE(waitFor([&] { return readAll(shardLog).find("principal 'agent' may not register agents") !=
+                                   std::string::npos; }, 15s)) << readAll(shardLog);
+  EXPECT_TRUE(waitFor([&] { return readAll(cluster_->dir() + "/refused.err").find("may not register agents") !=
+                                   std::string::npos; }, 15s)) << readAll(cluster_->dir() + "/refused.err");
+  EXPECT_EQ(cluster_->masterLog().find("registered with"), std::string::npos) << cluster_->masterLog();
+}
+
+// An agent without a certificate cannot reach a TLS shard.
+TEST_F(TlsShardCluster, AShardRefusesAnAgentWithoutACertificate) {
+  int s1 = startShard(1, tls("shard"));
+  std::string list = "127.0.0.1:" + std::to_string(s1);
+  std::string dir = cluster_->workDir() + "/plain";
+  fs::create_directories(dir);
+  agentDirs_.push_back(dir);
+  agents_.emplace_back(std::vector<std::string>{cluster_->agentBinary(), "--shards", list, "--work-dir", dir,
+                                                "--resources", "cpus:1;mem:1024;disk:100", "--isolation", ""},
+                       cluster_->dir() + "/plain.out", cluster_->dir() + "/plain.err");
+  std::string shardLog = cluster_->dir() + "/shard1.err";
+  EXPECT_TRUE(waitFor([&] { return readAll(shardLog).find("TLS handshake") != std::string::npos; }, 15s)) << readAll(shardLog);
+  EXPECT_EQ(cluster_->masterLog().find("registered with"), std::string::npos) << cluster_->masterLog();
 }
 
 }  // namespace
