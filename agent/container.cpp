@@ -414,6 +414,7 @@ void Container::fillView(const std::string& agentId, state::ExecutorView* v) con
   v->set_phase(containerStateName(life_.state()));
   v->set_pid(pid);
   v->set_sandbox(sandbox);
+  v->set_image(executor.container().image());
   limits().toWire(v->mutable_limits());
   for (const auto& [taskId, t] : tasks_) {
     state::TaskView* tv = v->add_tasks();
@@ -422,6 +423,10 @@ void Container::fillView(const std::string& agentId, state::ExecutorView* v) con
     tv->set_agent_id(agentId);
     tv->set_executor_id(id.executorId);
     tv->set_name(t.info.name());
+    // A task runs in its executor's root: the image is the executor's
+    // unless the task names its own, as the master reports it.
+    const std::string& own = t.info.container().image();
+    tv->set_image(own.empty() ? executor.container().image() : own);
     *tv->mutable_resources() = t.info.resources();
     if (t.latest) {
       tv->set_state(t.latest->state());

@@ -176,7 +176,7 @@ Table sharesTable(const state::MasterState& m) {
 }
 
 Table tasksTable(const state::MasterState& m) {
-  Table t({"ID", "FRAMEWORK", "AGENT", "STATE", "HEALTH", "REASON", "RESOURCES", "MESSAGE"});
+  Table t({"ID", "FRAMEWORK", "AGENT", "STATE", "HEALTH", "REASON", "IMAGE", "RESOURCES", "MESSAGE"});
   std::vector<const state::TaskView*> rows;
   for (const auto& task : m.tasks()) rows.push_back(&task);
   for (const auto& task : m.completed_tasks()) rows.push_back(&task);
@@ -186,7 +186,7 @@ Table tasksTable(const state::MasterState& m) {
            shortName(wire::TaskState_Name(task.state()), "TASK_"),
            !task.has_healthy() ? "" : task.healthy() ? "healthy" : "unhealthy",
            task.reason() == wire::REASON_NONE ? "" : shortName(wire::Reason_Name(task.reason()), "REASON_"),
-           resourcesText(task.resources()), task.message()});
+           task.image(), resourcesText(task.resources()), task.message()});
   }
   return t;
 }

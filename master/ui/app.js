@@ -226,6 +226,7 @@ function renderTask(m, fw, id) {
   const agent = t && (m.agents || []).find((a) => a.id === t.agentId);
   $("#task-info").textContent = t
     ? `${t.state.replace("TASK_", "")} on ${agent ? agent.hostname : t.agentId} · framework ${fw}` : "unknown task";
+  $("#task-image").textContent = t && t.image ? `image ${t.image}` : "the node's filesystem";
   if (logView && logView.key === key) return;
   if (logView) logView.streams.forEach((s) => s.stop());
   logView = null;

@@ -1,6 +1,8 @@
 // A real allot-master (with --http-listen), allot-agent (with
 // --http-listen) and allot-execute on loopback; allotctl and the HTTP
 // endpoints checked against each other.
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include <google/protobuf/util/json_util.h>
@@ -61,14 +63,15 @@ class OpsCluster : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  Child& execute(const std::string& name, const std::string& command, const std::string& resources) {
+  Child& execute(const std::string& name, const std::string& command, const std::string& resources,
+                 std::vector<std::string> extra = {}) {
     ++runs_;
     std::string base = dir_ + "/execute" + std::to_string(runs_);
-    executes_.emplace_back(std::vector<std::string>{execute_, "--master",
-                                                    "127.0.0.1:" + std::to_string(masterPort_),
-                                                    "--name", name, "--command", command,
-                                                    "--resources", resources, "--timeout", "60"},
-                           base + ".out", base + ".err");
+    std::vector<std::string> args{execute_, "--master", "127.0.0.1:" + std::to_string(masterPort_),
+                                  "--name", name, "--command", command,
+                                  "--resources", resources, "--timeout", "60"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    executes_.emplace_back(args, base + ".out", base + ".err");
     return executes_.back();
   }
 
@@ -118,6 +121,25 @@ class OpsCluster : public ::testing::Test {
   std::deque<Child> executes_;
   int runs_ = 0;
 };
+
+// This agent runs no images (no filesystem/linux): the launch is refused,
+// and the ended task still names the image it asked for.
+TEST_F(OpsCluster, TasksListShowsEachTasksImage) {
+  Child& run = execute("ops-img", "true", "cpus:0.1;mem:32", {"--image", "registry.example:5000/web:1"});
+  ASSERT_TRUE(waitFor([&] { return run.out().find("INVALID_LAUNCH") != std::string::npos; }, 20s))
+      << run.out() << run.err();
+  CtlResult tasks = ctl({"tasks"});
+  ASSERT_EQ(tasks.code, 0) << tasks.err;
+  EXPECT_NE(tasks.out.find("IMAGE"), std::string::npos) << tasks.out;
+  std::istringstream lines(tasks.out);
+  std::string line;
+  bool shown = false;
+  while (std::getline(lines, line)) {
+    shown |= line.find("ops-img-0") != std::string::npos &&
+             line.find("registry.example:5000/web:1") != std::string::npos;
+  }
+  EXPECT_TRUE(shown) << tasks.out;
+}
 
 TEST_F(OpsCluster, StateAndMetricsShowTheRunningTaskOnMasterAndAgent) {
   execute("ops-web", "sleep 60", "cpus:1;mem:128");

@@ -10,9 +10,14 @@
 
 #include <gtest/gtest.h>
 
+#include <google/protobuf/util/json_util.h>
+
+#include "http/client.h"
 #include "images/registry_client.h"
 #include "isolators/network_isolator.h"
+#include "proto/state.pb.h"
 #include "tests/agent/cluster.h"
+#include "tests/common/test_util.h"
 #include "tests/images/test_registry.h"
 
 namespace allot::testing {
@@ -195,6 +200,27 @@ TEST_F(AgentImages, AnAgentRestartKeepsTheRunningTasksRoot) {
   EXPECT_EQ(taskStdout("long-0"), "before\nmotd of the image\n");
   EXPECT_TRUE(fs::exists(layerDir(layer_) + "/rootfs/bin/busybox"));
   EXPECT_EQ(cluster_->agentLog().find("removing the writable layer"), std::string::npos) << cluster_->agentLog();
+}
+
+// The agent's /state names the image of the executor and of its task.
+TEST_F(AgentImages, AgentStateNamesTheImageOfTheExecutorAndItsTasks) {
+  cluster_->agentProcess().kill(SIGKILL);
+  std::string portFile = cluster_->dir() + "/agent.http";
+  ASSERT_TRUE(cluster_->startAgent({"--isolation", "filesystem/linux", "--cgroups-root", cgroupsRoot_,
+                                    "--http-listen", "127.0.0.1:0", "--http-port-file", portFile}))
+      << cluster_->agentLog();
+  Child run = cluster_->execute({"--image", image(), "--name", "shown", "--command", "sleep 3"});
+  ASSERT_TRUE(waitFor([&] { return run.out().find("shown-0 RUNNING") != std::string::npos; }, 60s)) << run.out();
+  auto r = http::fetch({"127.0.0.1", readPort(portFile)}, "GET", "/state");
+  ASSERT_TRUE(r && r->status == 200) << (r ? r->body : r.error().describe());
+  state::State st;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r->body, &st).ok()) << r->body;
+  ASSERT_EQ(st.agent().executors_size(), 1) << r->body;
+  const state::ExecutorView& ex = st.agent().executors(0);
+  EXPECT_EQ(ex.image(), image());
+  ASSERT_EQ(ex.tasks_size(), 1);
+  EXPECT_EQ(ex.tasks(0).image(), image());
+  EXPECT_EQ(exitStatus(run.wait(90s)), 0) << run.out();
 }
 
 // A cap below one layer: a pulled image still runs (its layers are held

@@ -47,6 +47,7 @@ async function main() {
     hash: location.hash,
     id: document.querySelector("#task-id").textContent,
     info: document.querySelector("#task-info").textContent,
+    image: document.querySelector("#task-image").textContent,
     stdout: document.querySelector("#task-stdout").textContent,
     stderr: document.querySelector("#task-stderr").textContent,
     error: document.querySelector("#task-stdout").dataset.error || "",

@@ -85,6 +85,7 @@ def test_the_task_page_shows_its_output_live(log_cluster):
     assert page["errors"] == [], page["errors"]
     assert shown["id"] == task["taskId"]
     assert "RUNNING" in shown["info"]
+    assert shown["image"] == "the node's filesystem"
     # What the task wrote, through the agent's API.
     q = f"framework={task['frameworkId']}&task={task['taskId']}"
     written_out = _read(f"http://{agent['httpAddress']}/files/read?{q}&stream=stdout")
