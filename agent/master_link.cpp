@@ -80,6 +80,10 @@ void MasterLink::onMessage(wire::Envelope& e) {
     return;
   }
   if (e.has_agent_registered()) {
+    // Unasked, from a master other than ours: our shard handed us to a
+    // new leader with the state it kept; it gets our full state now.
+    bool handedOver = registered_ && e.agent_registered().master_id() != masterId_;
+    masterId_ = e.agent_registered().master_id();
     registered_ = true;
     ++registrations_;
     link_->registered();
@@ -88,6 +92,10 @@ void MasterLink::onMessage(wire::Envelope& e) {
     ackedSequence_ = sequence_;
     beat();
     callbacks_.onRegistered(e.agent_registered());
+    if (handedOver) {
+      LOG_INFO("handed to master " << masterId_ << " by the shard; sending the full registration");
+      onConnected();
+    }
     return;
   }
   if (e.has_heartbeat_ack()) {

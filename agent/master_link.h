@@ -9,7 +9,10 @@
 // With Options::shards the link goes through link shards instead
 // (proto/shard_placement.h): the first choice for Options::shardKey, and the
 // next one when the link to a shard is lost after registering or no
-// registration comes within kShardRegistrationTimeout. Over TLS a shard
+// registration comes within kShardRegistrationTimeout. When the leader
+// changes the shard keeps the link and hands the agent to the new one: an
+// AgentRegistered from another master arrives unasked, and the agent
+// answers it with its full registration. Over TLS a shard
 // must present a `shard` certificate (it says ROLE_MASTER in its Hello).
 // Every message from the master passes validateFromMaster (proto/validate.h)
 // before anything acts on it; a refused one goes to Callbacks::onRefused
@@ -92,6 +95,7 @@ class MasterLink {
   uint64_t sequence_ = 0;
   uint64_t ackedSequence_ = 0;
   uint64_t registrations_ = 0;
+  std::string masterId_;  // of the last AgentRegistered
   bool registered_ = false;
   std::shared_ptr<Alive> alive_ = std::make_shared<Alive>();
 };

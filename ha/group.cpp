@@ -40,6 +40,7 @@ std::vector<GroupMember> parseMembers(const std::vector<std::string>& children) 
 std::string encodeMemberData(const MemberData& member) {
   std::string data = "address=" + member.address.describe() + "\nid=" + member.masterId + "\n";
   if (member.http) data += "http=" + member.http->describe() + "\n";
+  if (member.shards) data += "shards=" + member.shards->describe() + "\n";
   return data;
 }
 
@@ -65,6 +66,9 @@ Result<MemberData> decodeMemberData(const std::string& data) {
       // agents and schedulers, so it only leaves `http` unset.
       auto endpoint = parseEndpoint(line.substr(5));
       if (endpoint && endpoint->kind == Endpoint::Kind::kTcp) out.http = *endpoint;
+    } else if (line.rfind("shards=", 0) == 0) {
+      auto endpoint = parseEndpoint(line.substr(7));
+      if (endpoint && endpoint->kind == Endpoint::Kind::kTcp) out.shards = *endpoint;
     }
   }
   if (!haveAddress) return Error{"member data has no address= line"};

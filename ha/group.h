@@ -3,12 +3,13 @@
 // detector (every client), so both read the group the same way.
 //
 //   <path>/member_<guid>_<sequence>   ephemeral + sequential, one per master
-//   data: "address=HOST:PORT\nid=MASTER_ID\n[http=HOST:PORT\n]"
+//   data: "address=HOST:PORT\nid=MASTER_ID\n[http=HOST:PORT\n][shards=HOST:PORT\n]"
 //
 // Lines are key=value; readers skip keys they do not know, so a key can be
 // added without breaking older readers. `http` (the master's operator API,
 // its --http-listen, for allotctl) is absent when the master serves no HTTP
-// or predates it: readers must cope with its absence.
+// or predates it: readers must cope with its absence. `shards` (its
+// --shard-listen, where link shards follow the leader) likewise.
 //
 // The guid (128 random bits, hex) lets a master find its own znode after a
 // create whose reply was lost. The member with the lowest sequence leads;
@@ -49,6 +50,7 @@ struct MemberData {
   Endpoint address;                  // the protocol endpoint (agents, schedulers)
   std::string masterId;
   std::optional<Endpoint> http;      // the operator API (HTTP), when served
+  std::optional<Endpoint> shards;    // where link shards connect, when it takes them
 };
 std::string encodeMemberData(const MemberData& member);
 Result<MemberData> decodeMemberData(const std::string& data);

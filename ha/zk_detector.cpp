@@ -123,7 +123,7 @@ std::optional<Leader> ZooKeeperDetector::decode(const std::string& member, const
     LOG_WARNING("detector: ignoring member " << member << ": " << decoded.error().describe());
     return std::nullopt;
   }
-  return Leader{decoded->address, epochOf(stat.czxid), decoded->masterId};
+  return Leader{decoded->address, epochOf(stat.czxid), decoded->masterId, decoded->shards};
 }
 
 bool ZooKeeperDetector::accept(const std::string& member, const Leader& leader) {

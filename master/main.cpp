@@ -336,6 +336,15 @@ std::optional<Endpoint> advertisedHttp(const Settings& s, const Endpoint& advert
   return Endpoint{Endpoint::Kind::kTcp, host, http->port(), ""};
 }
 
+// The --shard-listen address published beside it, as advertisedHttp does.
+std::optional<Endpoint> advertisedShards(const Settings& s, const Endpoint& advertise, const MasterServer& server) {
+  if (server.shardPort() == 0) return std::nullopt;
+  auto listen = parseHostPort(s.shardListen);
+  if (!listen) return std::nullopt;
+  std::string host = listen->host == "0.0.0.0" || listen->host == "::" ? advertise.host : listen->host;
+  return Endpoint{Endpoint::Kind::kTcp, host, server.shardPort(), ""};
+}
+
 // What runs beside the protocol server: the HTTP endpoints (may be null)
 // and the systemd notifier.
 struct Operating {
@@ -560,7 +569,8 @@ int serve(asio::io_context& io, const Settings& settings, const std::optional<Zk
     LOG_INFO("--zk: run-time role settings are kept in ZooKeeper (" << roleSettingsPath(zk->path)
                                                                      << "), not in --work-dir");
   }
-  MemberData member{advertise, server.master().masterId(), advertisedHttp(settings, advertise, http->get())};
+  MemberData member{advertise, server.master().masterId(), advertisedHttp(settings, advertise, http->get()),
+                    advertisedShards(settings, advertise, server)};
   return runContending(io, server, *zk, std::move(member), settings, operating);
 }
 

@@ -44,6 +44,9 @@ struct Leader {
   Endpoint endpoint;
   uint64_t epoch = 0;  // ZooKeeper election epoch; 0 for a fixed address
   std::string id;      // the master's id when the detector knows it, else empty
+  // Where link shards reach it (its --shard-listen), when the detector
+  // knows and it takes shards; ZooKeeper only.
+  std::optional<Endpoint> shards;
 
   bool operator==(const Leader&) const = default;
 };

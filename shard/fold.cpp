@@ -75,6 +75,13 @@ void AgentFold::applyStatus(wire::RegisterAgent& report, const wire::TaskStatus&
   }
 }
 
+void AgentFold::registered(Slot slot, const wire::AgentRegistered& m) {
+  auto it = agents_.find(slot);
+  if (it == agents_.end() || !it->second.report) return;
+  it->second.report->mutable_info()->set_id(m.agent_id());
+  it->second.report->set_agent_secret(m.agent_secret());
+}
+
 std::vector<Slot> AgentFold::takeLiveness() {
   std::vector<Slot> out;
   out.reserve(heardOrder_.size());

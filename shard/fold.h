@@ -11,7 +11,10 @@
 //   kDrop     a usage report equal to the last one forwarded
 //
 // It keeps each agent's last full report: the RegisterAgent it forwarded,
-// with every later status update applied to its tasks' latest status.
+// with every later status update applied to its tasks' latest status and
+// the id and secret the leader gave it (registered()). A new leader gets
+// these reports in bulk; each agent then sends its own full one (agent/
+// master_link.h), which also carries tasks launched since.
 //
 // Bounds: at most `maxAgents` slots; what a slot keeps is bounded by the
 // input limits its messages passed (proto/validate.h).
@@ -45,6 +48,10 @@ class AgentFold {
   // One message from the agent in `slot` (attached, validated). On kAnswer
   // `answer` holds what goes back to the agent.
   FoldAction fold(Slot slot, const wire::Envelope& message, wire::Envelope* answer);
+
+  // The leader's AgentRegistered on its way to the agent in `slot`: the
+  // kept report takes its id and secret, so a new leader knows the agent.
+  void registered(Slot slot, const wire::AgentRegistered& m);
 
   // The slots heard from since the previous call, each once, in the order
   // first heard; empty when none was.

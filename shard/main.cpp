@@ -19,6 +19,7 @@ struct Settings {
   std::string name;
   std::string portFile;
   double livenessIntervalS = 1;
+  double leaderGraceS = 10;
   int64_t maxAgents = static_cast<int64_t>(kAgentsPerShardMax);
   TlsFiles tls;
   std::string acls;
@@ -27,7 +28,11 @@ struct Settings {
 
 void addFlags(Flags& flags, Settings* s) {
   flags.addString("listen", &s->listen, "address agents connect to (host:port)");
-  flags.addString("master", &s->master, "the leading master's --shard-listen address (host:port)");
+  flags.addString("master", &s->master,
+                  "the leading master's --shard-listen address (HOST:PORT), or zk://host:port,.../path "
+                  "to follow the leader the masters elect there");
+  flags.addDouble("leader-grace", &s->leaderGraceS,
+                  "seconds agents are held without a leader before their links close");
   flags.addString("name", &s->name, "name in logs and Hellos (default: allot-shard HOST:PORT, the bound address)");
   flags.addString("port-file", &s->portFile, "write the bound agent port to this file once listening");
   flags.addDouble("liveness-interval", &s->livenessIntervalS,
@@ -42,15 +47,15 @@ Result<ShardOptions> toOptions(const Settings& s) {
   ShardOptions o;
   auto listen = parseHostPort(s.listen);
   if (!listen) return Error{"--listen: " + listen.error().describe()};
-  auto master = parseHostPort(s.master);
-  if (!master) return Error{"--master: " + master.error().describe()};
   o.listen = *listen;
-  o.master = *master;
+  o.master = s.master;
   o.name = s.name;
   if (!(s.livenessIntervalS >= 0.01 && s.livenessIntervalS <= 60)) {
     return Error{"--liveness-interval must be between 0.01 and 60 seconds"};
   }
   o.livenessInterval = secondsToDuration(s.livenessIntervalS);
+  if (!(s.leaderGraceS >= 0 && s.leaderGraceS <= 3600)) return Error{"--leader-grace must be between 0 and 3600 seconds"};
+  o.leaderGrace = secondsToDuration(s.leaderGraceS);
   if (s.maxAgents < 1 || s.maxAgents > static_cast<int64_t>(kAgentsPerShardMax)) {
     return Error{"--max-agents must be between 1 and " + std::to_string(kAgentsPerShardMax)};
   }

@@ -1,6 +1,7 @@
 #include "shard/shard.h"
 
 #include "base/log.h"
+#include "ha/detector_factory.h"
 #include "proto/validate.h"
 
 namespace allot {
@@ -12,6 +13,9 @@ Result<std::unique_ptr<LinkShard>> LinkShard::create(asio::io_context& io, Shard
   if (shard->options_.name.empty()) {
     shard->options_.name = "allot-shard " + shard->options_.listen.host + ":" + std::to_string(shard->port_);
   }
+  auto detector = makeLeaderDetector(io, shard->options_.master);
+  if (!detector) return Error{"--master: " + detector.error().describe()};
+  shard->detector_ = std::move(*detector);
   return shard;
 }
 
@@ -21,13 +25,14 @@ LinkShard::LinkShard(asio::io_context& io, ShardOptions options)
       acceptor_(io),
       retryTimer_(io),
       livenessTimer_(io),
+      graceTimer_(io),
       backoff_(std::chrono::milliseconds(100), std::chrono::seconds(2), 0),
       fold_(options_.maxAgents) {}
 
 void LinkShard::start() {
   LOG_INFO(options_.name << " listening for agents on " << options_.listen.host << ":" << port_
-                         << ", leader at " << options_.master.host << ":" << options_.master.port);
-  connectLeader();
+                         << ", leader from " << detector_->describe());
+  detector_->start([this](const std::optional<Leader>& leader) { onLeaderReported(leader); });
   acceptNext();
   scheduleLiveness();
 }
@@ -38,17 +43,34 @@ void LinkShard::stop() {
   acceptor_.close(ignored);
   retryTimer_.cancel();
   livenessTimer_.cancel();
+  graceTimer_.cancel();
+  detector_.reset();
   closeAgents("shard shutting down");
   if (leader_) leader_->close("shard shutting down");
 }
 
 // ------------------------------------------------------------------ leader
 
+// A fixed --master names the --shard-listen itself; a leader found in
+// ZooKeeper publishes it beside its address.
+void LinkShard::onLeaderReported(const std::optional<Leader>& leader) {
+  std::optional<Endpoint> target;
+  if (leader) target = leader->epoch == 0 ? std::optional<Endpoint>(leader->endpoint) : leader->shards;
+  if (leader && !target) LOG_WARNING("the leader " << leader->endpoint.describe() << " takes no link shards");
+  if (target == target_) return;
+  target_ = target;
+  ++targetGeneration_;
+  retryTimer_.cancel();
+  backoff_.reset();
+  if (leader_) leader_->close("the leader changed");  // onLeaderClosed reconnects
+  else connectLeader();
+}
+
 void LinkShard::connectLeader() {
-  if (stopped_) return;
-  asyncConnect(io_, options_.master.host, options_.master.port,
-               [this](Result<asio::ip::tcp::socket> socket) {
-    if (stopped_) return;
+  if (stopped_ || !target_ || leader_) return;
+  uint64_t generation = targetGeneration_;
+  asyncConnect(io_, target_->host, target_->port, [this, generation](Result<asio::ip::tcp::socket> socket) {
+    if (stopped_ || generation != targetGeneration_ || leader_) return;
     if (!socket) return retryLeader(socket.error().describe());
     ShardLink::Options o;
     o.localName = options_.name;
@@ -78,14 +100,46 @@ void LinkShard::retryLeader(const std::string& why) {
 
 void LinkShard::onLeaderHello(const shard::ShardHello& hello) {
   backoff_.reset();
+  graceTimer_.cancel();
   leaderEpoch_ = hello.leader_epoch();
   LOG_INFO("linked to the leader " << hello.name() << " (epoch " << leaderEpoch_ << ")");
+  handOver();
+}
+
+// Every agent held goes to the new leader as the old one had it: attached,
+// then its kept report as its registration. Slots are per leader link, so
+// the same slots serve.
+void LinkShard::handOver() {
+  size_t handed = 0;
+  for (const auto& [slot, conn] : agents_) {
+    if (!conn->handshaken()) continue;
+    sendLeader(attachedEnvelope(slot, *conn));
+    if (const wire::RegisterAgent* report = fold_.report(slot)) {
+      shard::ShardEnvelope e;
+      e.mutable_agent_message()->set_slot(slot);
+      *e.mutable_agent_message()->mutable_envelope()->mutable_register_agent() = *report;
+      sendLeader(e);
+    }
+    ++handed;
+  }
+  if (handed > 0) LOG_INFO("handed " << handed << " agents to the leader");
 }
 
 void LinkShard::onLeaderClosed(const std::string& reason) {
   leader_.reset();
-  closeAgents("the shard lost its leader");
-  if (!stopped_) retryLeader("lost: " + reason);
+  if (stopped_) return;
+  LOG_WARNING("lost the leader link: " << reason << "; holding " << agents_.size() << " agents");
+  startGrace();
+  if (target_) retryLeader("lost: " + reason);
+}
+
+void LinkShard::startGrace() {
+  graceTimer_.expires_after(options_.leaderGrace);
+  graceTimer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopped_ || leaderConnected()) return;
+    closeAgents("the shard has had no leader for " +
+                std::to_string(std::chrono::duration<double>(options_.leaderGrace).count()) + " s");
+  });
 }
 
 void LinkShard::sendLeader(const shard::ShardEnvelope& e) {
@@ -97,7 +151,10 @@ void LinkShard::sendLeader(const shard::ShardEnvelope& e) {
 void LinkShard::onLeaderMessage(shard::ShardEnvelope& e) {
   if (e.has_agent_message()) {
     auto it = agents_.find(e.agent_message().slot());
-    if (it != agents_.end()) (void)it->second->send(e.agent_message().envelope());
+    if (it == agents_.end()) return;
+    const wire::Envelope& m = e.agent_message().envelope();
+    if (m.has_agent_registered()) fold_.registered(it->first, m.agent_registered());
+    (void)it->second->send(m);
     return;
   }
   if (e.has_detached()) {
@@ -142,27 +199,31 @@ void LinkShard::onAccepted(asio::ip::tcp::socket socket) {
   Slot slot = nextSlot_++;
   agents_[slot] = conn;
   Connection::Handlers h;
-  h.onHello = [this, slot, weak = std::weak_ptr<Connection>(conn)](const wire::Hello& hello) {
-    auto c = weak.lock();
-    agentHello(slot, c ? c->peer() : PeerIdentity{}, hello);
-  };
+  h.onHello = [this, slot](const wire::Hello&) { agentHello(slot); };
   h.onMessage = [this, slot](wire::Envelope& e) { agentMessage(slot, e); };
   h.onClose = [this, slot](const std::string& reason) { agentClosed(slot, reason); };
   conn->start(std::move(h));
 }
 
-void LinkShard::agentHello(Slot slot, const PeerIdentity& identity, const wire::Hello& hello) {
-  if (!options_.acls.registerAgent(identity.principal)) {
-    return refuseAgent(slot, "principal '" + identity.principal + "' may not register agents");
+void LinkShard::agentHello(Slot slot) {
+  auto it = agents_.find(slot);
+  if (it == agents_.end()) return;
+  const std::string& principal = it->second->peer().principal;
+  if (!options_.acls.registerAgent(principal)) {
+    return refuseAgent(slot, "principal '" + principal + "' may not register agents");
   }
   if (Status st = fold_.attach(slot); !st) return refuseAgent(slot, st.error().describe());
+  sendLeader(attachedEnvelope(slot, *it->second));
+}
+
+shard::ShardEnvelope LinkShard::attachedEnvelope(Slot slot, const Connection& conn) const {
   shard::ShardEnvelope e;
   auto* attached = e.mutable_attached();
   attached->set_slot(slot);
-  attached->set_name(hello.name());
-  attached->set_principal(identity.principal);
-  attached->set_cert_role(identity.certRole);
-  sendLeader(e);
+  attached->set_name(conn.peerHello().name());
+  attached->set_principal(conn.peer().principal);
+  attached->set_cert_role(conn.peer().certRole);
+  return e;
 }
 
 // The agent hears why (logged on its side) before its link closes.

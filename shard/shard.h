@@ -7,9 +7,17 @@
 // the leader's messages for an agent come back on the same link and go out
 // on that agent's own.
 //
-// Agents are accepted only while the leader link is up: without a leader
-// there is no one to register with, so the agents' links are closed and
-// their own backoff brings them back (to this shard or another).
+// The leader: --master names its --shard-listen ("HOST:PORT") or the
+// masters' ZooKeeper group ("zk://.../path"), where each master publishes
+// its --shard-listen beside its address (ha/group.h). When the leader link
+// goes the shard keeps its agents' links, answers their heartbeats, and
+// follows the detector to the next leader; once linked it hands that leader
+// every agent in bulk (AgentAttached and the report it kept, shard/fold.h).
+// The agents do not reconnect. Only when no leader is linked within
+// leaderGrace are the agents' links closed, so that they move on.
+//
+// New agents are accepted only while the leader link is up: without a
+// leader there is no one to register with.
 //
 // Thread: everything on the given io_context, which one thread runs.
 #pragma once
@@ -22,6 +30,7 @@
 #include "base/flags.h"
 #include "master/acls.h"
 #include "proto/connection.h"
+#include "proto/leader.h"
 #include "proto/reconnecting_link.h"
 #include "proto/shard_link.h"
 #include "shard/fold.h"
@@ -35,7 +44,7 @@ constexpr size_t kAgentsPerShardMax = 19000;
 
 struct ShardOptions {
   HostPort listen{"127.0.0.1", 5060};   // agents connect here
-  HostPort master{"127.0.0.1", 5061};   // the leader's --shard-listen
+  std::string master = "127.0.0.1:5061";  // the leader's --shard-listen, or zk://.../path
   std::string name;  // empty: "allot-shard HOST:PORT" (the bound address)
   size_t maxAgents = kAgentsPerShardMax;
   Duration livenessInterval = std::chrono::seconds(1);
@@ -47,6 +56,8 @@ struct ShardOptions {
   Acls acls = Acls::permissive();
   std::shared_ptr<ssl::context> masterTls;  // null: the leader link in plaintext
   std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
+  // Agents are held this long without a leader before their links close.
+  Duration leaderGrace = std::chrono::seconds(10);
 };
 
 class LinkShard {
@@ -63,7 +74,11 @@ class LinkShard {
 
  private:
   LinkShard(asio::io_context& io, ShardOptions options);
+  void onLeaderReported(const std::optional<Leader>& leader);
   void connectLeader();
+  void handOver();
+  shard::ShardEnvelope attachedEnvelope(Slot slot, const Connection& conn) const;
+  void startGrace();
   void retryLeader(const std::string& why);
   void onLeaderHello(const shard::ShardHello& hello);
   void onLeaderMessage(shard::ShardEnvelope& e);
@@ -71,7 +86,7 @@ class LinkShard {
   void sendLeader(const shard::ShardEnvelope& e);
   void acceptNext();
   void onAccepted(asio::ip::tcp::socket socket);
-  void agentHello(Slot slot, const PeerIdentity& identity, const wire::Hello& hello);
+  void agentHello(Slot slot);
   void refuseAgent(Slot slot, const std::string& reason);
   void agentMessage(Slot slot, wire::Envelope& e);
   void agentClosed(Slot slot, const std::string& reason);
@@ -83,6 +98,10 @@ class LinkShard {
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retryTimer_;
   asio::steady_timer livenessTimer_;
+  asio::steady_timer graceTimer_;
+  std::unique_ptr<LeaderDetector> detector_;
+  std::optional<Endpoint> target_;  // the leader's --shard-listen, when known
+  uint64_t targetGeneration_ = 0;   // bumped on every change of target_
   Backoff backoff_;
   std::shared_ptr<ShardLink> leader_;
   uint64_t leaderEpoch_ = 0;

@@ -339,6 +339,20 @@ TEST_F(DetectorTest, IgnoresForeignChildrenAndUnreadableMembers) {
   EXPECT_FALSE(decodeMemberData(std::string(5000, 'a')));
 }
 
+TEST(MemberData, CarriesTheShardListenAddressWhenTheMasterTakesShards) {
+  MemberData m = member(5001);
+  m.shards = Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", 7001, ""};
+  EXPECT_EQ(encodeMemberData(m), "address=127.0.0.1:5001\nid=m5001\nhttp=127.0.0.1:6001\nshards=127.0.0.1:7001\n");
+  auto back = decodeMemberData(encodeMemberData(m));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->shards, m.shards);
+  EXPECT_FALSE(decodeMemberData("address=10.0.0.1:5050\nid=a\n")->shards);
+  // A bad shards= does not hide the protocol address.
+  auto odd = decodeMemberData("address=10.0.0.1:5050\nshards=nope\nid=a\n");
+  ASSERT_TRUE(odd);
+  EXPECT_FALSE(odd->shards);
+}
+
 TEST(MemberData, CarriesTheHttpAddressAndReadsEntriesWithoutIt) {
   MemberData m = member(5001);
   EXPECT_EQ(encodeMemberData(m), "address=127.0.0.1:5001\nid=m5001\nhttp=127.0.0.1:6001\n");

@@ -100,6 +100,28 @@ TEST(AgentFold, KeepsTheLastFullReportWithEveryStatusApplied) {
   EXPECT_EQ(report->executors(0).latest(1).state(), wire::TASK_RUNNING);
 }
 
+// A new leader gets the kept report: it must name the agent by the id and
+// secret the previous leader gave it, not the empty id of a first
+// registration.
+TEST(AgentFold, TheKeptReportTakesTheIdAndSecretTheLeaderGave) {
+  AgentFold fold(10);
+  ASSERT_TRUE(fold.attach(1).ok());
+  wire::AgentRegistered registered;
+  registered.set_agent_id("A-1");
+  registered.set_agent_secret("s3cret");
+  fold.registered(1, registered);  // before any report: nothing to keep
+  EXPECT_EQ(fold.report(1), nullptr);
+  wire::Envelope answer;
+  ASSERT_EQ(fold.fold(1, registration(), &answer), FoldAction::kForward);
+  fold.registered(1, registered);
+  fold.registered(7, registered);  // a slot not held
+  const wire::RegisterAgent* report = fold.report(1);
+  ASSERT_NE(report, nullptr);
+  EXPECT_EQ(report->info().id(), "A-1");
+  EXPECT_EQ(report->agent_secret(), "s3cret");
+  EXPECT_EQ(report->info().hostname(), "h1");
+}
+
 TEST(AgentFold, BoundedAndDetachedSlotsAreForgotten) {
   AgentFold fold(2);
   ASSERT_TRUE(fold.attach(1).ok());

@@ -1,0 +1,130 @@
+// Link shards across a leader failover, with real daemons: a ZooKeeper
+// server, two allot-masters electing a leader in it (each with
+// --shard-listen), an allot-shard following the leader through zk://, a
+// real agent behind the shard and allot-execute as the framework.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <list>
+#include <thread>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tests/common/agent_cgroups.h"
+#include "tests/ha/zk_cluster.h"
+
+namespace allot::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+bool waitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return done();
+}
+
+class ShardFailover : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = ZooKeeperCluster::missing(); !why.empty()) GTEST_SKIP() << why;
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: the agent makes cgroups for its executors";
+    for (const char* v : {"ALLOT_MASTER", "ALLOT_AGENT", "ALLOT_EXECUTE", "ALLOT_SHARD"}) {
+      if (!std::getenv(v)) GTEST_SKIP() << v << " not set (binary not built)";
+    }
+    dir_ = ::testing::TempDir() + "/allot-shard-zk-" + std::to_string(getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_ + "/work");
+    zk_ = std::make_unique<ZooKeeperCluster>(1);
+    ASSERT_TRUE(zk_->start()) << zk_->log(0);
+    url_ = zk_->url("/allot-shard-test");
+  }
+
+  void TearDown() override {
+    children_.clear();
+    if (dir_.empty()) return;
+    EXPECT_EQ(removeAgentCgroupTree(defaultAgentCgroupsRoot(dir_ + "/work")), "");
+    std::filesystem::remove_all(dir_);
+  }
+
+  Child& start(const std::string& name, std::vector<std::string> args) {
+    children_.emplace_back(args, dir_ + "/" + name + ".log");
+    return children_.back();
+  }
+
+  // A master in the group; returns once it has joined (masters join, and
+  // so lead, in the order started).
+  Child& startMaster(const std::string& name) {
+    Child& m = start(name, {std::getenv("ALLOT_MASTER"), "--listen", "127.0.0.1:0", "--zk", url_,
+                            "--zk-session-timeout", "1", "--shard-listen", "127.0.0.1:0"});
+    EXPECT_TRUE(waitFor([&] { return m.log().find("joined the contender group") != std::string::npos; }, 15s))
+        << m.log();
+    return m;
+  }
+
+  std::string dir_;
+  std::string url_;
+  std::unique_ptr<ZooKeeperCluster> zk_;
+  std::list<Child> children_;
+};
+
+// The leader is SIGKILLed while a task runs. The agent keeps its link to
+// the shard (no reconnect, no new handshake), the shard hands it to the
+// new leader, the task's FINISHED reaches the framework, and a task
+// launched after the failover runs.
+TEST_F(ShardFailover, AgentsStayOnTheirShardWhenTheLeaderDiesAndNothingIsLost) {
+  Child& first = startMaster("master1");
+  Child& second = startMaster("master2");
+  std::string portFile = dir_ + "/shard.port";
+  Child& shard = start("shard", {std::getenv("ALLOT_SHARD"), "--listen", "127.0.0.1:0", "--port-file", portFile,
+                                 "--master", url_, "--liveness-interval", "0.2"});
+  ASSERT_TRUE(waitFor([&] { return shard.log().find("linked to the leader") != std::string::npos; }, 15s))
+      << shard.log() << first.log();
+  std::string shards = "127.0.0.1:" + std::to_string(readPort(portFile));
+  Child& agent = start("agent", {std::getenv("ALLOT_AGENT"), "--shards", shards, "--work-dir", dir_ + "/work",
+                                 "--resources", "cpus:4;mem:4096;disk:1024", "--recovery-timeout", "30",
+                                 "--status-update-retry", "1", "--executor-idle-timeout", "0.5"});
+  ASSERT_TRUE(waitFor([&] { return count(agent.log(), "registered with master") >= 1; }, 20s)) << agent.log();
+
+  Child& longTask = start("long", {std::getenv("ALLOT_EXECUTE"), "--master", url_, "--timeout", "60",
+                                   "--command", "sleep 6", "--resources", "cpus:0.1;mem:16"});
+  ASSERT_TRUE(waitFor([&] { return longTask.log().find("RUNNING") != std::string::npos; }, 20s))
+      << longTask.log() << agent.log();
+
+  first.signal(SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return count(shard.log(), "linked to the leader") >= 2; }, 15s))
+      << shard.log() << second.log();
+  ASSERT_TRUE(waitFor([&] { return agent.log().find("handed to master") != std::string::npos; }, 15s))
+      << agent.log() << shard.log();
+  EXPECT_NE(shard.log().find("handed 1 agents to the leader"), std::string::npos) << shard.log();
+
+  EXPECT_EQ(longTask.waitExit(40000ms), 0) << longTask.log() << agent.log() << second.log();
+  EXPECT_NE(longTask.log().find("FINISHED"), std::string::npos) << longTask.log();
+  EXPECT_EQ(longTask.log().find("LOST"), std::string::npos) << longTask.log();
+
+  Child& after = start("after", {std::getenv("ALLOT_EXECUTE"), "--master", url_, "--timeout", "30",
+                                 "--command", "true", "--resources", "cpus:0.1;mem:16"});
+  EXPECT_EQ(after.waitExit(30000ms), 0) << after.log() << second.log() << shard.log();
+  EXPECT_NE(after.log().find("FINISHED"), std::string::npos) << after.log();
+
+  // One link from the agent to the shard all along.
+  EXPECT_EQ(agent.log().find("link to master closed"), std::string::npos) << agent.log();
+  EXPECT_EQ(agent.log().find("new agent id"), std::string::npos) << agent.log();
+  EXPECT_EQ(shard.log().find("refusing agent"), std::string::npos) << shard.log();
+  EXPECT_TRUE(agent.running());
+}
+
+}  // namespace
+}  // namespace allot::testing
