@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -45,11 +46,43 @@ Status makeDir(const std::string& path, mode_t mode) {
   return okStatus();
 }
 
+// The value of NAME=... in `env`, "" when absent.
+std::string envValue(const std::vector<std::string>& env, const std::string& name) {
+  for (const std::string& e : env)
+    if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=')
+      return e.substr(name.size() + 1);
+  return "";
+}
+
+// An executor in a network namespace of its own: loopback names, and the
+// node's hostname (no UTS namespace: the task sees it) at the executor's
+// own address, not at the host's as the host's /etc/hosts has it.
+std::string ownHosts(const std::vector<std::string>& env) {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  std::string out = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n";
+  std::string address = envValue(env, "ALLOT_NETWORK_ADDRESS");
+  std::string address6 = envValue(env, "ALLOT_NETWORK_ADDRESS6");
+  if (host[0] != '\0' && !address.empty()) out += address + "\t" + host + "\n";
+  if (host[0] != '\0' && !address6.empty()) out += address6 + "\t" + host + "\n";
+  return out;
+}
+
+Status writeFile(const std::string& path, const std::string& text) {
+  std::string temp = path + ".new";
+  FILE* f = std::fopen(temp.c_str(), "we");
+  if (f == nullptr) return Error::fromErrno("writing " + temp);
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(temp.c_str(), path.c_str()) != 0) return Error::fromErrno("writing " + path);
+  return okStatus();
+}
+
 class FilesystemIsolator final : public Isolator {
  public:
   FilesystemIsolator(const IsolatorOptions& options, std::vector<std::string> allowed)
       : store_(*options.imageStore), rootfsDir_(options.rootfsDir), allowed_(std::move(allowed)),
-        hostBinds_(options.hostBinds) {}
+        hostBinds_(options.hostBinds), resolvConf_(options.resolvConf) {}
 
   std::string_view name() const override { return "filesystem/linux"; }
 
@@ -67,11 +100,13 @@ class FilesystemIsolator final : public Isolator {
   Status hold(const std::string& name, const std::vector<std::string>& layers);
   void releaseAll(const std::string& name);
   Result<RootfsBind> volumeBind(const ContainerVolume& volume, const std::string& sandbox) const;
+  Result<std::vector<RootfsBind>> networkFiles(const std::string& dir, const ChildSetup& setup) const;
 
   images::LayerStore& store_;
   const std::string rootfsDir_;
   const std::vector<std::string> allowed_;  // resolved
   const std::vector<RootfsBind> hostBinds_;
+  const std::string resolvConf_;
   std::map<std::string, std::vector<images::Digest>> held_;  // by container name
 };
 
@@ -124,6 +159,28 @@ Result<RootfsBind> FilesystemIsolator::volumeBind(const ContainerVolume& volume,
   return Error{shown + ": " + *real + " is not under a path the agent allows (--volume-allow)"};
 }
 
+// /etc/hosts and /etc/resolv.conf that fit the executor's network,
+// read-only: the host's on the host's network; in a network namespace of
+// its own (network/netns prepared before this isolator and gave the
+// launch its namespace) a hosts file of its own in `dir` and the
+// operator's --resolv-conf. A host file that does not exist is left out.
+Result<std::vector<RootfsBind>> FilesystemIsolator::networkFiles(const std::string& dir,
+                                                                 const ChildSetup& setup) const {
+  std::string hosts = "/etc/hosts";
+  std::string resolv = "/etc/resolv.conf";
+  if (setup.netnsFd >= 0) {
+    hosts = dir + "/hosts";
+    if (Status st = writeFile(hosts, ownHosts(setup.env)); !st) return st.error();
+    resolv = resolvConf_;
+  }
+  std::vector<RootfsBind> binds;
+  for (const auto& [source, target] : {std::pair{hosts, "/etc/hosts"}, std::pair{resolv, "/etc/resolv.conf"}}) {
+    if (source.empty() || ::access(source.c_str(), R_OK) != 0) continue;
+    binds.push_back({source, target, true});
+  }
+  return binds;
+}
+
 Status FilesystemIsolator::prepare(const ContainerId& id, const ContainerConfig& config, ChildSetup* setup) {
   if (config.imageLayers.empty()) {
     if (!config.volumes.empty()) return Error{"filesystem/linux: volumes need an image"};
@@ -148,6 +205,12 @@ Status FilesystemIsolator::prepare(const ContainerId& id, const ContainerConfig&
       return st;
     }
   }
+  Result<std::vector<RootfsBind>> files = networkFiles(dir, *setup);
+  if (!files) {
+    releaseAll(id.name());
+    return files.error();
+  }
+  root.binds.insert(root.binds.end(), files->begin(), files->end());
   root.layersDir = store_.root() + "/layers";
   for (auto it = config.imageLayers.rbegin(); it != config.imageLayers.rend(); ++it)
     root.lowerDirs.push_back(*it + "/rootfs");

@@ -143,6 +143,9 @@ struct IsolatorOptions {
   std::string rootfsDir;
   std::string volumeAllow;
   std::vector<RootfsBind> hostBinds;
+  // The resolv.conf of roots in a network namespace of their own (the
+  // host's may name a resolver on the host's loopback).
+  std::string resolvConf = "/etc/resolv.conf";
 };
 
 class Isolator {

@@ -107,6 +107,9 @@ void addIsolatorFlags(Flags& flags, IsolatorOptions* o) {
   flags.addString("volume-allow", &o->volumeAllow,
                   "filesystem/linux: comma-separated host paths (each with everything below it) that tasks' "
                   "volumes may mount; empty: only sandbox-relative volumes");
+  flags.addString("resolv-conf", &o->resolvConf,
+                  "filesystem/linux: the resolv.conf executors with a network namespace of their own "
+                  "(network/netns) get at /etc/resolv.conf (the others get the host's)");
 }
 
 std::span<const IsolatorEntry> isolatorTable() { return kIsolatorTable; }

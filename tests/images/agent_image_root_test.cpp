@@ -223,6 +223,18 @@ TEST_F(AgentImages, AgentStateNamesTheImageOfTheExecutorAndItsTasks) {
   EXPECT_EQ(exitStatus(run.wait(90s)), 0) << run.out();
 }
 
+// On the host's network a root gets the host's /etc/hosts and
+// /etc/resolv.conf, read-only; the image's own are hidden.
+TEST_F(AgentImages, OnTheHostsNetworkTheRootHasTheHostsNameFilesReadOnly) {
+  if (access("/etc/hosts", R_OK) != 0 || access("/etc/resolv.conf", R_OK) != 0)
+    GTEST_SKIP() << "needs the host's /etc/hosts and /etc/resolv.conf";
+  Child run = cluster_->execute({"--image", image(), "--name", "names", "--command",
+                                 "cat /etc/hosts; echo ---; cat /etc/resolv.conf; "
+                                 "(echo x >> /etc/hosts) 2>/dev/null || echo ro"});
+  ASSERT_EQ(exitStatus(run.wait(90s)), 0) << run.out() << cluster_->agentLog();
+  EXPECT_EQ(taskStdout("names-0"), readWhole("/etc/hosts") + "---\n" + readWhole("/etc/resolv.conf") + "ro\n");
+}
+
 // A cap below one layer: a pulled image still runs (its layers are held
 // from the pull on), and the next pull evicts the layer nobody uses.
 TEST_F(AgentImages, PastTheCacheCapTheUnusedLayersAreEvicted) {
@@ -267,12 +279,15 @@ TEST_F(AgentImages, WithNetworkNetnsTheTaskIsInItsExecutorsNetwork) {
   net.cidr = "10.237." + std::to_string(getpid() % 250) + ".0/24";
   net.stateDir = cluster_->dir() + "/netstate";
   cluster_->agentProcess().kill(SIGKILL);
+  std::string resolv = cluster_->dir() + "/resolv.conf";
+  writeWhole(resolv, "nameserver 192.0.2.53\n");
   ASSERT_TRUE(cluster_->startAgent({"--isolation", "filesystem/linux,network/netns", "--cgroups-root", cgroupsRoot_,
                                     "--network-bridge", net.bridge, "--network-cidr", net.cidr,
-                                    "--network-state-dir", net.stateDir, "--network-warm-pool", "0"}))
+                                    "--network-state-dir", net.stateDir, "--network-warm-pool", "0",
+                                    "--resolv-conf", resolv}))
       << cluster_->agentLog();
   Child run = cluster_->execute({"--image", image(), "--name", "net", "--command",
-                                 "echo $ALLOT_NETWORK_ADDRESS; ls /sys/class/net"});
+                                 "echo $ALLOT_NETWORK_ADDRESS; ls /sys/class/net; cat /etc/hosts /etc/resolv.conf"});
   int st = run.wait(90s);
   cluster_->agentProcess().kill(SIGKILL);
   EXPECT_TRUE(removeNetwork(net).ok());
@@ -281,6 +296,14 @@ TEST_F(AgentImages, WithNetworkNetnsTheTaskIsInItsExecutorsNetwork) {
   EXPECT_EQ(out.rfind("10.237.", 0), 0u) << out;
   EXPECT_NE(out.find("lo\n"), std::string::npos) << out;
   EXPECT_EQ(out.find(net.bridge), std::string::npos) << out;
+  // Its name files fit its namespace: loopback, the node's name at the
+  // executor's address, the operator's resolv.conf.
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  std::string address = out.substr(0, out.find('\n'));
+  EXPECT_NE(out.find("127.0.0.1\tlocalhost\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(address + "\t" + host + "\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("nameserver 192.0.2.53\n"), std::string::npos) << out;
 }
 
 }  // namespace
