@@ -141,12 +141,11 @@ class FileIdentityStore final : public IdentityStore {
     });
   }
 
-  void put(const std::string& frameworkId, const StoredIdentity& identity) override {
+  void put(const std::string& frameworkId, const StoredIdentity& identity, DoneFn done) override {
     std::string path = pathOf(frameworkId);
-    if (Status st = writeFileAtomically(path, encodeIdentity(identity), /*durable=*/true, 0600); !st) {
-      LOG_ERROR("cannot keep the identity of framework " << frameworkId << " in " << path << ": "
-                                                          << st.error().describe());
-    }
+    Status st = writeFileAtomically(path, encodeIdentity(identity), /*durable=*/true, 0600);
+    if (!st) st = Error{"cannot write " + path + ": " + st.error().describe()};
+    asio::post(io_, [done = std::move(done), st = std::move(st)]() mutable { done(std::move(st)); });
   }
 
   void remove(const std::string& frameworkId) override {
@@ -209,7 +208,9 @@ class UnpersistedIdentityStore final : public IdentityStore {
   void load(LoadFn done) override {
     asio::post(io_, [done = std::move(done)] { done(StoredIdentities()); });
   }
-  void put(const std::string&, const StoredIdentity&) override {}
+  void put(const std::string&, const StoredIdentity&, DoneFn done) override {
+    asio::post(io_, [done = std::move(done)] { done(okStatus()); });
+  }
   void remove(const std::string&) override {}
   std::string describe() const override { return "none (no --zk or --work-dir)"; }
 

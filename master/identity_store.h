@@ -14,14 +14,17 @@
 // and a fake for unit tests (tests/master/fake_identity_store.h).
 //
 // Contract, for every implementation:
-//   - load() once, before any put() or remove(); its completion runs on the
-//     io_context thread, never inside the call, with at most
+//   - load() before put() or remove() can be trusted; its completion runs
+//     on the io_context thread, never inside the call, with at most
 //     kStoredIdentitiesMax identities (what lies beyond is left unread and
-//     logged) or an error saying what was wrong.
+//     logged) or an error saying what was wrong. After an error load() may
+//     be called again (the master retries); never while one is running.
 //   - put() and remove() are applied in call order and never block on a
-//     peer; a failure is logged by the store (the binding is then missing
-//     after a failover, and the id is claimed as an unknown id is: by the
-//     first peer that presents it).
+//     peer. put()'s completion runs on the io_context thread, never inside
+//     the call, once the identity is kept (the file fsync'd, ZooKeeper's
+//     answer) or with the error that kept it out: the master answers a
+//     registration only after it (master/master.h). remove() failures are
+//     logged by the store.
 //   - The secret itself is never stored: only hashSecret()'s output.
 //
 // Thread: the master's io_context thread.
@@ -79,10 +82,11 @@ Result<std::string> frameworkIdOfKey(std::string_view key);
 class IdentityStore {
  public:
   using LoadFn = std::function<void(Result<StoredIdentities>)>;
+  using DoneFn = std::function<void(Status)>;
 
   virtual ~IdentityStore() = default;
   virtual void load(LoadFn done) = 0;
-  virtual void put(const std::string& frameworkId, const StoredIdentity& identity) = 0;
+  virtual void put(const std::string& frameworkId, const StoredIdentity& identity, DoneFn done) = 0;
   virtual void remove(const std::string& frameworkId) = 0;
   // Where the identities live, for logs ("directory /var/...").
   virtual std::string describe() const = 0;
@@ -90,10 +94,11 @@ class IdentityStore {
 
 // <dir>/<identityKey(id)>: written as <file>.tmp, fsync'd and renamed
 // (base/files.h); `dir` is made at load() if missing. Small files written
-// at registration rate, so the writes run on the loop.
+// at registration rate, so the writes run on the loop; put()'s completion
+// is posted after the rename.
 std::unique_ptr<IdentityStore> makeFileIdentityStore(boost::asio::io_context& io, std::string dir);
 
-// Keeps nothing: load() yields no identities.
+// Keeps nothing: load() yields no identities, put() succeeds.
 std::unique_ptr<IdentityStore> makeUnpersistedIdentityStore(boost::asio::io_context& io);
 
 }  // namespace allot

@@ -24,6 +24,8 @@ class ZooKeeperIdentityStore final : public IdentityStore {
 
   void load(LoadFn done) override {
     loadDone_ = std::move(done);
+    loaded_.clear();
+    pending_ = 0;
     session_.restrict(path_, guard([this](ZkRc rc) {
       if (rc == ZkRc::kOk) return list();
       if (rc == ZkRc::kNoNode) return makeParent();
@@ -32,14 +34,15 @@ class ZooKeeperIdentityStore final : public IdentityStore {
     }));
   }
 
-  void put(const std::string& frameworkId, const StoredIdentity& identity) override {
+  void put(const std::string& frameworkId, const StoredIdentity& identity, DoneFn done) override {
     std::string path = nodeOf(frameworkId);
     std::string data = encodeIdentity(identity);
-    session_.create(path, data, false, guard([this, path, data](ZkRc rc, const std::string&, const ZkStat&) {
-      if (rc == ZkRc::kOk) return;
-      if (rc != ZkRc::kNodeExists) return failed("create", path, rc);
-      session_.set(path, data, -1, guard([this, path](ZkRc rc, const ZkStat&) {
-        if (rc != ZkRc::kOk) failed("set", path, rc);
+    auto answer = std::make_shared<DoneFn>(std::move(done));
+    session_.create(path, data, false, guard([this, path, data, answer](ZkRc rc, const std::string&, const ZkStat&) {
+      if (rc == ZkRc::kOk) return (*answer)(okStatus());
+      if (rc != ZkRc::kNodeExists) return (*answer)(failed("create", path, rc));
+      session_.set(path, data, -1, guard([this, path, answer](ZkRc rc, const ZkStat&) {
+        (*answer)(rc == ZkRc::kOk ? okStatus() : failed("set", path, rc));
       }));
     }));
   }
@@ -47,7 +50,9 @@ class ZooKeeperIdentityStore final : public IdentityStore {
   void remove(const std::string& frameworkId) override {
     std::string path = nodeOf(frameworkId);
     session_.remove(path, guard([this, path](ZkRc rc) {
-      if (rc != ZkRc::kOk && rc != ZkRc::kNoNode) failed("delete", path, rc);
+      if (rc != ZkRc::kOk && rc != ZkRc::kNoNode) {
+        LOG_ERROR(failed("delete", path, rc).describe() << " (a binding nobody holds stays until it is claimed)");
+      }
     }));
   }
 
@@ -56,9 +61,8 @@ class ZooKeeperIdentityStore final : public IdentityStore {
  private:
   std::string nodeOf(const std::string& frameworkId) const { return path_ + "/" + identityKey(frameworkId); }
 
-  void failed(const char* what, const std::string& path, ZkRc rc) {
-    LOG_ERROR("cannot " << what << " " << path << " in ZooKeeper: " << zkRcName(rc)
-                        << " (that framework's identity may not survive a failover)");
+  static Error failed(const char* what, const std::string& path, ZkRc rc) {
+    return Error{"cannot " + std::string(what) + " " + path + " in ZooKeeper: " + zkRcName(rc)};
   }
 
   void makeParent() {

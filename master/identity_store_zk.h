@@ -7,9 +7,10 @@
 // hash, never a secret), and load() locks <group>/frameworks to it first,
 // also when someone else left it open; a node it cannot lock fails load().
 //
-// put() creates the znode, or replaces its data when it exists; remove()
-// deletes it. Both are fire-and-forget: ZooKeeper applies one session's
-// requests in order, and a failure is logged.
+// put() creates the znode, or replaces its data when it exists, and
+// answers once ZooKeeper has; remove() deletes it, fire-and-forget (a
+// failure is logged). ZooKeeper applies one session's requests in order.
+// load() may run again after it failed.
 #pragma once
 
 #include <memory>

@@ -398,30 +398,13 @@ std::unique_ptr<IdentityStore> standaloneIdentityStore(asio::io_context& io, con
   return makeFileIdentityStore(io, (std::filesystem::path(s.workDir) / "framework-identities").string());
 }
 
-// Reads the kept identities and hands them and the store to the master,
-// then runs `then`. A store that cannot be read is logged and the master
-// goes on without what it held (every id is then claimed as an unknown id
-// is): refusing to serve would take the whole cluster down.
-void loadIdentities(MasterServer& server, std::unique_ptr<IdentityStore> store, std::function<void()> then) {
-  // std::function wants a copyable callback: the store rides in a shared cell.
-  auto cell = std::make_shared<std::unique_ptr<IdentityStore>>(std::move(store));
-  (*cell)->load([&server, cell, then = std::move(then)](Result<StoredIdentities> loaded) {
-    if (!loaded) {
-      LOG_ERROR("framework identities in " << (*cell)->describe() << ": " << loaded.error().describe()
-                                           << "; going on without them");
-      loaded = StoredIdentities();
-    }
-    server.master().keepIdentities(std::move(*cell), std::move(*loaded));
-    then();
-  });
-}
-
-// The kept identities and the stored role settings are applied before the
+// The kept identities are read (or found unreadable: Master::keepIdentities
+// reads them again later) and the stored role settings applied before the
 // first peer is accepted (and so before the first allocation).
 int runStandalone(asio::io_context& io, MasterServer& server, std::unique_ptr<RoleStore> roleStore,
                   Operating& operating, std::unique_ptr<IdentityStore> identities) {
   auto roles = std::make_shared<std::unique_ptr<RoleStore>>(std::move(roleStore));
-  loadIdentities(server, std::move(identities), [&server, &operating, roles] {
+  server.master().keepIdentities(std::move(identities), [&server, &operating, roles] {
     server.roleSettings().load(std::move(*roles), [&] {
       server.start();
       operating.notifier.ready("listening on port " + std::to_string(server.port()));
@@ -473,13 +456,13 @@ int runContending(asio::io_context& io, MasterServer& server, const ZkUrl& zk, M
   // the rest happens), read (and claim) the stored role settings through
   // the leader's own session, apply them, and only then make offers: the
   // settings change no registration, only what is offered to whom.
-  // The kept framework identities are read first: no framework may claim
-  // an id before the new leader knows who owns it.
+  // The kept framework identities are read first (until they are, no id
+  // is taken over: Master::keepIdentities).
   callbacks.elected = [&](uint64_t epoch) {
     server.setLeaderEpoch(epoch);
     server.master().holdOffers();
     auto identities = makeZooKeeperIdentityStore(io, *contender->session(), zk.path);
-    loadIdentities(server, std::move(identities), [&, epoch] {
+    server.master().keepIdentities(std::move(identities), [&, epoch] {
       server.start();
       server.roleSettings().load(makeZooKeeperRoleStore(io, *contender->session(), zk.path, epoch), [&, epoch] {
         server.master().releaseOffers();

@@ -83,6 +83,12 @@ const std::string& Master::principalOf(const FrameworkRecord& fw) const {
 }
 
 void Master::peerClosed(PeerId peer) {
+  // A registration waiting for the store ends here; the store's answer
+  // finds nothing and drops what it wrote (identityStored).
+  if (auto r = registering_.find(peer); r != registering_.end()) {
+    registeringIds_.erase(r->second.m.info().id());
+    registering_.erase(r);
+  }
   std::optional<PeerLink> link = peers_.close(peer);
   if (!link || link->id.empty()) return;
   if (link->role == wire::ROLE_SCHEDULER) {
@@ -228,60 +234,6 @@ Result<FrameworkGrant> Master::authorizeFramework(const PeerLink& link,
   if (st) st = peers_.withinLimit(IdKind::kFramework, info.id(), principal, grant->frameworksMax);
   if (!st) return st.error();
   return *grant;
-}
-
-void Master::onRegisterFramework(PeerId peer, const wire::RegisterFramework& m) {
-  wire::FrameworkInfo info = m.info();
-  if (auto g = Resources::fromWire(info.guaranteed()); !g) {
-    return sendError(peer, "RegisterFramework: guaranteed: " + g.error().describe(), true);
-  }
-  const PeerLink& link = *peers_.link(peer);
-  auto grant = authorizeFramework(link, m);
-  if (!grant) {
-    LOG_WARNING("peer " << peer << ": RegisterFramework refused: " << grant.error().describe());
-    return sendError(peer, "RegisterFramework: not authorized: " + grant.error().describe(), true);
-  }
-  bool reregistered = !info.id().empty();
-  if (!reregistered) info.set_id(newId('F'));
-  // One connection speaks for one framework: registering another id on it
-  // disconnects the first (its failover timer starts).
-  if (const std::string previous = link.id; !previous.empty() && previous != info.id()) {
-    auto old = frameworks_.find(previous);
-    if (old != frameworks_.end() && old->second.peer == peer) disconnectFramework(old->second);
-  }
-  FrameworkRecord& fw = ensureFramework(info, &*grant);
-  // A new id gets a new secret; an id this master knows only from agents
-  // (it is a new leader) keeps the secret its scheduler presents.
-  const IdOwner& owner = peers_.claim(IdKind::kFramework, fw.id, link.auth.principal,
-                                      reregistered ? m.framework_secret() : "", ids_,
-                                      failoverTimeoutOf(info));
-  if (fw.peer && *fw.peer != peer) {
-    sendError(*fw.peer, "framework " + fw.id + " failed over to another scheduler", true);
-    peers_.bind(*fw.peer, "");
-  }
-  fw.peer = peer;
-  peers_.bind(peer, fw.id);
-  fw.needsOffers = m.needs_offers();
-  setAgentFilters(fw, {m.filters().agent_ids().begin(), m.filters().agent_ids().end()});
-  if (auto r = Resources::fromWire(m.filters().min_free()); r) fw.minFree = *r;
-  applyStandingFilters(fw);
-  allocator_->setActive(fw.handle, fw.needsOffers);
-  allocationPending_ = true;
-  fw.lastSentShare = -1;
-  LOG_INFO("framework " << fw.id << " (" << info.name() << ") "
-                        << (reregistered ? "re-registered" : "registered"));
-  wire::Envelope reply;
-  auto* r = reply.mutable_framework_registered();
-  r->set_framework_id(fw.id);
-  r->set_master_id(options_.masterId);
-  r->set_reregistered(reregistered);
-  r->set_framework_secret(owner.secret);
-  outbox_.send(peer, reply);
-  while (!fw.pending.empty()) {
-    outbox_.send(peer, fw.pending.front());
-    fw.pending.pop_front();
-  }
-  sendShareUpdate(fw, allocator_->totalResources());
 }
 
 void Master::setAgentFilters(FrameworkRecord& fw, std::vector<std::string> agentIds) {
@@ -616,14 +568,9 @@ Duration Master::failoverTimeoutOf(const wire::FrameworkInfo& info) const {
                                        : options_.failoverTimeoutDefault;
 }
 
-void Master::keepIdentities(std::unique_ptr<IdentityStore> store, StoredIdentities loaded) {
-  LOG_INFO(loaded.size() << " framework identities kept in " << store->describe());
-  identityStore_ = std::move(store);
-  peers_.keepIdentitiesIn(identityStore_.get(), std::move(loaded), clock_.now());
-}
-
 void Master::tick() {
   TimePoint now = clock_.now();
+  if (peers_.identitiesPending() && !identitiesReading_ && now >= nextIdentityRead_) readIdentities();
   expireOffers(now);
   closeUnregistered(now);
   // Scanning every agent for silence is O(agents): a few times per agent

@@ -31,6 +31,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,10 @@ class Outbox {
   virtual void send(PeerId peer, const wire::Envelope& envelope) = 0;
   // Closes the link; the server later reports peerClosed(peer).
   virtual void close(PeerId peer, const std::string& reason) = 0;
+  // The master changed outside peerMessage() and tick() (a store
+  // answered): the server does what follows an event (an allocation round
+  // when one is pending).
+  virtual void changedOutsideEvent() {}
 };
 
 struct MasterOptions {
@@ -100,6 +105,10 @@ constexpr size_t kMaxIdBytes = 256;
 // Frameworks this master removed itself, remembered so a late update of
 // theirs is acknowledged on their behalf (oldest forgotten first).
 constexpr size_t kMaxRemovedFrameworksRemembered = 100000;
+// How soon an identity store that could not be read is read again; the
+// delay doubles at each failure up to the max.
+constexpr Duration kIdentityLoadRetryFirst = std::chrono::seconds(1);
+constexpr Duration kIdentityLoadRetryMax = std::chrono::seconds(30);
 // Allocation intervals for which a revoked task's resources are withheld
 // from the framework they were revoked from (on that agent).
 constexpr int kRevokedHoldRounds = 3;
@@ -126,11 +135,18 @@ class Master {
     allocationPending_ = true;
   }
   bool offersHeld() const { return offersHeld_; }
-  // Framework identities (master/identity_store.h): from now on each
-  // framework's owner is written to `store`, and `loaded` (what an earlier
-  // leader stored there) binds those ids to their principal or secret.
-  // Call once, before the first peer registers (master/main.cpp).
-  void keepIdentities(std::unique_ptr<IdentityStore> store, StoredIdentities loaded);
+  // Framework identities (master/identity_store.h): from now on a
+  // framework's owner is written to `store` before its FrameworkRegistered
+  // goes out (a failed write refuses the registration: an error and the
+  // link closed, so the scheduler retries). The master reads what an
+  // earlier leader kept there; until it has, a RegisterFramework with an
+  // id it does not own is refused the same way, and a store that cannot be
+  // read is read again from tick(), kIdentityLoadRetryFirst after the
+  // failure, doubling up to kIdentityLoadRetryMax (docs/decisions.md).
+  // `firstRead` runs after the first read, whatever its outcome. Call
+  // once, before the first peer registers (master/main.cpp).
+  void keepIdentities(std::unique_ptr<IdentityStore> store, std::function<void()> firstRead);
+  bool identitiesRead() const { return !peers_.identitiesPending(); }
   const PeerTable& peerTable() const { return peers_; }
 
   // Introspection (tests, logs, later /metrics).
@@ -221,6 +237,23 @@ class Master {
 
   // master.cpp: peers, frameworks, agents.
   void onRegisterFramework(PeerId peer, const wire::RegisterFramework& m);
+  // registration.cpp: a registration in steps. The id's owner is written to
+  // the identity store first (storeAhead); when the store answers,
+  // registerFramework runs again on the state of then, and completes.
+  struct Registration {
+    wire::RegisterFramework m;  // info.id set once chosen
+    bool freshId = false;       // the master chose the id
+    std::string secret;         // what the claim binds (PeerTable::secretFor)
+  };
+  void registerFramework(PeerId peer, Registration r);
+  void storeThenRegister(PeerId peer, Registration r);
+  void identityStored(PeerId peer, const std::string& frameworkId, Status written);
+  void completeRegistration(PeerId peer, const Registration& r, const FrameworkGrant& grant);
+  // A refusal the scheduler should retry: an error, the link closed (not
+  // fatal: its driver reconnects and registers again).
+  void refuseForNow(PeerId peer, const std::string& why);
+  void readIdentities();
+  void identitiesAnswered(Result<StoredIdentities> loaded);
   void onUnregisterFramework(PeerId peer, FrameworkRecord& fw);
   void onRegisterAgent(PeerId peer, const wire::RegisterAgent& m);
   Status adoptAgentTasks(AgentRecord& agent, const wire::RegisterAgent& m);
@@ -338,6 +371,13 @@ class Master {
   std::unique_ptr<Allocator> allocator_;
   PeerTable peers_;
   std::unique_ptr<IdentityStore> identityStore_;  // written through peers_
+  bool identitiesReading_ = false;
+  TimePoint nextIdentityRead_;
+  Duration identityRetry_ = kIdentityLoadRetryFirst;
+  std::function<void()> firstIdentityRead_;
+  // Registrations waiting for the store, by link (one each) and by id.
+  std::unordered_map<PeerId, Registration> registering_;
+  std::unordered_map<std::string, PeerId> registeringIds_;
   AgentRegistry agents_;
   Frameworks frameworks_;
   std::unordered_set<std::string> removedFrameworks_;

@@ -48,6 +48,9 @@ std::vector<PeerId> PeerTable::takeUnregistered(TimePoint deadline) {
 
 Status PeerTable::mayTakeOver(IdKind kind, const std::string& id, const PeerIdentity& auth,
                               const std::string& secret) const {
+  if (kind == IdKind::kFramework && awaitsIdentities(id)) {
+    return Error{"framework " + id + ": the identities kept in " + store_->describe() + " are not read yet"};
+  }
   const IdOwner* o = owner(kind, id);
   const StoredIdentity* k = o == nullptr && kind == IdKind::kFramework ? kept(id) : nullptr;
   if (o == nullptr && k == nullptr) return okStatus();
@@ -62,22 +65,28 @@ Status PeerTable::mayTakeOver(IdKind kind, const std::string& id, const PeerIden
 }
 
 const IdOwner& PeerTable::claim(IdKind kind, const std::string& id, const std::string& principal,
-                                const std::string& adoptSecret, RandomIds& ids,
-                                Duration failoverTimeout) {
+                                const std::string& adoptSecret, RandomIds& ids) {
+  bool framework = kind == IdKind::kFramework;
   auto [it, fresh] = owners(kind).try_emplace(id);
   IdOwner& o = it->second;
   bool changed = fresh || o.principal != principal;
   if (fresh) {
     o.secret = adoptSecret.empty() ? ids.secret() : adoptSecret;
-    // A kept identity becomes this owner (its store entry is rewritten
-    // below, with the secret the claim proved or a fresh one).
-    if (kind == IdKind::kFramework && kept_.erase(id) > 0) o.stored = true;
+    // A kept identity becomes this owner; the store holds it already.
+    if (framework && kept_.erase(id) > 0) o.stored = true;
   } else {
     count(kind, o.principal, -1);
   }
   o.principal = principal;
   count(kind, principal, 1);
-  if (kind == IdKind::kFramework && changed) store(id, o, failoverTimeout);
+  if (framework && changed && store_ != nullptr) {
+    // The binding was written ahead (storeAhead); it is the owner's now.
+    auto a = ahead_.find(id);
+    CHECK(a != ahead_.end() && a->second.answered && a->second.valid && a->second.principal == principal &&
+          a->second.secret == o.secret);
+    o.stored = true;
+    ahead_.erase(a);
+  }
   return o;
 }
 
@@ -88,30 +97,100 @@ void PeerTable::forget(IdKind kind, const std::string& id) {
     stored = it->second.stored;
     owners(kind).erase(it);
   }
-  if (kind == IdKind::kFramework) stored = kept_.erase(id) > 0 || stored;
+  if (kind == IdKind::kFramework) {
+    stored = kept_.erase(id) > 0 || stored;
+    if (auto a = ahead_.find(id); a != ahead_.end()) {
+      // Its answer will be refused; the remove below follows its write.
+      a->second.valid = false;
+      stored = a->second.counted || stored;
+      a->second.counted = false;
+    }
+  }
   if (!stored) return;
   --storedCount_;
   if (store_ != nullptr) store_->remove(id);
 }
 
-void PeerTable::store(const std::string& frameworkId, IdOwner& owner, Duration failoverTimeout) {
-  if (store_ == nullptr) return;
-  if (!owner.stored && storedCount_ >= kStoredIdentitiesMax) {
-    LOG_WARNING("framework " << frameworkId << ": " << kStoredIdentitiesMax
-                             << " identities are kept already; this one will not survive a failover");
-    return;
-  }
-  if (!owner.stored) ++storedCount_;
-  owner.stored = true;
-  store_->put(frameworkId, StoredIdentity{owner.principal, hashSecret(owner.secret), failoverTimeout});
+void PeerTable::useIdentityStore(IdentityStore* store) {
+  CHECK(store_ == nullptr && store != nullptr && owners(IdKind::kFramework).empty());
+  store_ = store;
 }
 
-void PeerTable::keepIdentitiesIn(IdentityStore* store, StoredIdentities loaded, TimePoint now) {
-  CHECK(store_ == nullptr && storedCount_ == 0);
-  store_ = store;
-  kept_ = std::move(loaded);
-  storedCount_ = kept_.size();
-  for (const auto& [id, identity] : kept_) keptUntil_.emplace(now + identity.failoverTimeout, id);
+void PeerTable::identitiesLoaded(StoredIdentities loaded, TimePoint now) {
+  CHECK(store_ != nullptr && !loaded_);
+  loaded_ = true;
+  for (auto& [id, identity] : loaded) {
+    // An id bound since the store was opened (a new framework's) keeps
+    // its newer binding.
+    if (owners(IdKind::kFramework).count(id) > 0 || ahead_.count(id) > 0) continue;
+    keptUntil_.emplace(now + identity.failoverTimeout, id);
+    kept_.emplace(id, std::move(identity));
+    ++storedCount_;
+  }
+}
+
+bool PeerTable::awaitsIdentities(const std::string& frameworkId) const {
+  // An id written ahead here is this master's own (a new framework's).
+  return identitiesPending() && !frameworkId.empty() && owner(IdKind::kFramework, frameworkId) == nullptr &&
+         ahead_.count(frameworkId) == 0;
+}
+
+std::string PeerTable::secretFor(const std::string& frameworkId, const std::string& adoptSecret,
+                                 RandomIds& ids) const {
+  if (const IdOwner* o = owner(IdKind::kFramework, frameworkId)) return o->secret;
+  return adoptSecret.empty() ? ids.secret() : adoptSecret;
+}
+
+bool PeerTable::claimNeedsStore(const std::string& frameworkId, const std::string& principal,
+                                const std::string& secret) const {
+  if (store_ == nullptr) return false;
+  const IdOwner* o = owner(IdKind::kFramework, frameworkId);
+  if (o != nullptr && o->principal == principal) return false;
+  auto a = ahead_.find(frameworkId);
+  return a == ahead_.end() || !a->second.answered || !a->second.valid || a->second.principal != principal ||
+         a->second.secret != secret;
+}
+
+Status PeerTable::storeAhead(const std::string& frameworkId, const std::string& principal,
+                             const std::string& secret, Duration failoverTimeout, IdentityStore::DoneFn done) {
+  dropAhead(frameworkId);
+  CHECK(store_ != nullptr && ahead_.count(frameworkId) == 0);
+  const IdOwner* o = owner(IdKind::kFramework, frameworkId);
+  bool counted = !(o != nullptr && o->stored) && kept_.count(frameworkId) == 0;
+  if (counted && storedCount_ >= kStoredIdentitiesMax) {
+    return Error{std::to_string(kStoredIdentitiesMax) + " framework identities are kept already"};
+  }
+  if (counted) ++storedCount_;
+  ahead_[frameworkId] = Ahead{principal, secret, false, true, counted};
+  store_->put(frameworkId, StoredIdentity{principal, hashSecret(secret), failoverTimeout},
+              [this, alive = alive_, frameworkId, done = std::move(done)](Status written) {
+                if (*alive) aheadAnswered(frameworkId, std::move(written), done);
+              });
+  return okStatus();
+}
+
+void PeerTable::aheadAnswered(const std::string& frameworkId, Status written, const IdentityStore::DoneFn& done) {
+  auto a = ahead_.find(frameworkId);
+  CHECK(a != ahead_.end() && !a->second.answered);
+  if (written && a->second.valid) {
+    a->second.answered = true;
+    return done(okStatus());
+  }
+  if (a->second.counted) --storedCount_;
+  ahead_.erase(a);
+  done(written ? Status(Error{"framework " + frameworkId + " was removed while its identity was being kept"})
+               : written);
+}
+
+void PeerTable::dropAhead(const std::string& frameworkId) {
+  auto a = ahead_.find(frameworkId);
+  if (a == ahead_.end() || !a->second.answered) return;
+  bool orphan = a->second.counted;
+  ahead_.erase(a);
+  // An owned or kept id's binding stays: it holds the same proof.
+  if (!orphan) return;
+  --storedCount_;
+  store_->remove(frameworkId);
 }
 
 const StoredIdentity* PeerTable::kept(const std::string& frameworkId) const {

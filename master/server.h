@@ -99,6 +99,7 @@ class MasterServer final : public Outbox {
 
   void send(PeerId peer, const wire::Envelope& envelope) override;
   void close(PeerId peer, const std::string& reason) override;
+  void changedOutsideEvent() override { afterEvent(); }
 
  private:
   static constexpr auto kTickInterval = std::chrono::milliseconds(100);

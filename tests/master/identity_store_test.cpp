@@ -82,6 +82,14 @@ class FileIdentityStoreTest : public ::testing::Test {
     testing::runUntil(io_, [&] { return got.has_value(); }, std::chrono::seconds(5));
     return got ? std::move(*got) : Result<StoredIdentities>(Error{"no completion"});
   }
+  // put() and its answer, which never comes inside the call.
+  Status put(IdentityStore& store, const std::string& id, const StoredIdentity& identity) {
+    std::optional<Status> got;
+    store.put(id, identity, [&](Status st) { got = std::move(st); });
+    EXPECT_FALSE(got.has_value()) << "answered inside put()";
+    testing::runUntil(io_, [&] { return got.has_value(); }, std::chrono::seconds(5));
+    return got.value_or(Status(Error{"no answer"}));
+  }
 
   asio::io_context io_;
   fs::path dir_;
@@ -93,9 +101,9 @@ TEST_F(FileIdentityStoreTest, WhatIsPutIsLoadedByTheNextMasterAndRemovesStay) {
   EXPECT_TRUE(first->empty());
   auto store = makeFileIdentityStore(io_, dir_.string());
   StoredIdentity alice{"alice", hashSecret("a"), std::chrono::seconds(60)};
-  store->put("F-1", alice);
-  store->put("F/2", {"", hashSecret("b"), {}});
-  store->put("F-3", alice);
+  EXPECT_TRUE(put(*store, "F-1", alice));
+  EXPECT_TRUE(put(*store, "F/2", {"", hashSecret("b"), {}}));
+  EXPECT_TRUE(put(*store, "F-3", alice));
   store->remove("F-3");
   store->remove("F-never");
   auto second = load();
@@ -107,13 +115,26 @@ TEST_F(FileIdentityStoreTest, WhatIsPutIsLoadedByTheNextMasterAndRemovesStay) {
 
 TEST_F(FileIdentityStoreTest, ACorruptRecordIsSkippedAndTheRestLoaded) {
   ASSERT_TRUE(load());
-  makeFileIdentityStore(io_, dir_.string())->put("F-1", {"alice", hashSecret("a"), {}});
+  EXPECT_TRUE(put(*makeFileIdentityStore(io_, dir_.string()), "F-1", {"alice", hashSecret("a"), {}}));
   std::ofstream(dir_ / "F-2") << "allot-identity 1 principal=bob secret=the-secret-itself failover_ms=0\n";
   std::ofstream(dir_ / "not.an.id") << encodeIdentity({"eve", hashSecret("e"), {}});
   auto got = load();
   ASSERT_TRUE(got) << got.error().describe();
   EXPECT_EQ(got->size(), 1u);
   EXPECT_EQ(got->count("F-1"), 1u);
+}
+
+TEST_F(FileIdentityStoreTest, AnUnusableDirectoryFailsLoadAndEveryPutSaysWhy) {
+  std::ofstream(dir_) << "a file where the directory should be\n";
+  auto got = load();
+  ASSERT_FALSE(got);
+  EXPECT_NE(got.error().describe().find(dir_.string()), std::string::npos) << got.error().describe();
+  Status written = put(*makeFileIdentityStore(io_, dir_.string()), "F-1", {"alice", hashSecret("a"), {}});
+  ASSERT_FALSE(written);
+  EXPECT_NE(written.error().describe().find("cannot write " + (dir_ / "F-1").string()), std::string::npos)
+      << written.error().describe();
+  fs::remove(dir_);
+  EXPECT_TRUE(load()) << "a store made usable again is read";
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "master/ids.h"
 #include "tests/master/fake_identity_store.h"
 
@@ -116,10 +118,29 @@ StoredIdentities keptF1(const std::string& principal, const std::string& secret)
   return {{"F-1", StoredIdentity{principal, hashSecret(secret), std::chrono::seconds(60)}}};
 }
 
+// The table writes to `store`, which held `loaded`, read at `now`.
+void open(PeerTable& t, testing::FakeIdentityStore& store, StoredIdentities loaded, TimePoint now) {
+  t.useIdentityStore(&store);
+  t.identitiesLoaded(std::move(loaded), now);
+}
+
+// Writes framework `id`'s binding ahead, the store answers `answer`;
+// returns what storeAhead's callback got.
+Status storeAhead(PeerTable& t, testing::FakeIdentityStore& store, const std::string& id,
+                  const std::string& principal, const std::string& secret, Status answer = okStatus()) {
+  std::optional<Status> written;
+  Status sent = t.storeAhead(id, principal, secret, std::chrono::seconds(7), [&](Status st) { written = st; });
+  if (!sent) return sent;
+  EXPECT_FALSE(written.has_value()) << "answered before the store did";
+  store.answer(std::move(answer));
+  EXPECT_TRUE(written.has_value());
+  return written.value_or(Status(Error{"no answer"}));
+}
+
 TEST(PeerTable, AKeptIdentityNeedsItsPrincipalOverTlsBeforeAnyClaim) {
   testing::FakeIdentityStore store;
   PeerTable t;
-  t.keepIdentitiesIn(&store, keptF1("alice", "s3cret"), at(0));
+  open(t, store, keptF1("alice", "s3cret"), at(0));
   Status impostor = t.mayTakeOver(IdKind::kFramework, "F-1", tls("mallory"), "s3cret");
   ASSERT_FALSE(impostor);
   EXPECT_EQ(impostor.error().message, "framework F-1 belongs to another principal");
@@ -130,7 +151,7 @@ TEST(PeerTable, AKeptIdentityNeedsItsPrincipalOverTlsBeforeAnyClaim) {
 TEST(PeerTable, AKeptIdentityNeedsItsSecretOnPlaintextBeforeAnyClaim) {
   testing::FakeIdentityStore store;
   PeerTable t;
-  t.keepIdentitiesIn(&store, keptF1("", "s3cret"), at(0));
+  open(t, store, keptF1("", "s3cret"), at(0));
   Status wrong = t.mayTakeOver(IdKind::kFramework, "F-1", PeerIdentity{}, "guess");
   ASSERT_FALSE(wrong);
   EXPECT_EQ(wrong.error().message, "framework F-1: framework_secret does not match");
@@ -140,31 +161,104 @@ TEST(PeerTable, AKeptIdentityNeedsItsSecretOnPlaintextBeforeAnyClaim) {
   EXPECT_TRUE(t.mayTakeOver(IdKind::kAgent, "F-1", PeerIdentity{}, ""));
 }
 
-TEST(PeerTable, ClaimsAreStoredAsHashesAndForgetsRemoveThem) {
+TEST(PeerTable, UntilTheStoreIsReadNoUnownedFrameworkIdIsTakenOver) {
   testing::FakeIdentityStore store;
   PeerTable t;
   RandomIds ids;
-  t.keepIdentitiesIn(&store, {}, at(0));
-  const IdOwner& o = t.claim(IdKind::kFramework, "F-1", "alice", "", ids, std::chrono::seconds(7));
+  t.useIdentityStore(&store);
+  EXPECT_TRUE(t.identitiesPending());
+  EXPECT_TRUE(t.awaitsIdentities("F-1"));
+  Status early = t.mayTakeOver(IdKind::kFramework, "F-1", PeerIdentity{}, "s3cret");
+  ASSERT_FALSE(early);
+  EXPECT_EQ(early.error().message, "framework F-1: the identities kept in fake are not read yet");
+  EXPECT_FALSE(t.awaitsIdentities(""));  // a new framework does not wait
+  std::string secret = t.secretFor("F-2", "", ids);
+  ASSERT_TRUE(storeAhead(t, store, "F-2", "", secret));
+  t.claim(IdKind::kFramework, "F-2", "", secret, ids);
+  EXPECT_FALSE(t.awaitsIdentities("F-2"));  // owned here
+  t.identitiesLoaded(keptF1("", "s3cret"), at(0));
+  EXPECT_FALSE(t.identitiesPending());
+  EXPECT_FALSE(t.awaitsIdentities("F-1"));
+  EXPECT_FALSE(t.mayTakeOver(IdKind::kFramework, "F-1", PeerIdentity{}, "guess"));
+  EXPECT_TRUE(t.mayTakeOver(IdKind::kFramework, "F-1", PeerIdentity{}, "s3cret"));
+}
+
+TEST(PeerTable, AClaimBindsOnlyWhatTheStoreHoldsAsAHash) {
+  testing::FakeIdentityStore store;
+  PeerTable t;
+  RandomIds ids;
+  open(t, store, {}, at(0));
+  std::string secret = t.secretFor("F-1", "", ids);
+  EXPECT_TRUE(t.claimNeedsStore("F-1", "alice", secret));
+  ASSERT_TRUE(storeAhead(t, store, "F-1", "alice", secret));
+  EXPECT_FALSE(t.claimNeedsStore("F-1", "alice", secret));
+  EXPECT_TRUE(t.claimNeedsStore("F-1", "bob", secret));  // not what was written
+  const IdOwner& o = t.claim(IdKind::kFramework, "F-1", "alice", secret, ids);
+  EXPECT_EQ(o.secret, secret);
   ASSERT_EQ(store.stored.count("F-1"), 1u);
   const StoredIdentity& s = store.stored.at("F-1");
   EXPECT_EQ(s.principal, "alice");
   EXPECT_EQ(s.failoverTimeout, std::chrono::seconds(7));
   EXPECT_EQ(s.secretHash.find(o.secret), std::string::npos) << "the secret itself was stored";
   EXPECT_TRUE(secretMatches(o.secret, s.secretHash));
-  t.claim(IdKind::kFramework, "F-1", "alice", "", ids);  // re-registration: nothing new to keep
-  t.claim(IdKind::kAgent, "A-1", "alice", "", ids);      // agents are not kept
+  // Re-registration: nothing new to keep.
+  EXPECT_FALSE(t.claimNeedsStore("F-1", "alice", t.secretFor("F-1", "other", ids)));
+  t.claim(IdKind::kFramework, "F-1", "alice", "", ids);
+  t.claim(IdKind::kAgent, "A-1", "alice", "", ids);  // agents are not kept
   t.forget(IdKind::kFramework, "F-1");
   t.forget(IdKind::kFramework, "F-1");
   EXPECT_EQ(store.log, (std::vector<std::string>{"put F-1", "remove F-1"}));
+}
+
+TEST(PeerTable, AFailedWriteAheadBindsNothing) {
+  testing::FakeIdentityStore store;
+  PeerTable t;
+  RandomIds ids;
+  open(t, store, {}, at(0));
+  Status failed = storeAhead(t, store, "F-1", "alice", "s3cret", Error{"disk full"});
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.error().message, "disk full");
+  EXPECT_TRUE(t.claimNeedsStore("F-1", "alice", "s3cret"));
+  EXPECT_EQ(t.owner(IdKind::kFramework, "F-1"), nullptr);
+  EXPECT_TRUE(storeAhead(t, store, "F-1", "alice", "s3cret"));  // a second try
+  EXPECT_FALSE(t.claimNeedsStore("F-1", "alice", "s3cret"));
+}
+
+TEST(PeerTable, AnIdForgottenDuringItsWriteAheadIsNotBound) {
+  testing::FakeIdentityStore store;
+  store.stored = keptF1("", "s3cret");
+  PeerTable t;
+  open(t, store, store.stored, at(0));
+  std::optional<Status> written;
+  ASSERT_TRUE(t.storeAhead("F-1", "", "s3cret", std::chrono::seconds(7), [&](Status st) { written = st; }));
+  t.forget(IdKind::kFramework, "F-1");  // the framework is removed meanwhile
+  store.answer();
+  ASSERT_TRUE(written.has_value());
+  ASSERT_FALSE(*written);
+  EXPECT_EQ(written->error().message, "framework F-1 was removed while its identity was being kept");
+  EXPECT_TRUE(t.claimNeedsStore("F-1", "", "s3cret"));
+  EXPECT_EQ(store.log, (std::vector<std::string>{"put F-1", "remove F-1"}));
+}
+
+TEST(PeerTable, AWriteAheadNoClaimFollowedLeavesTheStore) {
+  testing::FakeIdentityStore store;
+  PeerTable t;
+  open(t, store, {}, at(0));
+  ASSERT_TRUE(storeAhead(t, store, "F-9", "", "s3cret"));
+  t.dropAhead("F-9");
+  EXPECT_TRUE(store.stored.empty());
+  EXPECT_EQ(store.log, (std::vector<std::string>{"put F-9", "remove F-9"}));
 }
 
 TEST(PeerTable, AClaimedKeptIdentityBecomesTheOwnerAndIsRewritten) {
   testing::FakeIdentityStore store;
   PeerTable t;
   RandomIds ids;
-  t.keepIdentitiesIn(&store, keptF1("", "s3cret"), at(0));
+  open(t, store, keptF1("", "s3cret"), at(0));
   EXPECT_EQ(t.keptCount(), 1u);
+  EXPECT_EQ(t.secretFor("F-1", "s3cret", ids), "s3cret");
+  ASSERT_TRUE(t.claimNeedsStore("F-1", "", "s3cret"));
+  ASSERT_TRUE(storeAhead(t, store, "F-1", "", "s3cret"));
   EXPECT_EQ(t.claim(IdKind::kFramework, "F-1", "", "s3cret", ids).secret, "s3cret");
   EXPECT_EQ(t.kept("F-1"), nullptr);
   EXPECT_TRUE(secretMatches("s3cret", store.stored.at("F-1").secretHash));
@@ -179,7 +273,7 @@ TEST(PeerTable, UnclaimedKeptIdentitiesGoAtTheirFailoverTimeoutUnlessHeld) {
   loaded["F-2"] = StoredIdentity{"bob", hashSecret("y"), std::chrono::seconds(10)};
   store.stored = loaded;
   PeerTable t;
-  t.keepIdentitiesIn(&store, loaded, at(100));
+  open(t, store, loaded, at(100));
   auto heldF1 = [](const std::string& id) { return id == "F-1"; };
   EXPECT_EQ(t.dropKeptBefore(at(109), heldF1), 0u);
   EXPECT_EQ(t.dropKeptBefore(at(110), heldF1), 1u);  // F-2
