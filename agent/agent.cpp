@@ -54,6 +54,7 @@ Agent::Agent(asio::io_context& io, AgentConfig config, Launcher& launcher,
   MasterLink::Options lo;
   lo.master = config_.master;
   lo.shards = config_.shards;
+  lo.shardsZk = config_.shardsZk;
   lo.shardKey = config_.hostname + ":" + config_.workDir;
   lo.tls = config_.tls;
   lo.name = "allot-agent " + config_.hostname;

@@ -46,6 +46,7 @@ struct SandboxReaders {
 struct AgentConfig {
   std::string master;  // "host:port" or "zk://.../path"
   std::vector<Endpoint> shards;  // non-empty: through these link shards instead
+  std::string shardsZk;          // zk://.../path: through the link shards listed there
   std::shared_ptr<ssl::context> tls;  // null: plaintext to the master
   std::string workDir;  // absolute
   std::string hostname;

@@ -34,6 +34,7 @@
 #include "base/uring_poller.h"
 #include "base/worker_pool.h"
 #include "ha/detector_factory.h"
+#include "ha/zk_session.h"
 #include "proto/tls.h"
 #include "launcher/launcher.h"
 #ifdef ALLOT_HAVE_ISOLATORS
@@ -81,7 +82,8 @@ void addFlags(Flags& f, Settings* s) {
   f.addString("master", &s->master, "HOST:PORT of the master, or zk://host:port,.../path");
   f.addString("zk", &s->zk, "zk://host:port,.../path to find the leading master (= --master)");
   f.addString("shards", &s->shards,
-              "HOST:PORT,...: reach the master through these link shards (allot-shard), "
+              "HOST:PORT,... or zk://host:port,.../path (where shards announce themselves): reach the "
+              "master through these link shards (allot-shard), "
               "instead of --master (with --tls-*: shards hold `shard` certificates)");
   addTlsFlags(f, &s->tls);
   f.addString("resources", &s->resources,
@@ -183,6 +185,11 @@ Status runAsSettings(const Settings& s, AgentConfig* c) {
 Status masterConfig(const Settings& s, AgentConfig* c) {
   if (!s.zk.empty() + !s.master.empty() + !s.shards.empty() > 1) {
     return Error{"give one of --master, --zk and --shards"};
+  }
+  if (isZooKeeperUrl(s.shards)) {
+    if (auto url = parseZkUrl(s.shards); !url) return Error{"--shards: " + url.error().describe()};
+    c->shardsZk = s.shards;
+    return okStatus();
   }
   if (!s.shards.empty()) {
     auto shards = parseShardList(s.shards);

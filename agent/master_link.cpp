@@ -2,6 +2,7 @@
 
 #include "base/log.h"
 #include "ha/detector_factory.h"
+#include "ha/zk_shard_detector.h"
 #include "proto/validate.h"
 
 namespace allot {
@@ -12,8 +13,16 @@ MasterLink::MasterLink(asio::io_context& io, Options options, Callbacks callback
 MasterLink::~MasterLink() { alive_.reset(); }
 
 Result<std::unique_ptr<LeaderDetector>> MasterLink::makeDetector() {
-  if (options_.shards.empty()) return makeLeaderDetector(io_, options_.master);
-  auto detector = makeShardDetector(io_, options_.shards, options_.shardKey);
+  std::unique_ptr<ShardDetector> detector;
+  if (!options_.shardsZk.empty()) {
+    auto url = parseZkUrl(options_.shardsZk);
+    if (!url) return url.error();
+    detector = makeZooKeeperShardDetector(io_, *url, options_.shardKey);
+  } else if (!options_.shards.empty()) {
+    detector = makeShardDetector(io_, options_.shards, options_.shardKey);
+  } else {
+    return makeLeaderDetector(io_, options_.master);
+  }
   shardDetector_ = detector.get();
   return std::unique_ptr<LeaderDetector>(std::move(detector));
 }
@@ -42,7 +51,7 @@ Status MasterLink::start() {
   lo.peerRole = wire::ROLE_MASTER;
   lo.tls = options_.tls;
   // A link shard speaks for the master with a certificate of its own role.
-  if (!options_.shards.empty()) lo.peerCertRole = "shard";
+  if (!options_.shards.empty() || !options_.shardsZk.empty()) lo.peerCertRole = "shard";
   lo.backoffMin = options_.reconnectMin;
   lo.backoffMax = options_.reconnectMax;
   ReconnectingLink::Callbacks lc;

@@ -44,6 +44,7 @@ class MasterLink {
   struct Options {
     std::string master;  // "host:port" or "zk://host:port,.../path"
     std::vector<Endpoint> shards;  // non-empty: through these shards, not `master`
+    std::string shardsZk;          // zk://.../path: through the shards listed there
     std::string shardKey;          // ranks the shards (the agent's host and work dir)
     std::string name;    // Hello.name
     std::shared_ptr<ssl::context> tls;  // null: plaintext

@@ -71,7 +71,9 @@ void ReconnectingLink::drop(const std::string& reason) {
 
 void ReconnectingLink::onLeader(const std::optional<Leader>& leader) {
   if (stopped_) return;
-  if (leader && leader->epoch < highestEpoch_) {
+  // Epoch 0 is no epoch (a fixed address, a link shard): only the peer's
+  // Hello can be fenced then.
+  if (leader && leader->epoch != 0 && leader->epoch < highestEpoch_) {
     LOG_WARNING(detectorText_ << ": ignoring leader " << leader->endpoint.describe()
                               << " with epoch " << leader->epoch << " below " << highestEpoch_);
     return;

@@ -23,6 +23,8 @@ struct Settings {
   int64_t maxAgents = static_cast<int64_t>(kAgentsPerShardMax);
   TlsFiles tls;
   std::string acls;
+  std::string announce;
+  std::string advertise;
   bool insecure = false;
 };
 
@@ -39,6 +41,9 @@ void addFlags(Flags& flags, Settings* s) {
                   "seconds between the liveness summaries sent to the leader");
   flags.addInt("max-agents", &s->maxAgents, "agents held at most");
   addTlsFlags(flags, &s->tls);  // a `shard` certificate: the leader link and the agents'
+  flags.addString("zk-announce", &s->announce,
+                  "zk://host:port,.../path: announce this shard there for agents given --shards zk://.../path");
+  flags.addString("advertise", &s->advertise, "HOST:PORT agents reach this shard at (default: --listen)");
   flags.addString("acls", &s->acls, "ACL file whose register_agent rules the shard applies (docs/acls.md)");
   flags.addBool("insecure", &s->insecure, "allow plaintext on a non-loopback --listen address");
 }
@@ -49,6 +54,12 @@ Result<ShardOptions> toOptions(const Settings& s) {
   if (!listen) return Error{"--listen: " + listen.error().describe()};
   o.listen = *listen;
   o.master = s.master;
+  o.announce = s.announce;
+  if (!s.advertise.empty()) {
+    auto advertise = parseHostPort(s.advertise);
+    if (!advertise) return Error{"--advertise: " + advertise.error().describe()};
+    o.advertise = *advertise;
+  }
   o.name = s.name;
   if (!(s.livenessIntervalS >= 0.01 && s.livenessIntervalS <= 60)) {
     return Error{"--liveness-interval must be between 0.01 and 60 seconds"};

@@ -13,6 +13,11 @@ Result<std::unique_ptr<LinkShard>> LinkShard::create(asio::io_context& io, Shard
   if (shard->options_.name.empty()) {
     shard->options_.name = "allot-shard " + shard->options_.listen.host + ":" + std::to_string(shard->port_);
   }
+  HostPort& advertise = shard->options_.advertise;
+  if (advertise.host.empty()) advertise = HostPort{shard->options_.listen.host, shard->port_};
+  if (!shard->options_.announce.empty() && (advertise.host == "0.0.0.0" || advertise.host == "::")) {
+    return Error{"--zk-announce: --listen " + advertise.host + " is not an address agents can reach: give --advertise"};
+  }
   auto detector = makeLeaderDetector(io, shard->options_.master);
   if (!detector) return Error{"--master: " + detector.error().describe()};
   shard->detector_ = std::move(*detector);
@@ -33,6 +38,7 @@ void LinkShard::start() {
   LOG_INFO(options_.name << " listening for agents on " << options_.listen.host << ":" << port_
                          << ", leader from " << detector_->describe());
   detector_->start([this](const std::optional<Leader>& leader) { onLeaderReported(leader); });
+  if (!options_.announce.empty()) announce();
   acceptNext();
   scheduleLiveness();
 }
@@ -45,8 +51,35 @@ void LinkShard::stop() {
   livenessTimer_.cancel();
   graceTimer_.cancel();
   detector_.reset();
+  announcement_.reset();  // its ephemeral member goes with the session
   closeAgents("shard shutting down");
   if (leader_) leader_->close("shard shutting down");
+}
+
+// A member of the announcement group, as masters are of theirs. Being
+// "elected" there means nothing to a shard; an announcement that ends
+// (session expired, member gone) is made again.
+void LinkShard::announce() {
+  auto url = parseZkUrl(options_.announce);
+  auto sessions = url ? zooKeeperSessionFactory(io_, url->servers, kAnnounceSessionTimeout)
+                      : Result<ZkSessionFactory>(url.error());
+  if (!sessions) {
+    LOG_ERROR("--zk-announce: " << sessions.error().describe());
+    return;
+  }
+  Endpoint address{Endpoint::Kind::kTcp, options_.advertise.host, options_.advertise.port, ""};
+  LeaderContender::Callbacks cb;
+  cb.elected = [](uint64_t) {};
+  cb.lost = [this](const std::string& why) {
+    LOG_WARNING("the shard's announcement ended (" << why << "); announcing again");
+    asio::post(io_, [this] {
+      if (!stopped_) announce();
+    });
+  };
+  cb.refused = [](const std::string& why) { LOG_ERROR("ZooKeeper refused the shard's announcement: " << why); };
+  announcement_ = std::make_unique<LeaderContender>(io_, std::move(*sessions), url->path,
+                                                    MemberData{address, options_.name, std::nullopt, std::nullopt}, cb);
+  announcement_->start();
 }
 
 // ------------------------------------------------------------------ leader

@@ -29,6 +29,7 @@
 #include "base/asio.h"
 #include "base/flags.h"
 #include "master/acls.h"
+#include "ha/contender.h"
 #include "proto/connection.h"
 #include "proto/leader.h"
 #include "proto/reconnecting_link.h"
@@ -58,7 +59,17 @@ struct ShardOptions {
   std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
   // Agents are held this long without a leader before their links close.
   Duration leaderGrace = std::chrono::seconds(10);
+  // zk://.../path: announce this shard there (an ephemeral member whose
+  // address is `advertise`) for agents given --shards zk://.../path
+  // (ha/zk_shard_detector.h). Empty: not announced.
+  std::string announce;
+  // Where agents reach this shard; empty host: --listen's host and port.
+  HostPort advertise{"", 0};
 };
+
+// The ZooKeeper session of a shard's announcement: how long a dead shard
+// stays listed.
+constexpr auto kAnnounceSessionTimeout = std::chrono::seconds(4);
 
 class LinkShard {
  public:
@@ -79,6 +90,7 @@ class LinkShard {
   void handOver();
   shard::ShardEnvelope attachedEnvelope(Slot slot, const Connection& conn) const;
   void startGrace();
+  void announce();
   void retryLeader(const std::string& why);
   void onLeaderHello(const shard::ShardHello& hello);
   void onLeaderMessage(shard::ShardEnvelope& e);
@@ -100,6 +112,7 @@ class LinkShard {
   asio::steady_timer livenessTimer_;
   asio::steady_timer graceTimer_;
   std::unique_ptr<LeaderDetector> detector_;
+  std::unique_ptr<LeaderContender> announcement_;
   std::optional<Endpoint> target_;  // the leader's --shard-listen, when known
   uint64_t targetGeneration_ = 0;   // bumped on every change of target_
   Backoff backoff_;

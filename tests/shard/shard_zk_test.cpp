@@ -126,5 +126,42 @@ TEST_F(ShardFailover, AgentsStayOnTheirShardWhenTheLeaderDiesAndNothingIsLost) {
   EXPECT_TRUE(agent.running());
 }
 
+// Shards announce themselves in ZooKeeper and the agent finds them there
+// (--shards zk://...). When its shard is SIGKILLed the agent moves to the
+// other one, keeping its id, and its running task's FINISHED arrives.
+TEST_F(ShardFailover, AgentsFindShardsInZooKeeperAndMoveWhenTheirsDies) {
+  Child& master = startMaster("master1");
+  std::string announce = zk_->url("/allot-shard-test-shards");
+  std::vector<Child*> shards;
+  std::vector<std::string> ports;
+  for (int i = 1; i <= 2; ++i) {
+    std::string name = "shard" + std::to_string(i);
+    std::string portFile = dir_ + "/" + name + ".port";
+    shards.push_back(&start(name, {std::getenv("ALLOT_SHARD"), "--listen", "127.0.0.1:0", "--port-file", portFile,
+                                   "--master", url_, "--zk-announce", announce, "--liveness-interval", "0.2"}));
+    ASSERT_TRUE(waitFor([&] { return shards.back()->log().find("joined the contender group") != std::string::npos; },
+                        15s)) << shards.back()->log() << master.log();
+    ports.push_back("127.0.0.1:" + std::to_string(readPort(portFile)));
+  }
+  Child& agent = start("agent", {std::getenv("ALLOT_AGENT"), "--shards", announce, "--work-dir", dir_ + "/work",
+                                 "--resources", "cpus:4;mem:4096;disk:1024", "--recovery-timeout", "30",
+                                 "--status-update-retry", "1", "--executor-idle-timeout", "0.5"});
+  ASSERT_TRUE(waitFor([&] { return count(agent.log(), "registered with master") >= 1; }, 20s)) << agent.log();
+  size_t mine = agent.log().find("choosing shard " + ports[0] + " ") != std::string::npos ? 0 : 1;
+  ASSERT_NE(agent.log().find("choosing shard " + ports[mine] + " "), std::string::npos) << agent.log();
+
+  Child& task = start("task", {std::getenv("ALLOT_EXECUTE"), "--master", url_, "--timeout", "60",
+                               "--command", "sleep 4", "--resources", "cpus:0.1;mem:16"});
+  ASSERT_TRUE(waitFor([&] { return task.log().find("RUNNING") != std::string::npos; }, 20s))
+      << task.log() << agent.log();
+  shards[mine]->signal(SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return count(agent.log(), "registered with master") >= 2; }, 20s))
+      << agent.log() << shards[1 - mine]->log();
+  EXPECT_NE(agent.log().find("shard " + ports[1 - mine]), std::string::npos) << agent.log();
+  EXPECT_EQ(agent.log().find("new agent id"), std::string::npos) << agent.log();
+  EXPECT_EQ(task.waitExit(40000ms), 0) << task.log() << agent.log() << master.log();
+  EXPECT_NE(task.log().find("FINISHED"), std::string::npos) << task.log();
+}
+
 }  // namespace
 }  // namespace allot::testing
