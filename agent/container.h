@@ -69,6 +69,8 @@ struct ContainerImage {
   std::vector<std::string> cmd;
   std::vector<std::string> env;     // "K=V", defaults under the task's own
   std::string workingDir;           // "": the sandbox
+  std::string user;                 // "user|uid[:group|gid]" in the image's files; "": none
+  std::string layersDir;            // where each layer's <hex>/rootfs is
   // Keeps the layers in the store from the pull to the container's end,
   // so that eviction never takes them before filesystem/linux holds them.
   std::shared_ptr<void> hold;

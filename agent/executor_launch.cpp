@@ -17,6 +17,7 @@
 #include "agent/checkpoint.h"
 #include "agent/executor_manager.h"
 #include "agent/gc.h"
+#include "agent/image_user.h"
 #include "agent/run_as.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
@@ -45,15 +46,24 @@ struct LaunchFiles {
   std::string frameworkUser;
   std::string defaultUser;  // empty: no user switch
   bool rootAllowed = false;
+  std::string imageUser;                // the image's User, if any
+  std::vector<std::string> layerRoots;  // the image's layers, top-most first
 };
 
+// A user the executor or framework names comes first, then the image's
+// User (from the image's own files), then --default-user. Root, unless it
+// is the operator's --default-user, needs the master's ACLs.
 Result<RunAsUser> runAsUser(const LaunchFiles& f) {
-  std::string name = runAsName(f.executorUser, "", f.frameworkUser, f.defaultUser);
-  auto user = resolveUser(name);
+  std::string name = runAsName(f.executorUser, "", f.frameworkUser, "");
+  bool fromImage = name.empty() && !f.imageUser.empty();
+  Result<RunAsUser> user = fromImage ? resolveImageUser(f.imageUser, f.layerRoots)
+                                     : resolveUser(name.empty() ? f.defaultUser : name);
   if (!user) return Error{user.error().describe()};
-  bool requested = name != f.defaultUser;
-  if (user->isRoot() && requested && !f.rootAllowed) {
+  if (user->isRoot() && !name.empty() && name != f.defaultUser && !f.rootAllowed) {
     return Error{"run-as user '" + name + "' is root, which the master's ACLs did not allow", EACCES};
+  }
+  if (user->isRoot() && fromImage && !f.rootAllowed) {
+    return Error{"the image's user '" + f.imageUser + "' is root, which the master's ACLs did not allow", EACCES};
   }
   return user;
 }
@@ -96,6 +106,11 @@ void ExecutorManager::launch(Container& c) {
   if (!c.executor.container().image().empty() && !c.image) return pullImage(c);
   LaunchFiles files{c.sandbox, c.executor.command().user(), c.framework.user(), options_.defaultUser,
                     c.rootAllowed};
+  if (c.image) {
+    files.imageUser = c.image->user;
+    for (auto it = c.image->layers.rbegin(); it != c.image->layers.rend(); ++it)
+      files.layerRoots.push_back(c.image->layersDir + "/" + *it + "/rootfs");
+  }
   std::function<Prepared()> work = [files] {
     Prepared p;
     if (!files.defaultUser.empty()) {

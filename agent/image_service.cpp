@@ -13,6 +13,7 @@ ContainerImage containerImage(const images::PulledImage& pulled) {
   image.cmd = pulled.exec.cmd;
   image.env = pulled.exec.env;
   image.workingDir = pulled.exec.workingDir;
+  image.user = pulled.exec.user;
   return image;
 }
 
@@ -48,12 +49,10 @@ Result<std::unique_ptr<ImageService>> ImageService::create(asio::io_context& io,
 void ImageService::pull(const std::string& reference, ExecutorManagerOptions::ImageDone done) {
   puller_->pull(reference, [this, done = std::move(done)](const Result<images::PulledImage>& pulled) {
     if (!pulled) return done(pulled.error());
-    if (pulled->exec.user.size() > 0)
-      LOG_INFO("image " << pulled->reference.str() << " names user '" << pulled->exec.user
-                        << "': tasks run as their framework's user (--default-user), not the image's");
     auto hold = holdLayers(*store_, pulled->layers);
     if (!hold) return done(hold.error());
     ContainerImage image = containerImage(*pulled);
+    image.layersDir = store_->root() + "/layers";
     image.hold = std::move(*hold);
     done(std::move(image));
     evict();

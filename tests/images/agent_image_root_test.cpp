@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include <google/protobuf/util/json_util.h>
@@ -71,6 +73,25 @@ class AgentImages : public ::testing::Test {
     layout.tag({{"1", "application/vnd.oci.image.manifest.v1+json", manifest}});
     EXPECT_TRUE(registry_->push(layout, "1", repoTag)) << readWhole(dir_ + "/skopeo.log");
     return layer;
+  }
+
+  // Busybox with `etc` (path -> content; "->target" makes a symlink) and
+  // the config `execJson`.
+  void pushWithEtc(const std::string& repoTag, const std::map<std::string, std::string>& etc,
+                   const std::string& execJson) {
+    std::string name = std::to_string(++images_);
+    OciLayout layout(dir_ + "/layout" + name);
+    TarBuilder tar(dir_ + "/bb" + name + ".tar");
+    tar.dir("bin/").file("bin/busybox", readWhole("/bin/busybox"), 0755).symlink("bin/sh", "busybox").dir("etc/");
+    for (const auto& [path, content] : etc) {
+      if (content.rfind("->", 0) == 0) tar.symlink(path, content.substr(2));
+      else tar.file(path, content);
+    }
+    tar.close();
+    OciLayout::Blob layer = layout.layer(dir_ + "/bb" + name + ".tar");
+    OciLayout::Blob manifest = layout.manifest({layer}, execJson, images::nodeArchitecture());
+    layout.tag({{"1", "application/vnd.oci.image.manifest.v1+json", manifest}});
+    EXPECT_TRUE(registry_->push(layout, "1", repoTag)) << readWhole(dir_ + "/skopeo.log");
   }
 
   std::string layerDir(const OciLayout::Blob& layer) const {
@@ -233,6 +254,43 @@ TEST_F(AgentImages, OnTheHostsNetworkTheRootHasTheHostsNameFilesReadOnly) {
                                  "(echo x >> /etc/hosts) 2>/dev/null || echo ro"});
   ASSERT_EQ(exitStatus(run.wait(90s)), 0) << run.out() << cluster_->agentLog();
   EXPECT_EQ(taskStdout("names-0"), readWhole("/etc/hosts") + "---\n" + readWhole("/etc/resolv.conf") + "ro\n");
+}
+
+// The image's User runs the task, as the image's own /etc/passwd and
+// /etc/group say (not the host's); a user the framework names wins.
+TEST_F(AgentImages, TheImagesUserRunsTheTaskAsTheImagesFilesSay) {
+  pushWithEtc("test/user:1",
+              {{"etc/passwd", "root:x:0:0::/root:/bin/sh\napp:x:4321:4322::/srv:/bin/sh\n"},
+               {"etc/group", "root:x:0:\napp:x:4322:\nextra:x:4400:other,app\n"}},
+              "\"Env\":[\"PATH=/bin\"],\"User\":\"app\"");
+  std::string ref = registry_->registry() + "/test/user:1";
+  Child run = cluster_->execute({"--image", ref, "--name", "app", "--command", "id -u; id -g; id -G"});
+  ASSERT_EQ(exitStatus(run.wait(90s)), 0) << run.out() << cluster_->agentLog();
+  EXPECT_EQ(taskStdout("app-0"), "4321\n4322\n4322 4400\n");
+  Child named = cluster_->execute({"--image", ref, "--name", "named", "--user", "nobody", "--command", "id -u"});
+  ASSERT_EQ(exitStatus(named.wait(90s)), 0) << named.out() << cluster_->agentLog();
+  EXPECT_EQ(taskStdout("named-0"), "65534\n");
+}
+
+// An image whose /etc/passwd is a symlink out of its layer makes the agent
+// read no host file: the user is not found and the task does not run.
+// An image user that is root needs the master's ACLs, as a named one does.
+TEST_F(AgentImages, AnImageUserFromOutsideTheImageOrRootIsRefused) {
+  pushWithEtc("test/escape:1", {{"etc/passwd", "->../../../../../../etc/passwd"}},
+              "\"Env\":[\"PATH=/bin\"],\"User\":\"daemon\"");
+  Child escape = cluster_->execute({"--image", registry_->registry() + "/test/escape:1", "--name", "escape",
+                                    "--command", "id -u"});
+  EXPECT_NE(exitStatus(escape.wait(90s)), 0);
+  EXPECT_NE(escape.out().find("escape-0 FAILED"), std::string::npos) << escape.out();
+  EXPECT_NE(escape.out().find("the image's /etc/passwd"), std::string::npos) << escape.out();
+  EXPECT_EQ(taskStdout("escape-0"), "");
+  pushWithEtc("test/root:1", {{"etc/passwd", "root:x:0:0::/root:/bin/sh\n"}},
+              "\"Env\":[\"PATH=/bin\"],\"User\":\"0\"");
+  Child root = cluster_->execute({"--image", registry_->registry() + "/test/root:1", "--name", "root",
+                                  "--command", "id -u"});
+  EXPECT_NE(exitStatus(root.wait(90s)), 0);
+  EXPECT_NE(root.out().find("the image's user '0' is root, which the master's ACLs did not allow"),
+            std::string::npos) << root.out();
 }
 
 // A cap below one layer: a pulled image still runs (its layers are held
