@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <optional>
 
 #include <boost/asio/ssl.hpp>
@@ -97,6 +98,11 @@ Result<HttpAnswer> Exchange::exchange(Stream& stream, const bhttp::request<bhttp
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::buffer_body> parser;
   parser.header_limit(kHttpHeaderBytesMax);
+  // Beast checks a Content-Length against its body limit (8 MB by default)
+  // while it reads the header, before this knows which limit applies: no
+  // limit until then, ours after. (Not boost::none: 1.74 compares a length
+  // with the empty optional and finds it larger.)
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
   if (beast::error_code ec = step([&](auto h) { bhttp::async_write(stream, req, h); }); ec) return fail("send", ec).error();
   if (beast::error_code ec = step([&](auto h) { bhttp::async_read_header(stream, buffer, parser, h); }); ec)
     return fail("read the answer's header", ec).error();
@@ -110,6 +116,8 @@ Result<HttpAnswer> Exchange::exchange(Stream& stream, const bhttp::request<bhttp
   answer.dockerContentDigest = std::string(head["Docker-Content-Digest"]);
   bool wanted = answer.status / 100 == 2;
   uint64_t limit = wanted ? bodyBytesMax : kHttpErrorBodyBytesMax;
+  if (parser.content_length() && *parser.content_length() > limit)
+    return Error{url_.target + ": the answer's body is larger than " + std::to_string(limit) + " bytes"};
   parser.body_limit(limit);
   std::string chunk(kChunkBytes, '\0');
   while (!parser.is_done()) {

@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -204,6 +206,24 @@ TEST_F(Registry, ThePullerJoinsPullsOfOneImageAndAnswersOnTheLoop) {
   ASSERT_TRUE(testing::runUntil(io, [&] { return answered == 20; }, std::chrono::seconds(30)));
   EXPECT_EQ(c->layerDownloads(), 2u);
   EXPECT_EQ(puller.inFlight(), 0u);
+}
+
+// A layer blob past Beast's default body limit (8 MB): the header's
+// Content-Length must not be checked against it before the client's own.
+TEST_F(Registry, PullsALayerLargerThanEightMegabytes) {
+  std::mt19937_64 random(7);
+  std::string content(9 << 20, '\0');
+  for (size_t i = 0; i + 8 <= content.size(); i += 8) {
+    uint64_t v = random();
+    std::memcpy(&content[i], &v, 8);
+  }
+  Digest layer = pushOwn("big", content);
+  auto c = client();
+  Result<PulledImage> image = pull(registry_->registry() + "/test/big:1", *c);
+  ASSERT_TRUE(image) << image.error().describe();
+  std::optional<std::string> root = store_->find(layer);
+  ASSERT_TRUE(root);
+  EXPECT_EQ(fs::file_size(*root + "/own"), content.size());
 }
 
 TEST_F(Registry, AnUnreachableRegistryFailsClearly) {
