@@ -47,6 +47,12 @@ Result<std::unique_ptr<ImageService>> ImageService::create(asio::io_context& io,
 }
 
 void ImageService::pull(const std::string& reference, ExecutorManagerOptions::ImageDone done) {
+  if (!evicting_) return start(reference, std::move(done));
+  if (deferred_.size() >= images::kPullWaitersMax) return done(Error{"too many tasks wait for image pulls"});
+  deferred_.emplace_back(reference, std::move(done));
+}
+
+void ImageService::start(const std::string& reference, ExecutorManagerOptions::ImageDone done) {
   puller_->pull(reference, [this, done = std::move(done)](const Result<images::PulledImage>& pulled) {
     if (!pulled) return done(pulled.error());
     auto hold = holdLayers(*store_, pulled->layers);
@@ -62,12 +68,20 @@ void ImageService::pull(const std::string& reference, ExecutorManagerOptions::Im
 // Not while a pull is under way: it may have found a layer in the store
 // that it has not held yet.
 void ImageService::evict() {
-  if (puller_->inFlight() > 0) return;
+  if (puller_->inFlight() > 0 || evicting_) return;
   images::LayerStore* store = store_.get();
-  Status queued = pool_.submit<size_t>([store] { return store->evict().size(); }, [](size_t removed) {
+  evicting_ = true;
+  Status queued = pool_.submit<size_t>([store] { return store->evict().size(); }, [this](size_t removed) {
     if (removed) LOG_INFO("image store: evicted " << removed << " unused layers (--image-cache-max)");
+    evicting_ = false;
+    auto waiting = std::move(deferred_);
+    deferred_.clear();
+    for (auto& [reference, done] : waiting) start(reference, std::move(done));
   });
-  if (!queued) LOG_WARNING("image store: eviction skipped: " << queued.error().describe());
+  if (!queued) {
+    evicting_ = false;
+    LOG_WARNING("image store: eviction skipped: " << queued.error().describe());
+  }
 }
 
 }  // namespace allot

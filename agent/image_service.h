@@ -6,7 +6,9 @@
 // from the pull (ContainerImage::hold) to its container's end; after each
 // pull, when no other is under way, the store is held under
 // --image-cache-max on the pool (least recently used layers nobody holds
-// go first).
+// go first). Pulls asked for while an eviction runs wait for its end: a
+// pull that found a layer in the store would otherwise see it removed
+// before its executor holds it.
 // Thread: create and use on the agent's loop.
 #pragma once
 
@@ -47,10 +49,14 @@ class ImageService {
                                                   .niceness = kBackgroundNiceness,
                                                   .name = "allot-pull"}) {}
   void evict();
+  void start(const std::string& reference, ExecutorManagerOptions::ImageDone done);
 
   std::unique_ptr<images::LayerStore> store_;
   std::unique_ptr<images::RegistryClient> client_;
   std::unique_ptr<images::ImagePuller> puller_;
+  bool evicting_ = false;
+  // Pulls waiting for the eviction under way (at most images::kPullWaitersMax).
+  std::vector<std::pair<std::string, ExecutorManagerOptions::ImageDone>> deferred_;
   WorkerPool pool_;  // last: its workers (pulls using the above) joined first
 };
 
