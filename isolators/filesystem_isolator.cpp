@@ -269,6 +269,10 @@ Result<std::unique_ptr<Isolator>> makeFilesystemIsolator(const IsolatorOptions& 
   if (options.imageStore == nullptr || options.rootfsDir.empty())
     return Error{"filesystem/linux needs the agent's image store"};
   if (Status st = makeDir(options.rootfsDir, 0700); !st) return st.error();
+  // The host's own may be absent (then roots get none); a file the
+  // operator names must be there.
+  if (options.resolvConf != IsolatorOptions{}.resolvConf && ::access(options.resolvConf.c_str(), R_OK) != 0)
+    return Error::fromErrno("--resolv-conf " + options.resolvConf);
   std::vector<std::string> allowed;
   std::istringstream list(options.volumeAllow);
   std::string path;

@@ -142,6 +142,16 @@ TEST_F(FilesystemIsolatorTest, RefusesVolumesOutsideTheAllowedPaths) {
   EXPECT_FALSE(store_->evict().empty()) << "a refused prepare still holds the layer";
 }
 
+// A resolv.conf the operator names must exist; the host's may not.
+TEST_F(FilesystemIsolatorTest, RefusesAMissingResolvConfTheOperatorNamed) {
+  IsolatorOptions options = options_;
+  options.resolvConf = dir_ + "/no-such-resolv.conf";
+  Result<std::unique_ptr<Isolator>> iso = makeFilesystemIsolator(options);
+  ASSERT_FALSE(iso);
+  EXPECT_NE(iso.error().describe().find("--resolv-conf " + options.resolvConf), std::string::npos)
+      << iso.error().describe();
+}
+
 TEST_F(FilesystemIsolatorTest, LeavesAContainerWithoutAnImageOnTheHost) {
   ChildSetup setup;
   ASSERT_TRUE(isolator_->prepare({"fw", "plain"}, ContainerConfig({}, dir_ + "/sandbox"), &setup));
