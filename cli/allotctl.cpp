@@ -143,12 +143,13 @@ void printListJson(const state::MasterState& m, const std::string& what) {
 }
 
 Table agentsTable(const state::MasterState& m) {
-  Table t({"ID", "HOST", "STATE", "CPUS USED/TOTAL", "MEM USED/TOTAL", "TASKS", "ATTRIBUTES"});
+  Table t({"ID", "HOST", "STATE", "SHARD", "CPUS USED/TOTAL", "MEM USED/TOTAL", "TASKS", "ATTRIBUTES"});
   for (const auto& a : m.agents()) {
     std::string attrs;
     for (const auto& at : a.attributes()) attrs += (attrs.empty() ? "" : ";") + at.name() + ":" + at.value();
     t.add({a.id(), a.hostname(),
            a.draining() ? "draining" : a.connected() ? "connected" : "disconnected",
+           a.shard().empty() ? "-" : a.shard(),
            fmt(scalarOf(a.used(), "cpus")) + "/" + fmt(scalarOf(a.total(), "cpus")),
            fmt(scalarOf(a.used(), "mem")) + "/" + fmt(scalarOf(a.total(), "mem")),
            std::to_string(a.task_count()), attrs});

@@ -147,6 +147,7 @@ void ShardHub::attach(uint64_t shard, ShardState& state, const shard::AgentAttac
   identity.tls = !m.principal().empty();  // the agent's own link to the shard
   identity.principal = m.principal();
   identity.certRole = m.cert_role();
+  identity.via = state.link->peerHello().name();
   master_.peerConnected(peer, hello, identity);
 }
 

@@ -377,6 +377,7 @@ bool MasterStateView::copyAgent(const Master& m, const std::string& id, AgentIte
   out->attributes.reserve(static_cast<size_t>(a.info.attributes_size()));
   for (const auto& attr : a.info.attributes()) out->attributes.emplace_back(text->keep(attr.name()), text->keep(attr.value()));
   out->connected = a.peer.has_value();
+  if (const PeerLink* link = a.peer ? m.peerTable().link(*a.peer) : nullptr) out->shard = text->keep(link->auth.via);
   out->draining = a.draining();
   out->drainDeadlineS = a.drainDeadlineS();
   out->taskCount = static_cast<uint32_t>(m.taskBook().countOnAgent(id));

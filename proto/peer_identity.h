@@ -13,6 +13,9 @@ struct PeerIdentity {
   bool tls = false;
   std::string principal;  // TLS: the certificate subject's CN; else empty
   std::string certRole;   // TLS: the subject's OU; else empty
+  // An agent behind a link shard: that shard's name (its ShardHello, by
+  // default its HOST:PORT); empty for a direct link.
+  std::string via;
   // Unix sockets: the peer process's SO_PEERCRED, read at accept/connect.
   std::optional<int32_t> pid;
   std::optional<uint32_t> uid;

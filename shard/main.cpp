@@ -7,6 +7,7 @@
 #include "base/files.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "shard/http_api.h"
 #include "shard/shard.h"
 
 namespace {
@@ -24,6 +25,8 @@ struct Settings {
   TlsFiles tls;
   std::string acls;
   std::string announce;
+  std::string httpListen;
+  std::string httpPortFile;
   std::string advertise;
   bool insecure = false;
 };
@@ -44,6 +47,9 @@ void addFlags(Flags& flags, Settings* s) {
   flags.addString("zk-announce", &s->announce,
                   "zk://host:port,.../path: announce this shard there for agents given --shards zk://.../path");
   flags.addString("advertise", &s->advertise, "HOST:PORT agents reach this shard at (default: --listen)");
+  flags.addString("http-listen", &s->httpListen,
+                  "HOST:PORT for /health and /metrics (empty: none; mutual TLS with the --tls-* files)");
+  flags.addString("http-port-file", &s->httpPortFile, "write the bound --http-listen port to this file");
   flags.addString("acls", &s->acls, "ACL file whose register_agent rules the shard applies (docs/acls.md)");
   flags.addBool("insecure", &s->insecure, "allow plaintext on a non-loopback --listen address");
 }
@@ -92,6 +98,22 @@ Result<ShardOptions> toOptions(const Settings& s) {
   return o;
 }
 
+Status writePort(const std::string& file, uint16_t port) {
+  if (file.empty()) return okStatus();
+  return writeFileAtomically(file, std::to_string(port) + "\n", false, 0644);
+}
+
+// --http-listen: /health and /metrics (shard/http_api.h); null without it.
+Result<std::unique_ptr<http::Server>> startHttp(asio::io_context& io, LinkShard& shard, const Settings& s) {
+  if (s.httpListen.empty()) return std::unique_ptr<http::Server>();
+  auto options = http::serverOptionsFromFlags(s.httpListen, s.tls, s.insecure);
+  if (!options) return Error{"--http-listen: " + options.error().describe()};
+  auto server = startShardHttp(io, shard, *options);
+  if (!server) return server.error();
+  if (Status st = writePort(s.httpPortFile, (*server)->port()); !st) return st.error();
+  return server;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -113,17 +135,20 @@ int main(int argc, char** argv) {
     LOG_ERROR(shard.error().describe());
     return 1;
   }
-  if (!settings.portFile.empty()) {
-    auto st = writeFileAtomically(settings.portFile, std::to_string((*shard)->port()) + "\n", false, 0644);
-    if (!st) {
-      LOG_ERROR(st.error().describe());
-      return 1;
-    }
+  if (Status st = writePort(settings.portFile, (*shard)->port()); !st) {
+    LOG_ERROR(st.error().describe());
+    return 1;
+  }
+  auto httpServer = startHttp(io, **shard, settings);
+  if (!httpServer) {
+    LOG_ERROR(httpServer.error().describe());
+    return 1;
   }
   (*shard)->start();
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int sig) {
     LOG_INFO("signal " << sig << ": shutting down");
+    if (*httpServer) (*httpServer)->stop();
     (*shard)->stop();
     io.stop();
   });

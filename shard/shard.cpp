@@ -10,11 +10,9 @@ Result<std::unique_ptr<LinkShard>> LinkShard::create(asio::io_context& io, Shard
   std::unique_ptr<LinkShard> shard(new LinkShard(io, std::move(options)));
   if (Status st = listenTcp(shard->acceptor_, shard->options_.listen, "--listen"); !st) return st.error();
   shard->port_ = shard->acceptor_.local_endpoint().port();
-  if (shard->options_.name.empty()) {
-    shard->options_.name = "allot-shard " + shard->options_.listen.host + ":" + std::to_string(shard->port_);
-  }
   HostPort& advertise = shard->options_.advertise;
   if (advertise.host.empty()) advertise = HostPort{shard->options_.listen.host, shard->port_};
+  if (shard->options_.name.empty()) shard->options_.name = advertise.host + ":" + std::to_string(advertise.port);
   if (!shard->options_.announce.empty() && (advertise.host == "0.0.0.0" || advertise.host == "::")) {
     return Error{"--zk-announce: --listen " + advertise.host + " is not an address agents can reach: give --advertise"};
   }
@@ -35,7 +33,7 @@ LinkShard::LinkShard(asio::io_context& io, ShardOptions options)
       fold_(options_.maxAgents) {}
 
 void LinkShard::start() {
-  LOG_INFO(options_.name << " listening for agents on " << options_.listen.host << ":" << port_
+  LOG_INFO("allot-shard " << options_.name << " listening for agents on " << options_.listen.host << ":" << port_
                          << ", leader from " << detector_->describe());
   detector_->start([this](const std::optional<Leader>& leader) { onLeaderReported(leader); });
   if (!options_.announce.empty()) announce();
@@ -176,7 +174,8 @@ void LinkShard::startGrace() {
 }
 
 void LinkShard::sendLeader(const shard::ShardEnvelope& e) {
-  if (leaderConnected()) (void)leader_->send(e);
+  if (!leaderConnected()) return;
+  if (leader_->send(e)) metrics_.toLeader(e.ByteSizeLong());
 }
 
 // The leader names slots this shard gave it; a slot whose agent has gone
@@ -187,7 +186,7 @@ void LinkShard::onLeaderMessage(shard::ShardEnvelope& e) {
     if (it == agents_.end()) return;
     const wire::Envelope& m = e.agent_message().envelope();
     if (m.has_agent_registered()) fold_.registered(it->first, m.agent_registered());
-    (void)it->second->send(m);
+    if (it->second->send(m)) metrics_.toAgent(m.ByteSizeLong());
     return;
   }
   if (e.has_detached()) {
@@ -246,6 +245,7 @@ void LinkShard::agentHello(Slot slot) {
     return refuseAgent(slot, "principal '" + principal + "' may not register agents");
   }
   if (Status st = fold_.attach(slot); !st) return refuseAgent(slot, st.error().describe());
+  metrics_.handshake();
   sendLeader(attachedEnvelope(slot, *it->second));
 }
 
@@ -283,7 +283,10 @@ void LinkShard::agentMessage(Slot slot, wire::Envelope& e) {
   }
   wire::Envelope answer;
   switch (fold_.fold(slot, e, &answer)) {
-    case FoldAction::kAnswer: (void)it->second->send(answer); return;
+    case FoldAction::kAnswer:
+      metrics_.heartbeatAnswered();
+      (void)it->second->send(answer);
+      return;
     case FoldAction::kDrop: return;
     case FoldAction::kForward: break;
   }

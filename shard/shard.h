@@ -35,6 +35,7 @@
 #include "proto/reconnecting_link.h"
 #include "proto/shard_link.h"
 #include "shard/fold.h"
+#include "shard/metrics.h"
 
 namespace allot {
 
@@ -46,7 +47,7 @@ constexpr size_t kAgentsPerShardMax = 19000;
 struct ShardOptions {
   HostPort listen{"127.0.0.1", 5060};   // agents connect here
   std::string master = "127.0.0.1:5061";  // the leader's --shard-listen, or zk://.../path
-  std::string name;  // empty: "allot-shard HOST:PORT" (the bound address)
+  std::string name;  // empty: the advertised HOST:PORT (shown per agent in the master's /state)
   size_t maxAgents = kAgentsPerShardMax;
   Duration livenessInterval = std::chrono::seconds(1);
   // Agents' links: mutual TLS with this server context (each agent's
@@ -82,6 +83,8 @@ class LinkShard {
   size_t agents() const { return agents_.size(); }
   bool leaderConnected() const { return leader_ && leader_->handshaken(); }
   const AgentFold& fold() const { return fold_; }
+  const std::string& name() const { return options_.name; }
+  ShardMetrics& metrics() { return metrics_; }
 
  private:
   LinkShard(asio::io_context& io, ShardOptions options);
@@ -121,6 +124,7 @@ class LinkShard {
   // Every agent link, handshaken or not, by slot.
   std::unordered_map<Slot, std::shared_ptr<Connection>> agents_;
   AgentFold fold_;
+  ShardMetrics metrics_;
   Slot nextSlot_ = 1;
   uint16_t port_ = 0;
   bool stopped_ = false;

@@ -67,6 +67,7 @@ function renderCluster(m) {
     cell(row, bar(scalar(a.used, "mem"), scalar(a.total, "mem"), " MiB"));
     cell(row, a.taskCount);
     cell(row, a.draining ? "draining" : a.connected ? "connected" : "disconnected");
+    cell(row, a.shard || "direct");
   });
   fillBody("#frameworks", frameworks, (row, f) => {
     row.dataset.framework = f.id;

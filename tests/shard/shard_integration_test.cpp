@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "http/client.h"
 #include "proto/shard_placement.h"
 #include "tests/agent/cluster.h"
 
@@ -58,7 +59,9 @@ class ShardCluster : public ::testing::Test {
       ASSERT_EQ(std::system(command.c_str()), 0) << command;
     }
     std::string shardPortFile = cluster_->dir() + "/shard-listen.port";
-    std::vector<std::string> args = {"--shard-listen", "127.0.0.1:0", "--shard-port-file", shardPortFile};
+    std::vector<std::string> args = {"--shard-listen", "127.0.0.1:0", "--shard-port-file", shardPortFile,
+                                     "--http-listen", "127.0.0.1:0", "--http-port-file",
+                                     cluster_->dir() + "/master-http.port"};
     for (auto& a : tls("master")) args.push_back(a);
     if (!masterAcls().empty()) {
       std::ofstream(cluster_->dir() + "/master.acls") << masterAcls();
@@ -125,12 +128,32 @@ class ShardCluster : public ::testing::Test {
   std::vector<std::string> agentDirs_;
 };
 
-// Four tasks of half a CPU on two one-CPU agents: both agents run two.
+// GET `target` from 127.0.0.1:`port`: "STATUS BODY", or the error.
+std::string get(int port, const std::string& target) {
+  auto r = http::fetch(HostPort{"127.0.0.1", static_cast<uint16_t>(port)}, "GET", target);
+  if (!r) return "error: " + r.error().describe();
+  return std::to_string(r->status) + " " + r->body;
+}
+
+// Four tasks of half a CPU on two one-CPU agents: both agents run two. The
+// master's /state names the shard of each agent; the shard's /health and
+// /metrics count them.
 TEST_F(ShardCluster, TasksOnAgentsBehindAShardRunAndReport) {
-  int s1 = startShard(1);
+  std::string httpPortFile = cluster_->dir() + "/shard1-http.port";
+  int s1 = startShard(1, {"--http-listen", "127.0.0.1:0", "--http-port-file", httpPortFile});
   std::string list = "127.0.0.1:" + std::to_string(s1);
   startAgent(list, list, "a");
   startAgent(list, list, "b");
+  std::string state = get(readPort(cluster_->dir() + "/master-http.port"), "/state");
+  EXPECT_EQ(count(state, "\"shard\":\"" + list + "\""), 2u) << state;
+  int shardHttp = readPort(httpPortFile);
+  std::string health = get(shardHttp, "/health");
+  EXPECT_EQ(health.rfind("200 ", 0), 0u) << health;
+  EXPECT_NE(health.find("\"agents\":2"), std::string::npos) << health;
+  std::string metrics = get(shardHttp, "/metrics");
+  EXPECT_NE(metrics.find("allot_shard_agents 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("allot_shard_handshakes_total 2"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("allot_shard_leader_linked 1"), std::string::npos) << metrics;
   Child run = cluster_->execute({"--command", "sleep 0.5", "--instances", "4", "--resources", "cpus:0.5;mem:32"});
   int status = run.wait(40s);
   std::string out = run.out() + run.err();
