@@ -76,6 +76,8 @@ class ZooKeeperIdentityStore final : public IdentityStore {
 
   void list() {
     session_.children(path_, false, guard([this](ZkRc rc, const std::vector<std::string>& children) {
+      // Without credentials restrict() answers kOk for a missing znode too.
+      if (rc == ZkRc::kNoNode) return makeParent();
       if (rc != ZkRc::kOk) return finish(Error{"cannot list " + path_ + ": " + zkRcName(rc)});
       size_t wanted = std::min(children.size(), kStoredIdentitiesMax);
       if (children.size() > wanted) {
