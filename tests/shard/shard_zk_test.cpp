@@ -47,6 +47,13 @@ class ShardFailover : public ::testing::Test {
     dir_ = ::testing::TempDir() + "/allot-shard-zk-" + std::to_string(getpid());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_ + "/work");
+    if (useTls()) {
+      const char* certs = std::getenv("ALLOT_CERTS");
+      if (!certs) GTEST_SKIP() << "ALLOT_CERTS not set (scripts/allot-certs)";
+      certs_ = dir_ + "/tls";
+      std::string command = std::string(certs) + " " + certs_ + " >/dev/null 2>&1";
+      ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    }
     zk_ = std::make_unique<ZooKeeperCluster>(1);
     ASSERT_TRUE(zk_->start()) << zk_->log(0);
     url_ = zk_->url("/allot-shard-test");
@@ -59,7 +66,17 @@ class ShardFailover : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  Child& start(const std::string& name, std::vector<std::string> args) {
+  virtual bool useTls() const { return false; }
+  // --tls-* for `role` (scripts/allot-certs); empty without TLS.
+  std::vector<std::string> tls(const std::string& role) const {
+    if (certs_.empty()) return {};
+    return {"--tls-cert", certs_ + "/" + role + ".crt", "--tls-key", certs_ + "/" + role + ".key",
+            "--tls-ca", certs_ + "/ca.crt"};
+  }
+
+  // Starts a process; `role` names its certificate when TLS is on.
+  Child& start(const std::string& name, std::vector<std::string> args, const std::string& role = "") {
+    if (!role.empty()) for (auto& a : tls(role)) args.push_back(a);
     children_.emplace_back(args, dir_ + "/" + name + ".log");
     return children_.back();
   }
@@ -68,38 +85,51 @@ class ShardFailover : public ::testing::Test {
   // so lead, in the order started).
   Child& startMaster(const std::string& name) {
     Child& m = start(name, {std::getenv("ALLOT_MASTER"), "--listen", "127.0.0.1:0", "--zk", url_,
-                            "--zk-session-timeout", "1", "--shard-listen", "127.0.0.1:0"});
+                            "--zk-session-timeout", "1", "--shard-listen", "127.0.0.1:0"}, "master");
     EXPECT_TRUE(waitFor([&] { return m.log().find("joined the contender group") != std::string::npos; }, 15s))
         << m.log();
     return m;
   }
 
+  void leaderFailover();
+
   std::string dir_;
+  std::string certs_;
   std::string url_;
   std::unique_ptr<ZooKeeperCluster> zk_;
   std::list<Child> children_;
+};
+
+class TlsShardFailover : public ShardFailover {
+ protected:
+  bool useTls() const override { return true; }
 };
 
 // The leader is SIGKILLed while a task runs. The agent keeps its link to
 // the shard (no reconnect, no new handshake), the shard hands it to the
 // new leader, the task's FINISHED reaches the framework, and a task
 // launched after the failover runs.
-TEST_F(ShardFailover, AgentsStayOnTheirShardWhenTheLeaderDiesAndNothingIsLost) {
+TEST_F(ShardFailover, AgentsStayOnTheirShardWhenTheLeaderDiesAndNothingIsLost) { leaderFailover(); }
+
+// The same with mutual TLS on every link (masters, shard, agent, framework).
+TEST_F(TlsShardFailover, AgentsStayOnTheirShardWhenTheLeaderDiesAndNothingIsLost) { leaderFailover(); }
+
+void ShardFailover::leaderFailover() {
   Child& first = startMaster("master1");
   Child& second = startMaster("master2");
   std::string portFile = dir_ + "/shard.port";
   Child& shard = start("shard", {std::getenv("ALLOT_SHARD"), "--listen", "127.0.0.1:0", "--port-file", portFile,
-                                 "--master", url_, "--liveness-interval", "0.2"});
+                                 "--master", url_, "--liveness-interval", "0.2"}, "shard");
   ASSERT_TRUE(waitFor([&] { return shard.log().find("linked to the leader") != std::string::npos; }, 15s))
       << shard.log() << first.log();
   std::string shards = "127.0.0.1:" + std::to_string(readPort(portFile));
   Child& agent = start("agent", {std::getenv("ALLOT_AGENT"), "--shards", shards, "--work-dir", dir_ + "/work",
                                  "--resources", "cpus:4;mem:4096;disk:1024", "--recovery-timeout", "30",
-                                 "--status-update-retry", "1", "--executor-idle-timeout", "0.5"});
+                                 "--status-update-retry", "1", "--executor-idle-timeout", "0.5"}, "agent");
   ASSERT_TRUE(waitFor([&] { return count(agent.log(), "registered with master") >= 1; }, 20s)) << agent.log();
 
   Child& longTask = start("long", {std::getenv("ALLOT_EXECUTE"), "--master", url_, "--timeout", "60",
-                                   "--command", "sleep 6", "--resources", "cpus:0.1;mem:16"});
+                                   "--command", "sleep 6", "--resources", "cpus:0.1;mem:16"}, "framework");
   ASSERT_TRUE(waitFor([&] { return longTask.log().find("RUNNING") != std::string::npos; }, 20s))
       << longTask.log() << agent.log();
 
@@ -115,7 +145,7 @@ TEST_F(ShardFailover, AgentsStayOnTheirShardWhenTheLeaderDiesAndNothingIsLost) {
   EXPECT_EQ(longTask.log().find("LOST"), std::string::npos) << longTask.log();
 
   Child& after = start("after", {std::getenv("ALLOT_EXECUTE"), "--master", url_, "--timeout", "30",
-                                 "--command", "true", "--resources", "cpus:0.1;mem:16"});
+                                 "--command", "true", "--resources", "cpus:0.1;mem:16"}, "framework");
   EXPECT_EQ(after.waitExit(30000ms), 0) << after.log() << second.log() << shard.log();
   EXPECT_NE(after.log().find("FINISHED"), std::string::npos) << after.log();
 
