@@ -168,8 +168,9 @@ void LinkShard::startGrace() {
   graceTimer_.expires_after(options_.leaderGrace);
   graceTimer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_ || leaderConnected()) return;
-    closeAgents("the shard has had no leader for " +
-                std::to_string(std::chrono::duration<double>(options_.leaderGrace).count()) + " s");
+    std::string why = "no leader for " + std::to_string(std::chrono::duration<double>(options_.leaderGrace).count()) + " s";
+    if (!agents_.empty()) LOG_WARNING(why << ": letting " << agents_.size() << " agents go");
+    closeAgents("the shard has had " + why);
   });
 }
 

@@ -186,6 +186,25 @@ TEST_F(ShardCluster, AShardsAgentsMoveToAnotherWhenItDiesAndNothingIsLost) {
   EXPECT_NE(out.find("on b-"), std::string::npos) << out;
 }
 
+// Without a leader the shard holds its agents for --leader-grace (a new
+// leader may come), then lets them go so that they can move on.
+TEST_F(ShardCluster, AShardLetsItsAgentsGoOnlyAfterTheLeaderGrace) {
+  int s1 = startShard(1, {"--leader-grace", "5"});
+  std::string list = "127.0.0.1:" + std::to_string(s1);
+  startAgent(list, list, "a");
+  std::string agentLog = cluster_->dir() + "/a.err";
+  std::string shardLog = cluster_->dir() + "/shard1.err";
+  cluster_->masterProcess().kill(SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return readAll(shardLog).find("lost the leader link") != std::string::npos; }, 10s))
+      << readAll(shardLog);
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(readAll(agentLog).find("link to master closed"), std::string::npos) << readAll(agentLog);
+  EXPECT_TRUE(waitFor([&] { return readAll(shardLog).find("letting 1 agents go") != std::string::npos; }, 10s))
+      << readAll(shardLog);
+  EXPECT_TRUE(waitFor([&] { return readAll(agentLog).find("link to master closed") != std::string::npos; }, 10s))
+      << readAll(agentLog);
+}
+
 class TlsShardCluster : public ShardCluster {
  protected:
   bool useTls() const override { return true; }
