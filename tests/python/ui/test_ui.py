@@ -102,6 +102,9 @@ def test_the_page_shows_what_state_says(ui_cluster):
     assert shown["frameworkCount"] == f"({len(frameworks)})"
     assert shown["taskCount"] == f"({len(tasks)})"
     assert {r["data"]["agent"] for r in shown["agents"]} == {a["id"] for a in agents}
+    # The shard column: the link shard carrying each agent, "direct" without.
+    assert {r["data"]["agent"]: r["cells"][6] for r in shown["agents"]} == \
+        {a["id"]: a.get("shard") or "direct" for a in agents}
     assert {r["data"]["framework"]: r["cells"][2] for r in shown["frameworks"]} == \
         {f["id"]: f["name"] for f in frameworks}
     assert {r["data"]["task"]: r["cells"][3] for r in shown["tasks"]} == \
