@@ -96,6 +96,7 @@ http::Response MasterHttp::metrics() {
   http::Response r;
   r.contentType = "text/plain; version=0.0.4; charset=utf-8";
   r.body = m.metrics().serialize();
+  if (const ShardHub* shards = master_.shards()) r.body += shards->metricsText();
   auto written = std::chrono::steady_clock::now();
   m.metrics().scraped(std::chrono::duration<double>(gaugesSet - start).count(),
                       std::chrono::duration<double>(written - gaugesSet).count());

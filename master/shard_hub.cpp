@@ -1,5 +1,10 @@
 #include "master/shard_hub.h"
 
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
 #include "base/log.h"
 #include "proto/connection.h"
 #include "proto/input_limits.h"
@@ -214,6 +219,30 @@ void ShardHub::close(PeerId peer, const std::string& reason) {
     detach(state->second, route->second.slot);
     afterEvent_();
   });
+}
+
+std::string ShardHub::metricsText() const {
+  namespace p = prometheus;
+  p::Registry registry;
+  auto& agents = p::BuildGauge().Name("allot_master_shard_agents")
+                     .Help("Agents each linked link shard carries.").Register(registry);
+  size_t linked = 0;
+  for (const auto& [id, state] : shards_) {
+    if (!state.link->handshaken()) continue;
+    ++linked;
+    agents.Add({{"shard", state.link->peerHello().name()}}).Set(static_cast<double>(state.slots.size()));
+  }
+  p::BuildGauge().Name("allot_master_shards").Help("Link shards linked to this master.").Register(registry)
+      .Add({}).Set(static_cast<double>(linked));
+  auto& messages = p::BuildCounter().Name("allot_master_shard_messages_total")
+                       .Help("Messages over link shard links, from the shards (in) and to them (out).")
+                       .Register(registry);
+  messages.Add({{"direction", "in"}}).Increment(static_cast<double>(counts_.messagesIn));
+  messages.Add({{"direction", "out"}}).Increment(static_cast<double>(counts_.messagesOut));
+  p::BuildCounter().Name("allot_master_shard_refused_total")
+      .Help("Messages a shard sent for agents it does not hold, refused.").Register(registry)
+      .Add({}).Increment(static_cast<double>(counts_.refused));
+  return p::TextSerializer().Serialize(registry.Collect());
 }
 
 }  // namespace allot

@@ -71,6 +71,11 @@ class ShardHub {
   size_t shards() const { return shards_.size(); }
   size_t agents() const { return peers_.size(); }
   const Counts& counts() const { return counts_; }
+  // Prometheus text for the master's /metrics: allot_master_shards,
+  // allot_master_shard_agents{shard="NAME"} (agents each linked shard
+  // carries), allot_master_shard_messages_total{direction="in"|"out"} and
+  // allot_master_shard_refused_total. Built per scrape: O(shards).
+  std::string metricsText() const;
 
  private:
   struct Route {

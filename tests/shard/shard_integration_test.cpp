@@ -154,6 +154,10 @@ TEST_F(ShardCluster, TasksOnAgentsBehindAShardRunAndReport) {
   EXPECT_NE(metrics.find("allot_shard_agents 2"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("allot_shard_handshakes_total 2"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("allot_shard_leader_linked 1"), std::string::npos) << metrics;
+  std::string masterMetrics = get(readPort(cluster_->dir() + "/master-http.port"), "/metrics");
+  EXPECT_NE(masterMetrics.find("allot_master_shard_agents{shard=\"" + list + "\"} 2"), std::string::npos)
+      << masterMetrics;
+  EXPECT_NE(masterMetrics.find("allot_master_shards 1"), std::string::npos) << masterMetrics;
   Child run = cluster_->execute({"--command", "sleep 0.5", "--instances", "4", "--resources", "cpus:0.5;mem:32"});
   int status = run.wait(40s);
   std::string out = run.out() + run.err();
