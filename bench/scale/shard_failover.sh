@@ -1,22 +1,23 @@
 #!/bin/bash
-# A leader failover behind a link shard: one ZooKeeper server, two masters
-# electing a leader there, one allot-shard following it (--master zk://),
-# N emulated agents on the shard. The leader is SIGKILLed; the script
+# A leader failover behind link shards: one ZooKeeper server, two masters
+# electing a leader there, S allot-shards following it (--master zk://),
+# N emulated agents spread over them (one emulator process per shard). The leader is SIGKILLed; the script
 # measures from the signal until the new leader's /state has every agent
 # connected, and counts the agent handshakes the shard saw meanwhile (0:
 # no agent reconnected).
 #
-#   bench/scale/shard_failover.sh --build-dir build --agents 5000
+#   bench/scale/shard_failover.sh --build-dir build --agents 50000 --shards 4
 set -euo pipefail
-build=build agents=2000
+build=build agents=2000 shards=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --agents) agents=$2; shift 2 ;;
+    --shards) shards=$2; shift 2 ;;
     *) echo "shard_failover.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[ "$agents" -le 15000 ] || { echo "shard_failover.sh: one shard holds at most 15000 agents here" >&2; exit 2; }
+[ "$agents" -le $(( shards * 15000 )) ] || { echo "shard_failover.sh: a shard holds at most 15000 agents here" >&2; exit 2; }
 for f in /usr/bin/java /usr/share/java/zookeeper.jar; do
   [ -e "$f" ] || { echo "shard_failover.sh: $f missing: install Debian's zookeeper package" >&2; exit 77; }
 done
@@ -44,26 +45,37 @@ for m in 1 2; do
   masters+=($!); pids+=($!)
   wait_for 15 grep -qs "joined the contender group" "$dir/master$m.log" || die "master $m did not join"
 done
-"$build/shard/allot-shard" --listen 127.0.0.1:0 --port-file "$dir/shard.port" --master "$url" \
-  --http-listen 127.0.0.1:0 --http-port-file "$dir/shard-http.port" >"$dir/shard.log" 2>&1 &
-pids+=($!)
-wait_for 15 grep -qs "linked to the leader" "$dir/shard.log" || die "the shard did not link"
-"$build/bench/scale/agent_emulator" --master "127.0.0.1:$(cat "$dir/shard.port")" --agents "$agents" \
-  --resources "cpus:2;mem:2048" >"$dir/emulator0.log" 2>&1 &
-pids+=($!)
+for s in $(seq 0 $(( shards - 1 ))); do
+  "$build/shard/allot-shard" --listen 127.0.0.1:0 --port-file "$dir/shard$s.port" --master "$url" \
+    --http-listen 127.0.0.1:0 --http-port-file "$dir/shard$s-http.port" >"$dir/shard$s.log" 2>&1 &
+  pids+=($!)
+  wait_for 15 grep -qs "linked to the leader" "$dir/shard$s.log" || die "shard $s did not link"
+  n=$(( agents / shards + (s < agents % shards ? 1 : 0) ))
+  "$build/bench/scale/agent_emulator" --master "127.0.0.1:$(cat "$dir/shard$s.port")" --agents "$n" \
+    --resources "cpus:2;mem:2048" --first-source "$(( 2 + s * 2 ))" >"$dir/emulator$s.log" 2>&1 &
+  pids+=($!)
+done
 wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
 
-handshakes() { curl -s "127.0.0.1:$(cat "$dir/shard-http.port")/metrics" | awk '/^allot_shard_handshakes_total/ {print $2}'; }
+handshakes() {
+  local s total=0 n
+  for s in $(seq 0 $(( shards - 1 ))); do
+    n=$(curl -s "127.0.0.1:$(cat "$dir/shard$s-http.port")/metrics" | awk '/^allot_shard_handshakes_total/ {print $2}')
+    total=$(( total + ${n%.*} ))
+  done
+  echo "$total"
+}
 connected() { curl -s "127.0.0.1:$(cat "$dir/http2.port")/state" | grep -o '"connected":true' | wc -l; }
 before=$(handshakes)
 t0=$(date +%s.%N)
 kill -KILL "${masters[0]}"
-wait_for 60 grep -qs "handed .* agents to the leader" "$dir/shard.log" || die "the shard did not hand its agents over"
+handed() { [ "$(grep -ls "handed .* agents to the leader" "$dir"/shard*.log | wc -l)" -ge "$shards" ]; }
+wait_for 60 handed || die "the shards did not hand their agents over"
 t1=$(date +%s.%N)
 all() { [ "$(connected)" -ge "$agents" ]; }
 wait_for 120 all || die "the new leader never had every agent"
 t2=$(date +%s.%N)
 after=$(handshakes)
 ms() { echo "($2 - $1) * 1000" | bc -l | xargs printf '%.0f'; }
-result shard_failover agents="$agents" shards=1 zk_session_s=1 handed_over_ms="$(ms "$t0" "$t1")" \
-  all_agents_on_new_leader_ms="$(ms "$t0" "$t2")" agent_handshakes_during_failover=$(( ${after%.*} - ${before%.*} ))
+result shard_failover agents="$agents" shards="$shards" zk_session_s=1 handed_over_ms="$(ms "$t0" "$t1")" \
+  all_agents_on_new_leader_ms="$(ms "$t0" "$t2")" agent_handshakes_during_failover=$(( after - before ))
