@@ -78,11 +78,67 @@ Status writeFile(const std::string& path, const std::string& text) {
   return okStatus();
 }
 
+// A mount point of filesystem/linux's shared mount points dir: a path
+// relative to the root, and whether it is a directory.
+struct MountPoint {
+  std::string path;
+  bool directory = true;
+};
+
+// The mount points every root gets (kRootfsSandbox among them), then the
+// targets of the operator's host binds (with their parents): the dir is
+// stacked on a root only when each of its files is bound over.
+std::vector<MountPoint> mountPointsFor(const std::vector<RootfsBind>& hostBinds) {
+  std::vector<MountPoint> points = {{"proc"}, {"dev"}, {"sys"}, {"tmp"}, {"mnt"}, {"mnt/sandbox"}, {"etc"},
+                                    {"etc/hosts", false}, {"etc/resolv.conf", false}};
+  for (const RootfsBind& bind : hostBinds) {
+    std::string target = bind.target.substr(1);
+    for (size_t slash = target.find('/'); slash != std::string::npos; slash = target.find('/', slash + 1))
+      points.push_back({target.substr(0, slash)});
+    struct stat st;
+    points.push_back({target, ::stat(bind.source.c_str(), &st) == 0 && S_ISDIR(st.st_mode)});
+  }
+  return points;
+}
+
+// Made once, empty; read-only to the roots (a lower layer).
+Status makeMountPoints(const std::string& dir, const std::vector<MountPoint>& points) {
+  if (Status st = makeDir(dir, 0755); !st) return st;
+  for (const MountPoint& point : points) {
+    std::string path = dir + "/" + point.path;
+    if (point.directory) {
+      if (Status st = makeDir(path, 0755); !st) return st;
+      continue;
+    }
+    struct stat st;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) continue;
+    if (Status written = writeFile(path, ""); !written) return written;
+  }
+  return okStatus();
+}
+
+// Whether the mount points dir can go above `layers` (bottom first, hex
+// digests) without hiding part of the image: for each mount point, the
+// topmost layer that has its name has it as the same kind of file (a
+// directory above a symlink or a whiteout would hide it).
+bool mountPointsFit(const std::string& layersDir, const std::vector<std::string>& layers,
+                    const std::vector<MountPoint>& points) {
+  for (const MountPoint& point : points) {
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      struct stat st;
+      if (::lstat((layersDir + "/" + *it + "/rootfs/" + point.path).c_str(), &st) != 0) continue;
+      if (point.directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) return false;
+      break;
+    }
+  }
+  return true;
+}
+
 class FilesystemIsolator final : public Isolator {
  public:
   FilesystemIsolator(const IsolatorOptions& options, std::vector<std::string> allowed)
       : store_(*options.imageStore), rootfsDir_(options.rootfsDir), allowed_(std::move(allowed)),
-        hostBinds_(options.hostBinds), resolvConf_(options.resolvConf) {}
+        hostBinds_(options.hostBinds), resolvConf_(options.resolvConf), mountPoints_(mountPointsFor(hostBinds_)) {}
 
   std::string_view name() const override { return "filesystem/linux"; }
 
@@ -97,6 +153,7 @@ class FilesystemIsolator final : public Isolator {
 
  private:
   std::string dirOf(const ContainerId& id) const { return rootfsDir_ + "/" + id.name(); }
+  std::string mountPointsDir() const { return rootfsDir_ + "-mount-points"; }
   Status hold(const std::string& name, const std::vector<std::string>& layers);
   void releaseAll(const std::string& name);
   Result<RootfsBind> volumeBind(const ContainerVolume& volume, const std::string& sandbox) const;
@@ -107,6 +164,7 @@ class FilesystemIsolator final : public Isolator {
   const std::vector<std::string> allowed_;  // resolved
   const std::vector<RootfsBind> hostBinds_;
   const std::string resolvConf_;
+  const std::vector<MountPoint> mountPoints_;
   std::map<std::string, std::vector<images::Digest>> held_;  // by container name
 };
 
@@ -212,6 +270,11 @@ Status FilesystemIsolator::prepare(const ContainerId& id, const ContainerConfig&
   }
   root.binds.insert(root.binds.end(), files->begin(), files->end());
   root.layersDir = store_.root() + "/layers";
+  // Every file in it bound over: both network files (an absent one leaves
+  // the image's in view) and the host binds.
+  if (files->size() == 2 && (!config.rootForTasksOnly || hostBinds_.empty()) &&
+      mountPointsFit(root.layersDir, config.imageLayers, mountPoints_))
+    root.mountPointsDir = mountPointsDir();
   for (auto it = config.imageLayers.rbegin(); it != config.imageLayers.rend(); ++it)
     root.lowerDirs.push_back(*it + "/rootfs");
   root.upperDir = dir + "/upper";
@@ -269,6 +332,8 @@ Result<std::unique_ptr<Isolator>> makeFilesystemIsolator(const IsolatorOptions& 
   if (options.imageStore == nullptr || options.rootfsDir.empty())
     return Error{"filesystem/linux needs the agent's image store"};
   if (Status st = makeDir(options.rootfsDir, 0700); !st) return st.error();
+  if (Status st = makeMountPoints(options.rootfsDir + "-mount-points", mountPointsFor(options.hostBinds)); !st)
+    return st.error();
   // The host's own may be absent (then roots get none); a file the
   // operator names must be there.
   if (options.resolvConf != IsolatorOptions{}.resolvConf && ::access(options.resolvConf.c_str(), R_OK) != 0)

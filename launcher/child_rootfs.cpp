@@ -43,7 +43,7 @@ constexpr size_t kMountDataBytesMax = 4096 - 512;
 bool absolute(const std::string& path) { return !path.empty() && path.front() == '/'; }
 
 std::string overlayData(const RootfsSetup& setup) {
-  std::string lower;
+  std::string lower = setup.mountPointsDir;
   for (const std::string& dir : setup.lowerDirs) lower += (lower.empty() ? "" : ":") + dir;
   return "lowerdir=" + lower + ",upperdir=" + setup.upperDir + ",workdir=" + setup.workDir;
 }
@@ -122,7 +122,8 @@ void attachBinds(RootfsPlan& plan, const int* trees, const Fail& fail) {
     makeParents(bind.target.data());
     if (bind.directory) {
       if (mkdir(bind.target.c_str(), 0755) != 0 && errno != EEXIST) fail(kBindTarget);
-    } else {
+    } else if (access(bind.target.c_str(), F_OK) != 0) {
+      // Only when missing: opening a lower layer's file to write copies it up.
       int fd = open(bind.target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
       if (fd < 0 && errno != EISDIR) fail(kBindTarget);
       if (fd >= 0) close(fd);
@@ -156,6 +157,9 @@ std::string planRootfsError(const RootfsSetup& setup) {
   if (!absolute(setup.layersDir) || !absolute(setup.upperDir) || !absolute(setup.workDir) ||
       !absolute(setup.mountPoint) || !absolute(setup.workingDir))
     return "root filesystem: layersDir, upperDir, workDir, mountPoint and workingDir must be absolute";
+  if (!setup.mountPointsDir.empty() &&
+      (!absolute(setup.mountPointsDir) || setup.mountPointsDir.find_first_of(":,") != std::string::npos))
+    return "root filesystem: the mount points dir '" + setup.mountPointsDir + "' must be absolute, without ':' or ','";
   for (const std::string& lower : setup.lowerDirs)
     if (lower.empty() || absolute(lower) || lower.find_first_of(":,") != std::string::npos)
       return "root filesystem: lower dir '" + lower + "' must be relative to layersDir, without ':' or ','";

@@ -8,7 +8,8 @@
 //   1. clones a detached mount of every host path it binds in (open_tree),
 //      read-only where asked, while the host is still in view;
 //   2. mounts the overlay (the image's layers read-only, lower dirs named
-//      relative to the layer store so the options fit one page) and
+//      relative to the layer store so the options fit one page; above
+//      them RootfsSetup::mountPointsDir when there is one) and
 //      pivot_roots into it, detaching the old root: from here on every path,
 //      symlinks in the image included, resolves inside the new root, so an
 //      image cannot point a mount target at the host (CVE-2021-30465);

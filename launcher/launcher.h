@@ -70,6 +70,12 @@ struct RootfsSetup {
   std::string mountPoint;              // an empty directory the root is assembled on
   std::vector<RootfsBind> binds;
   std::string workingDir = "/";        // absolute inside the root
+  // Absolute, "" for none: a read-only directory stacked above the image's
+  // layers that holds the root's mount points (/proc, /dev, /etc/hosts...)
+  // so the child mounts on them instead of making each in the writable
+  // layer (filesystem/linux uses it when the image has none of them as
+  // another kind of file).
+  std::string mountPointsDir;
   bool enabled() const { return !lowerDirs.empty(); }
 };
 

@@ -27,6 +27,7 @@ std::string encodeRootfs(const RootfsSetup& setup) {
          setup.workingDir + "\n";
   for (const RootfsBind& bind : setup.binds)
     out += std::string("bind\t") + (bind.readOnly ? "ro" : "rw") + "\t" + bind.source + "\t" + bind.target + "\n";
+  if (!setup.mountPointsDir.empty()) out += "points\t" + setup.mountPointsDir + "\n";
   return out;
 }
 
@@ -43,6 +44,7 @@ Result<RootfsSetup> decodeRootfs(std::string_view text) {
     else if (f.size() == 2 && key == "work") setup.workDir = f[1];
     else if (f.size() == 2 && key == "mount") setup.mountPoint = f[1];
     else if (f.size() == 2 && key == "cwd") setup.workingDir = f[1];
+    else if (f.size() == 2 && key == "points") setup.mountPointsDir = f[1];
     else if (f.size() == 4 && key == "bind" && (f[1] == "ro" || f[1] == "rw"))
       setup.binds.push_back({std::string(f[2]), std::string(f[3]), f[1] == "ro"});
     else return Error{std::string(kRootfsEnv) + ": bad line '" + std::string(line) + "'"};

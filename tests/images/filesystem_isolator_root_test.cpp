@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -122,6 +123,47 @@ TEST_F(FilesystemIsolatorTest, RunsTheExecutorInItsImageWithSandboxVolumesAndHos
   ASSERT_TRUE(isolator_->cleanup(id));
   EXPECT_FALSE(fs::exists(dir_ + "/rootfs/" + id.name()));
   EXPECT_EQ(store_->evict(), std::vector<images::Digest>{layer_}) << "cleanup did not let go of the layer";
+}
+
+// The root's mount points (/proc, /dev, /etc/hosts, the sandbox...) come
+// from the isolator's shared read-only dir: the writable layer of a task
+// that writes nothing stays empty.
+TEST_F(FilesystemIsolatorTest, TakesMountPointsFromASharedDirNotTheWritableLayer) {
+  if (access("/etc/hosts", R_OK) != 0 || access("/etc/resolv.conf", R_OK) != 0)
+    GTEST_SKIP() << "needs the host's /etc/hosts and /etc/resolv.conf";
+  ContainerId id{"fw", "points"};
+  ChildSetup setup;
+  ASSERT_TRUE(isolator_->prepare(id, config(), &setup));
+  EXPECT_EQ(setup.rootfs.mountPointsDir, dir_ + "/rootfs-mount-points");
+  std::string out = run(setup, "cat /etc/os-release; ls /proc/self/status /dev/null /etc/hosts; pwd");
+  EXPECT_NE(out.find("ID=test-image"), std::string::npos) << out;
+  EXPECT_NE(out.find("/dev/null"), std::string::npos) << out;
+  EXPECT_NE(out.find("/mnt/sandbox"), std::string::npos) << out;
+  std::vector<std::string> upper;
+  for (const auto& entry : fs::directory_iterator(dir_ + "/rootfs/" + id.name() + "/upper"))
+    upper.push_back(entry.path().filename());
+  EXPECT_TRUE(upper.empty()) << "made in the writable layer: " << ::testing::PrintToString(upper);
+  ASSERT_TRUE(isolator_->cleanup(id));
+}
+
+// An image whose /etc is a symlink keeps it: the shared dir's /etc would
+// hide it, so that root makes its mount points in its writable layer.
+TEST_F(FilesystemIsolatorTest, KeepsAnImageWhoseEtcIsASymlink) {
+  std::string tar = dir_ + "/linked.tar";
+  TarBuilder(tar).dir("bin/").file("bin/busybox", readWhole("/bin/busybox"), 0755).symlink("bin/sh", "busybox")
+      .dir("usr/").dir("usr/etc/").file("usr/etc/os-release", "ID=linked-etc\n").symlink("etc", "usr/etc").close();
+  std::string bytes = readWhole(tar);
+  images::Digest linked = images::sha256Of(bytes);
+  ASSERT_TRUE(store_->insert(linked, tar, bytes.size()));
+  ContainerId id{"fw", "linked"};
+  ContainerConfig c = config();
+  c.imageLayers = {linked.hex};
+  ChildSetup setup;
+  ASSERT_TRUE(isolator_->prepare(id, c, &setup));
+  EXPECT_EQ(setup.rootfs.mountPointsDir, "");
+  std::string out = run(setup, "cat /etc/os-release");
+  EXPECT_NE(out.find("ID=linked-etc"), std::string::npos) << out;
+  ASSERT_TRUE(isolator_->cleanup(id));
 }
 
 TEST_F(FilesystemIsolatorTest, RefusesVolumesOutsideTheAllowedPaths) {
