@@ -87,7 +87,13 @@ struct MountPoint {
 
 // The mount points every root gets (kRootfsSandbox among them), then the
 // targets of the operator's host binds (with their parents): the dir is
-// stacked on a root only when each of its files is bound over.
+// stacked on a root only when each of its files is bound over. Two dirs:
+// one for executors' roots (with the host binds), one for roots that only
+// an executor's tasks enter (rootForTasksOnly: without them).
+std::string mountPointsDirOf(const std::string& rootfsDir, bool tasksOnly) {
+  return rootfsDir + "-mount-points/" + (tasksOnly ? "task" : "executor");
+}
+
 std::vector<MountPoint> mountPointsFor(const std::vector<RootfsBind>& hostBinds) {
   std::vector<MountPoint> points = {{"proc"}, {"dev"}, {"sys"}, {"tmp"}, {"mnt"}, {"mnt/sandbox"}, {"etc"},
                                     {"etc/hosts", false}, {"etc/resolv.conf", false}};
@@ -138,7 +144,8 @@ class FilesystemIsolator final : public Isolator {
  public:
   FilesystemIsolator(const IsolatorOptions& options, std::vector<std::string> allowed)
       : store_(*options.imageStore), rootfsDir_(options.rootfsDir), allowed_(std::move(allowed)),
-        hostBinds_(options.hostBinds), resolvConf_(options.resolvConf), mountPoints_(mountPointsFor(hostBinds_)) {}
+        hostBinds_(options.hostBinds), resolvConf_(options.resolvConf),
+        mountPoints_{mountPointsFor(hostBinds_), mountPointsFor({})} {}
 
   std::string_view name() const override { return "filesystem/linux"; }
 
@@ -153,7 +160,6 @@ class FilesystemIsolator final : public Isolator {
 
  private:
   std::string dirOf(const ContainerId& id) const { return rootfsDir_ + "/" + id.name(); }
-  std::string mountPointsDir() const { return rootfsDir_ + "-mount-points"; }
   Status hold(const std::string& name, const std::vector<std::string>& layers);
   void releaseAll(const std::string& name);
   Result<RootfsBind> volumeBind(const ContainerVolume& volume, const std::string& sandbox) const;
@@ -164,7 +170,7 @@ class FilesystemIsolator final : public Isolator {
   const std::vector<std::string> allowed_;  // resolved
   const std::vector<RootfsBind> hostBinds_;
   const std::string resolvConf_;
-  const std::vector<MountPoint> mountPoints_;
+  const std::vector<MountPoint> mountPoints_[2];  // an executor's root's, a tasks-only root's
   std::map<std::string, std::vector<images::Digest>> held_;  // by container name
 };
 
@@ -272,9 +278,9 @@ Status FilesystemIsolator::prepare(const ContainerId& id, const ContainerConfig&
   root.layersDir = store_.root() + "/layers";
   // Every file in it bound over: both network files (an absent one leaves
   // the image's in view) and the host binds.
-  if (files->size() == 2 && (!config.rootForTasksOnly || hostBinds_.empty()) &&
-      mountPointsFit(root.layersDir, config.imageLayers, mountPoints_))
-    root.mountPointsDir = mountPointsDir();
+  bool tasksOnly = config.rootForTasksOnly;
+  if (files->size() == 2 && mountPointsFit(root.layersDir, config.imageLayers, mountPoints_[tasksOnly]))
+    root.mountPointsDir = mountPointsDirOf(rootfsDir_, tasksOnly);
   for (auto it = config.imageLayers.rbegin(); it != config.imageLayers.rend(); ++it)
     root.lowerDirs.push_back(*it + "/rootfs");
   root.upperDir = dir + "/upper";
@@ -332,8 +338,12 @@ Result<std::unique_ptr<Isolator>> makeFilesystemIsolator(const IsolatorOptions& 
   if (options.imageStore == nullptr || options.rootfsDir.empty())
     return Error{"filesystem/linux needs the agent's image store"};
   if (Status st = makeDir(options.rootfsDir, 0700); !st) return st.error();
-  if (Status st = makeMountPoints(options.rootfsDir + "-mount-points", mountPointsFor(options.hostBinds)); !st)
-    return st.error();
+  if (Status st = makeDir(options.rootfsDir + "-mount-points", 0755); !st) return st.error();
+  for (bool tasksOnly : {false, true}) {
+    Status st = makeMountPoints(mountPointsDirOf(options.rootfsDir, tasksOnly),
+                                mountPointsFor(tasksOnly ? std::vector<RootfsBind>{} : options.hostBinds));
+    if (!st) return st.error();
+  }
   // The host's own may be absent (then roots get none); a file the
   // operator names must be there.
   if (options.resolvConf != IsolatorOptions{}.resolvConf && ::access(options.resolvConf.c_str(), R_OK) != 0)

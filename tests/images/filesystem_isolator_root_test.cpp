@@ -134,7 +134,7 @@ TEST_F(FilesystemIsolatorTest, TakesMountPointsFromASharedDirNotTheWritableLayer
   ContainerId id{"fw", "points"};
   ChildSetup setup;
   ASSERT_TRUE(isolator_->prepare(id, config(), &setup));
-  EXPECT_EQ(setup.rootfs.mountPointsDir, dir_ + "/rootfs-mount-points");
+  EXPECT_EQ(setup.rootfs.mountPointsDir, dir_ + "/rootfs-mount-points/executor");
   std::string out = run(setup, "cat /etc/os-release; ls /proc/self/status /dev/null /etc/hosts; pwd");
   EXPECT_NE(out.find("ID=test-image"), std::string::npos) << out;
   EXPECT_NE(out.find("/dev/null"), std::string::npos) << out;
