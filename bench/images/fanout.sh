@@ -34,7 +34,7 @@ dir=$(mktemp -d /tmp/allot-fanout-bench.XXXXXX)
 chmod 755 "$dir"
 source "$(dirname "$0")/../lib.sh"
 cgroups_root=allot-fanout-$$
-on_exit "for h in /sys/fs/cgroup/*/$cgroups_root; do rmdir \$h/agent \$h 2>/dev/null; done"
+on_exit "for h in /sys/fs/cgroup/*/$cgroups_root; do find \$h -depth -type d -exec rmdir {} + 2>/dev/null; done"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cat >"$dir/registry.yml" <<YML
@@ -99,7 +99,7 @@ wait_for 10 test -s "$dir/port" || die "master did not start"
 master="127.0.0.1:$(cat "$dir/port")"
 "$build/agent/allot-agent" --master "$master" --work-dir "$dir/agent" \
   --isolation cgroups/cpu,cgroups/mem,filesystem/linux --cgroups-root "$cgroups_root" \
-  --http-listen 127.0.0.1:0 --http-port-file "$dir/http.port" \
+  --http-listen 127.0.0.1:0 --http-port-file "$dir/http.port" --executor-idle-timeout 0.1 \
   --resources "cpus:64;mem:65536;disk:4096" >"$dir/agent.log" 2>&1 &
 pids+=($!)
 wait_for 15 grep -q "registered with master" "$dir/agent.log" || die "agent did not register"
@@ -120,6 +120,11 @@ t1=$(date +%s.%N)
 metrics >"$dir/metrics.after" || die "no /metrics"
 kill -INT "$execute"
 wait "$execute" || true
+# The executors end (their tasks killed, then idle) before the agent stops.
+executors() { find "/sys/fs/cgroup/cpu/$cgroups_root" -mindepth 2 -name cgroup.procs -not -path '*/agent/*' \
+  -exec cat {} + 2>/dev/null | wc -l; }
+no_executors() { [ "$(executors)" -eq 0 ]; }
+wait_for 60 no_executors || echo "fanout.sh: $(executors) executor processes still running" >&2
 
 # Layer blob GETs the registry answered (200), per layer of the image.
 gets=()
