@@ -12,10 +12,9 @@
 #include "base/clock.h"
 #include "launcher/launcher.h"
 #include "proto/allot.pb.h"
+#include "proto/task_state.h"
 
 namespace allot {
-
-inline constexpr const char* kCommandExecutorId = "allot-command-executor";
 
 // What the agent tells every executor it starts.
 struct ExecutorSite {

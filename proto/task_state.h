@@ -5,6 +5,10 @@
 
 namespace allot {
 
+// The executor id of the framework's built-in command executor, as the
+// agent names it and reports it in RegisterAgent and every TaskStatus.
+inline constexpr const char* kCommandExecutorId = "allot-command-executor";
+
 // FINISHED, FAILED, KILLED, LOST and ERROR end a task; nothing follows them.
 inline bool isTerminal(wire::TaskState state) {
   return state == wire::TASK_FINISHED || state == wire::TASK_FAILED ||

@@ -10,14 +10,21 @@
 //             for all agents instead of one per agent per heartbeat
 //   kDrop     a usage report equal to the last one forwarded
 //
-// It keeps each agent's last full report: the RegisterAgent it forwarded,
-// with every later status update applied to its tasks' latest status and
-// the id and secret the leader gave it (registered()). A new leader gets
-// these reports in bulk; each agent then sends its own full one (agent/
-// master_link.h), which also carries tasks launched since.
+// It keeps each agent's last full report, current as the agent itself
+// would send it (agent/agent.h buildRegistration): the RegisterAgent it
+// forwarded, with the id and secret the leader gave it (registered()),
+// every task the leader launched there since (launched(): STAGING, under
+// the executor the agent runs it in), every later status update applied
+// to its task's latest status, and a task that ended reported as running
+// with no resources until the leader acknowledges its terminal update
+// (acknowledged()), then gone. A new leader gets these reports in bulk and
+// so knows every task at once; each agent then sends its own full one
+// (agent/master_link.h).
 //
-// Bounds: at most `maxAgents` slots; what a slot keeps is bounded by the
-// input limits its messages passed (proto/validate.h).
+// Bounds: at most `maxAgents` slots; a report holds at most the limits a
+// registration may (limits::kTasksPerAgentMax tasks, kExecutorsPerAgentMax
+// executors, kFrameworksPerAgentMax frameworks): a launch past them is
+// left to the agent's own report. Each fold is linear in the report.
 //
 // Thread: the shard's loop.
 #pragma once
@@ -52,6 +59,11 @@ class AgentFold {
   // The leader's AgentRegistered on its way to the agent in `slot`: the
   // kept report takes its id and secret, so a new leader knows the agent.
   void registered(Slot slot, const wire::AgentRegistered& m);
+  // The leader's RunTask on its way to the agent in `slot`.
+  void launched(Slot slot, const wire::RunTask& m);
+  // The leader's StatusAcknowledgement on its way to the agent in `slot`:
+  // an ended task whose terminal update it acknowledges leaves the report.
+  void acknowledged(Slot slot, const wire::StatusAcknowledgement& m);
 
   // The slots heard from since the previous call, each once, in the order
   // first heard; empty when none was.
@@ -71,11 +83,15 @@ class AgentFold {
  private:
   struct Agent {
     std::optional<wire::RegisterAgent> report;
+    // Ended tasks still in the report: their terminal update's id, by
+    // framework id and task id (taskKey); one per task of the report.
+    std::unordered_map<std::string, std::string> endings;
     std::string lastUsage;  // the last forwarded UsageReport, serialized
     bool heard = false;
   };
   void heard(Slot slot, Agent& agent);
-  static void applyStatus(wire::RegisterAgent& report, const wire::TaskStatus& status);
+  static void applyStatus(Agent& agent, const wire::TaskStatus& status);
+  static void keepEndings(Agent& agent);
 
   size_t maxAgents_;
   std::unordered_map<Slot, Agent> agents_;

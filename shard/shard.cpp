@@ -187,6 +187,8 @@ void LinkShard::onLeaderMessage(shard::ShardEnvelope& e) {
     if (it == agents_.end()) return;
     const wire::Envelope& m = e.agent_message().envelope();
     if (m.has_agent_registered()) fold_.registered(it->first, m.agent_registered());
+    if (m.has_run_task()) fold_.launched(it->first, m.run_task());
+    if (m.has_status_acknowledgement()) fold_.acknowledged(it->first, m.status_acknowledgement());
     if (it->second->send(m)) metrics_.toAgent(m.ByteSizeLong());
     return;
   }

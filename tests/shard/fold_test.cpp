@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "proto/input_limits.h"
+#include "proto/task_state.h"
+
 namespace allot {
 namespace {
 
@@ -87,17 +90,159 @@ TEST(AgentFold, KeepsTheLastFullReportWithEveryStatusApplied) {
   wire::Envelope answer;
   EXPECT_EQ(fold.fold(1, registration(), &answer), FoldAction::kForward);
   EXPECT_EQ(fold.fold(1, status("T-1", wire::TASK_RUNNING), &answer), FoldAction::kForward);
-  EXPECT_EQ(fold.fold(1, status("T-1", wire::TASK_FINISHED), &answer), FoldAction::kForward);
+  EXPECT_EQ(fold.fold(1, status("T-2", wire::TASK_STARTING), &answer), FoldAction::kForward);
   EXPECT_EQ(fold.fold(1, status("T-2", wire::TASK_RUNNING), &answer), FoldAction::kForward);
   // A task the report does not hold changes nothing.
   EXPECT_EQ(fold.fold(1, status("T-9", wire::TASK_RUNNING), &answer), FoldAction::kForward);
   const wire::RegisterAgent* report = fold.report(1);
   ASSERT_NE(report, nullptr);
+  ASSERT_EQ(report->executors(0).tasks_size(), 2);
   ASSERT_EQ(report->executors(0).latest_size(), 2);
   EXPECT_EQ(report->executors(0).latest(0).task_id(), "T-1");
-  EXPECT_EQ(report->executors(0).latest(0).state(), wire::TASK_FINISHED);
+  EXPECT_EQ(report->executors(0).latest(0).state(), wire::TASK_RUNNING);
   EXPECT_EQ(report->executors(0).latest(1).task_id(), "T-2");
   EXPECT_EQ(report->executors(0).latest(1).state(), wire::TASK_RUNNING);
+}
+
+wire::RunTask runTask(const std::string& framework, const std::string& task, const std::string& user = "") {
+  wire::RunTask m;
+  m.mutable_framework()->set_id(framework);
+  m.mutable_framework()->set_name("execute");
+  m.mutable_task()->set_task_id(task);
+  m.mutable_task()->mutable_command()->set_shell("sleep 60");
+  m.mutable_task()->mutable_command()->set_user(user);
+  auto* cpus = m.mutable_task()->add_resources();
+  cpus->set_name("cpus");
+  cpus->set_scalar(0.5);
+  return m;
+}
+
+const wire::ExecutorState* executorOf(const wire::RegisterAgent& report, const std::string& framework,
+                                      const std::string& executor) {
+  for (const auto& ex : report.executors()) {
+    if (ex.info().framework_id() == framework && ex.info().executor_id() == executor) return &ex;
+  }
+  return nullptr;
+}
+
+// A task the leader launches after the agent registered is in the report a
+// new leader gets, before the agent re-sends its own.
+TEST(AgentFold, TheKeptReportTakesTheTasksTheLeaderLaunches) {
+  AgentFold fold(10);
+  ASSERT_TRUE(fold.attach(1).ok());
+  fold.launched(1, runTask("F-2", "T-0"));  // before any report: nothing to keep
+  EXPECT_EQ(fold.report(1), nullptr);
+  wire::Envelope answer;
+  ASSERT_EQ(fold.fold(1, registration(), &answer), FoldAction::kForward);
+  fold.launched(1, runTask("F-2", "T-3"));
+  fold.launched(1, runTask("F-2", "T-3"));  // again: the agent ignores it too
+  fold.launched(7, runTask("F-2", "T-4"));  // a slot not held
+  const wire::RegisterAgent* report = fold.report(1);
+  ASSERT_NE(report, nullptr);
+  ASSERT_EQ(report->frameworks_size(), 1);
+  EXPECT_EQ(report->frameworks(0).id(), "F-2");
+  const wire::ExecutorState* ex = executorOf(*report, "F-2", kCommandExecutorId);
+  ASSERT_NE(ex, nullptr);
+  ASSERT_EQ(ex->tasks_size(), 1);
+  ASSERT_EQ(ex->latest_size(), 1);
+  EXPECT_EQ(ex->tasks(0).task_id(), "T-3");
+  EXPECT_EQ(ex->tasks(0).resources(0).scalar(), 0.5);
+  EXPECT_EQ(ex->latest(0).state(), wire::TASK_STAGING);
+  wire::Envelope running = status("T-3", wire::TASK_RUNNING);
+  running.mutable_status_update()->mutable_status()->set_framework_id("F-2");
+  running.mutable_status_update()->mutable_status()->set_executor_id(kCommandExecutorId);
+  ASSERT_EQ(fold.fold(1, running, &answer), FoldAction::kForward);
+  ex = executorOf(*fold.report(1), "F-2", kCommandExecutorId);
+  ASSERT_NE(ex, nullptr);
+  EXPECT_EQ(ex->latest(0).state(), wire::TASK_RUNNING);
+  EXPECT_EQ(fold.report(1)->executors(0).tasks_size(), 2) << "the registration's tasks stay";
+}
+
+// The executor of a command task with a user of its own depends on the
+// agent's default user: the task's first status names it.
+TEST(AgentFold, ALaunchedTaskMovesToTheExecutorItsStatusNames) {
+  AgentFold fold(10);
+  ASSERT_TRUE(fold.attach(1).ok());
+  wire::Envelope answer;
+  ASSERT_EQ(fold.fold(1, registration(), &answer), FoldAction::kForward);
+  fold.launched(1, runTask("F-2", "T-3", "bob"));
+  std::string bobs = std::string(kCommandExecutorId) + ".bob";
+  wire::Envelope running = status("T-3", wire::TASK_RUNNING);
+  running.mutable_status_update()->mutable_status()->set_framework_id("F-2");
+  running.mutable_status_update()->mutable_status()->set_executor_id(bobs);
+  ASSERT_EQ(fold.fold(1, running, &answer), FoldAction::kForward);
+  const wire::RegisterAgent* report = fold.report(1);
+  const wire::ExecutorState* ex = executorOf(*report, "F-2", bobs);
+  ASSERT_NE(ex, nullptr);
+  ASSERT_EQ(ex->tasks_size(), 1);
+  EXPECT_EQ(ex->tasks(0).resources(0).scalar(), 0.5);
+  EXPECT_EQ(ex->latest(0).state(), wire::TASK_RUNNING);
+  const wire::ExecutorState* guessed = executorOf(*report, "F-2", kCommandExecutorId);
+  ASSERT_NE(guessed, nullptr);
+  EXPECT_EQ(guessed->tasks_size(), 0);
+  EXPECT_EQ(guessed->latest_size(), 0);
+}
+
+// As the agent reports it: an ended task runs, holding nothing, until its
+// terminal update is acknowledged; a new report keeps that.
+TEST(AgentFold, AnEndedTaskStaysUntilItsTerminalUpdateIsAcknowledged) {
+  AgentFold fold(10);
+  ASSERT_TRUE(fold.attach(1).ok());
+  wire::Envelope answer;
+  ASSERT_EQ(fold.fold(1, registration(), &answer), FoldAction::kForward);
+  fold.launched(1, runTask("F-1", "T-3"));
+  wire::Envelope finished = status("T-3", wire::TASK_FINISHED);
+  finished.mutable_status_update()->mutable_status()->set_executor_id(kCommandExecutorId);
+  finished.mutable_status_update()->mutable_status()->set_update_id("U-7");
+  ASSERT_EQ(fold.fold(1, finished, &answer), FoldAction::kForward);
+  // Anything after the end is ignored, as the agent does.
+  wire::Envelope late = status("T-3", wire::TASK_RUNNING);
+  late.mutable_status_update()->mutable_status()->set_executor_id(kCommandExecutorId);
+  ASSERT_EQ(fold.fold(1, late, &answer), FoldAction::kForward);
+  auto ended = [&]() -> const wire::ExecutorState* { return executorOf(*fold.report(1), "F-1", kCommandExecutorId); };
+  ASSERT_NE(ended(), nullptr);
+  ASSERT_EQ(ended()->tasks_size(), 1);
+  EXPECT_EQ(ended()->tasks(0).task_id(), "T-3");
+  EXPECT_EQ(ended()->tasks(0).resources_size(), 0);
+  EXPECT_EQ(ended()->latest(0).state(), wire::TASK_RUNNING);
+  wire::StatusAcknowledgement ack;
+  ack.set_framework_id("F-1");
+  ack.set_task_id("T-3");
+  ack.set_update_id("U-6");  // not the terminal update
+  fold.acknowledged(1, ack);
+  ASSERT_EQ(ended()->tasks_size(), 1);
+  // The agent's own report (a new leader) holds it too: still ended.
+  wire::Envelope again = registration();
+  *again.mutable_register_agent()->add_executors() = *ended();
+  ASSERT_EQ(fold.fold(1, again, &answer), FoldAction::kForward);
+  ack.set_update_id("U-7");
+  fold.acknowledged(1, ack);
+  ASSERT_NE(ended(), nullptr);
+  EXPECT_EQ(ended()->tasks_size(), 0);
+  EXPECT_EQ(ended()->latest_size(), 0);
+  // A terminal update nobody acknowledges (none asked) ends it at once.
+  ASSERT_EQ(fold.fold(1, status("T-1", wire::TASK_FAILED), &answer), FoldAction::kForward);
+  ASSERT_EQ(fold.report(1)->executors(0).tasks_size(), 1);
+  EXPECT_EQ(fold.report(1)->executors(0).tasks(0).task_id(), "T-2");
+}
+
+TEST(AgentFold, ALaunchPastTheTaskLimitIsLeftToTheAgentsOwnReport) {
+  AgentFold fold(10);
+  ASSERT_TRUE(fold.attach(1).ok());
+  wire::Envelope full = registration();
+  auto* ex = full.mutable_register_agent()->mutable_executors(0);
+  for (size_t i = ex->tasks_size(); i < limits::kTasksPerAgentMax; ++i) {
+    ex->add_tasks()->set_task_id("T-x" + std::to_string(i));
+  }
+  wire::Envelope answer;
+  ASSERT_EQ(fold.fold(1, full, &answer), FoldAction::kForward);
+  fold.launched(1, runTask("F-2", "T-over"));
+  EXPECT_EQ(executorOf(*fold.report(1), "F-2", kCommandExecutorId), nullptr);
+  EXPECT_EQ(fold.report(1)->frameworks_size(), 0);
+  // Room again once a task ends.
+  ASSERT_EQ(fold.fold(1, status("T-1", wire::TASK_KILLED), &answer), FoldAction::kForward);
+  fold.launched(1, runTask("F-2", "T-over"));
+  EXPECT_NE(executorOf(*fold.report(1), "F-2", kCommandExecutorId), nullptr);
 }
 
 // A new leader gets the kept report: it must name the agent by the id and
