@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "http/client.h"
 #include "tests/common/agent_cgroups.h"
 #include "tests/ha/zk_cluster.h"
 
@@ -82,10 +83,16 @@ class ShardFailover : public ::testing::Test {
   }
 
   // A master in the group; returns once it has joined (masters join, and
-  // so lead, in the order started).
+  // so lead, in the order started). Without TLS it serves HTTP, its port
+  // in <name>-http.port.
   Child& startMaster(const std::string& name) {
-    Child& m = start(name, {std::getenv("ALLOT_MASTER"), "--listen", "127.0.0.1:0", "--zk", url_,
-                            "--zk-session-timeout", "1", "--shard-listen", "127.0.0.1:0"}, "master");
+    std::vector<std::string> args{std::getenv("ALLOT_MASTER"), "--listen", "127.0.0.1:0", "--zk", url_,
+                                  "--zk-session-timeout", "1", "--shard-listen", "127.0.0.1:0"};
+    if (!useTls()) {
+      for (std::string a : {"--http-listen", "127.0.0.1:0", "--http-port-file"}) args.push_back(a);
+      args.push_back(dir_ + "/" + name + "-http.port");
+    }
+    Child& m = start(name, args, "master");
     EXPECT_TRUE(waitFor([&] { return m.log().find("joined the contender group") != std::string::npos; }, 15s))
         << m.log();
     return m;
@@ -133,9 +140,23 @@ void ShardFailover::leaderFailover() {
   ASSERT_TRUE(waitFor([&] { return longTask.log().find("RUNNING") != std::string::npos; }, 20s))
       << longTask.log() << agent.log();
 
+  // The agent is stopped across the handover, so the new leader knows of
+  // it only what the shard kept: that must hold the task launched after
+  // the agent registered.
+  agent.signal(SIGSTOP);
   first.signal(SIGKILL);
   ASSERT_TRUE(waitFor([&] { return count(shard.log(), "linked to the leader") >= 2; }, 15s))
       << shard.log() << second.log();
+  if (!useTls()) {
+    uint16_t http = readPort(dir_ + "/master2-http.port");
+    std::string state;
+    EXPECT_TRUE(waitFor([&] {
+      auto r = http::fetch(HostPort{"127.0.0.1", http}, "GET", "/state");
+      state = r ? r->body : r.error().describe();
+      return state.find("\"state\":\"TASK_RUNNING\"") != std::string::npos;
+    }, 5s)) << state << shard.log();
+  }
+  agent.signal(SIGCONT);
   ASSERT_TRUE(waitFor([&] { return agent.log().find("handed to master") != std::string::npos; }, 15s))
       << agent.log() << shard.log();
   EXPECT_NE(shard.log().find("handed 1 agents to the leader"), std::string::npos) << shard.log();
