@@ -28,15 +28,6 @@
 #include "proto/input_limits.h"
 
 namespace allot {
-namespace {
-
-std::string secondsText(Duration d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", std::chrono::duration<double>(d).count());
-  return buf;
-}
-
-}  // namespace
 
 void ExecutorManager::endContainer(Container& c, const std::string& why) {
   switch (c.requestKill(why)) {

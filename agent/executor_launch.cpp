@@ -31,13 +31,13 @@ struct ExecutorManager::Prepared {
   std::optional<RunAsUser> user;                  // none: the agent's own user
 };
 
-namespace {
-
 std::string secondsText(Duration d) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g s", std::chrono::duration<double>(d).count());
   return buf;
 }
+
+namespace {
 
 // Everything the sandbox thread needs, copied off the container.
 struct LaunchFiles {

@@ -307,4 +307,7 @@ class ExecutorManager {
   WorkerPool pool_;  // last: destroyed (its workers joined) first
 };
 
+// `d` for a log line: "%g s" ("2.5 s").
+std::string secondsText(Duration d);
+
 }  // namespace allot

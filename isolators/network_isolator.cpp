@@ -23,7 +23,6 @@
 namespace allot {
 namespace {
 
-constexpr const char* kInsideName = "eth0";
 constexpr int64_t kWarmPoolMax = 64;
 // Jobs queued on the flush thread: one at a time (flushFlows batches).
 constexpr size_t kFlushQueueMax = 1;

@@ -8,8 +8,6 @@
 namespace allot {
 namespace {
 
-constexpr const char* kInsideName = "eth0";
-
 Status plumbInside(Netlink& inside, const NetPlan& plan) {
   auto index = inside.ifindex(kInsideName);
   if (!index) return index.error();

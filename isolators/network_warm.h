@@ -38,6 +38,9 @@
 
 namespace allot {
 
+// The executor's end of its veth pair, inside its namespace.
+inline constexpr const char* kInsideName = "eth0";
+
 // What one executor's network is made of.
 struct NetPlan {
   int bridgeIndex = 0;

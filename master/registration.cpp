@@ -9,11 +9,6 @@
 #include "master/master.h"
 
 namespace allot {
-namespace {
-
-double toSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
-
-}  // namespace
 
 void Master::keepIdentities(std::unique_ptr<IdentityStore> store, std::function<void()> firstRead) {
   CHECK(identityStore_ == nullptr && store != nullptr);
@@ -39,7 +34,7 @@ void Master::identitiesAnswered(Result<StoredIdentities> loaded) {
     LOG_ERROR("framework identities in " << identityStore_->describe() << ": " << loaded.error().describe()
                                          << "; re-registrations of frameworks this master does not own are "
                                             "refused until they are read (next attempt in "
-                                         << toSeconds(identityRetry_) << " s)");
+                                         << std::chrono::duration<double>(identityRetry_).count() << " s)");
     identityRetry_ = std::min<Duration>(identityRetry_ * 2, kIdentityLoadRetryMax);
   }
   if (auto first = std::exchange(firstIdentityRead_, nullptr)) first();

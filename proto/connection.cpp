@@ -10,7 +10,6 @@
 namespace allot {
 
 namespace {
-constexpr size_t kReadChunkBytes = 64 * 1024;
 // TLS reads go through OpenSSL's record buffer, so a TLS link reads into a
 // buffer of its own (one record's worth).
 constexpr size_t kTlsReadChunkBytes = 16 * 1024;
@@ -42,11 +41,6 @@ bool isUnixSocket(const StreamSocket& socket) {
   return !ec && endpoint.protocol().family() == AF_UNIX;
 }
 
-std::string describeReadError(const boost::system::error_code& ec) {
-  if (ec == asio::error::eof || ec == ssl::error::stream_truncated) return "peer closed";
-  if (ec.category() == asio::error::get_ssl_category()) return "TLS: " + ec.message();
-  return "read failed: " + ec.message();
-}
 }  // namespace
 
 wire::Envelope helloEnvelope(wire::Role role, const std::string& name, uint64_t leaderEpoch) {

@@ -5,13 +5,6 @@
 namespace allot {
 
 namespace {
-constexpr size_t kReadChunkBytes = 64 * 1024;
-
-std::string describeReadError(const boost::system::error_code& ec) {
-  if (ec == asio::error::eof || ec == ssl::error::stream_truncated) return "peer closed";
-  if (ec.category() == asio::error::get_ssl_category()) return "TLS: " + ec.message();
-  return "read failed: " + ec.message();
-}
 
 void putLength(char* at, size_t size) {
   auto* p = reinterpret_cast<unsigned char*>(at);

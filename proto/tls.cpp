@@ -138,4 +138,10 @@ Status checkPlaintextOnLoopback(const std::string& flag, const std::string& host
                "--insecure to serve " + serves + " to the network"};
 }
 
+std::string describeReadError(const boost::system::error_code& ec) {
+  if (ec == asio::error::eof || ec == ssl::error::stream_truncated) return "peer closed";
+  if (ec.category() == asio::error::get_ssl_category()) return "TLS: " + ec.message();
+  return "read failed: " + ec.message();
+}
+
 }  // namespace allot

@@ -70,4 +70,8 @@ Result<std::shared_ptr<ssl::context>> tlsContextFromFlags(const TlsFiles& files,
 Status checkPlaintextOnLoopback(const std::string& flag, const std::string& host, bool tls, bool insecure,
                                 const std::string& serves);
 
+// Why a read on a peer link (plaintext or TLS) failed, for a close reason:
+// "peer closed", "TLS: ..." or "read failed: ...".
+std::string describeReadError(const boost::system::error_code& ec);
+
 }  // namespace allot
