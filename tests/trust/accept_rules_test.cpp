@@ -57,19 +57,16 @@ class AcceptRules : public ::testing::Test {
       all.insert(all.end(), e->resource_offers().offers().begin(), e->resource_offers().offers().end());
     }
   }
-  static std::string totalOf(const std::vector<wire::Offer>& offers) {
+  // The sum of `offers`' resources (an offer that does not parse counts
+  // as nothing: a test comparing sums then fails).
+  static Resources sumOf(const std::vector<wire::Offer>& offers) {
     Resources total;
     for (const auto& o : offers) {
-      auto r = Resources::fromWire(o.resources());
-      if (!r) return r.error().describe();
-      total += *r;
+      if (auto r = Resources::fromWire(o.resources())) total += *r;
     }
-    return total.toString();
+    return total;
   }
-  static std::string resourcesOf(const wire::Offer& offer) {
-    auto r = Resources::fromWire(offer.resources());
-    return r ? r->toString() : r.error().describe();
-  }
+  static std::string totalOf(const std::vector<wire::Offer>& offers) { return sumOf(offers).toString(); }
   static wire::TaskInfo task(const std::string& id, const char* resources, const char* shell = "true") {
     wire::TaskInfo t;
     t.set_task_id(id);
@@ -94,11 +91,16 @@ class AcceptRules : public ::testing::Test {
     EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
   }
   // The refused offer comes back at once and whole: nothing was launched.
+  // Offers of earlier tests' ended tasks may come back alongside, even
+  // merged with it, so what comes back on its agent must contain it.
   static void expectOfferBack(RawPeer& peer, const wire::Offer& refused) {
-    auto again = nextOffers(peer);
-    ASSERT_EQ(again.size(), 1u) << "the offer was not released at once";
-    EXPECT_EQ(again[0].agent_id(), refused.agent_id());
-    EXPECT_EQ(resourcesOf(again[0]), resourcesOf(refused));
+    std::vector<wire::Offer> onAgent;
+    for (const auto& o : offersUntilQuiet(peer)) {
+      if (o.agent_id() == refused.agent_id()) onAgent.push_back(o);
+    }
+    ASSERT_FALSE(onAgent.empty()) << "the offer was not released at once";
+    Resources back = sumOf(onAgent), wanted = sumOf({refused});
+    EXPECT_TRUE(back.contains(wanted)) << back.toString() << " lacks " << wanted.toString();
   }
 
   static Cluster* cluster_;
