@@ -196,10 +196,11 @@ Status Master::checkLongTaskCap(const AgentRecord& agent, const wire::TaskInfo& 
     }
     return false;
   };
-  for (const auto& s : (held + charged).scalars()) {
+  const Resources after = held + charged;  // a range-for over a temporary's member would dangle
+  for (const auto& s : after.scalars()) {
     if (!capped(s.name)) continue;
     if (s.millis > limit.scalarMillis(s.name)) {
-      return Error{"long-lived task " + task.task_id() + " would put " + (held + charged).toString() +
+      return Error{"long-lived task " + task.task_id() + " would put " + after.toString() +
                    " of long tasks on agent " + agent.id + " (cap " + limit.toString() + ")"};
     }
   }
