@@ -33,25 +33,11 @@ build=$(realpath "$build")
 dir=$(mktemp -d /tmp/allot-fanout-bench.XXXXXX)
 chmod 755 "$dir"
 source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/registry.sh"
 cgroups_root=allot-fanout-$$
 on_exit "for h in /sys/fs/cgroup/*/$cgroups_root; do find \$h -depth -type d -exec rmdir {} + 2>/dev/null; done"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$dir/registry.yml" <<YML
-version: 0.1
-log:
-  accesslog:
-    disabled: false
-storage:
-  filesystem:
-    rootdirectory: $dir/registry
-http:
-  addr: 127.0.0.1:$port
-  secret: bench
-YML
-docker-registry serve "$dir/registry.yml" >"$dir/registry.log" 2>&1 &
-pids+=($!)
-wait_for 10 curl -sf "http://127.0.0.1:$port/v2/" -o /dev/null || die "docker-registry did not start"
+start_registry --access-log
 
 # The image: busybox (with /bin/sh) at the bottom, then `layers` layers of
 # distinct /usr files, each about layer_mb MB.

@@ -24,22 +24,9 @@ done
 build=$(realpath "$build")
 dir=$(mktemp -d /tmp/allot-pull-bench.XXXXXX)
 source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/registry.sh"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$dir/registry.yml" <<YML
-version: 0.1
-storage:
-  filesystem:
-    rootdirectory: $dir/registry
-  delete:
-    enabled: true
-http:
-  addr: 127.0.0.1:$port
-  secret: bench
-YML
-docker-registry serve "$dir/registry.yml" >"$dir/registry.log" 2>&1 &
-pids+=($!)
-wait_for 10 curl -sf "http://127.0.0.1:$port/v2/" -o /dev/null || die "docker-registry did not start"
+start_registry
 
 # Five layers of distinct files, each about layer_mb MB unpacked.
 python3 - "$dir" "$layer_mb" <<'PY'
