@@ -18,6 +18,7 @@
 #include "ha/contender.h"
 #include "ha/group.h"
 #include "ha/zk_session.h"
+#include "master/agent_shard.h"
 #include "master/allocator/allocator.h"
 #include "master/http_api.h"
 #include "master/identity_store_zk.h"
@@ -66,6 +67,7 @@ struct Settings {
   std::string longTaskMax;
   std::string shardListen;
   std::string shardPortFile;
+  AgentShardSettings agentShard;
 };
 
 // Where the master listens, keeps its files and meets the other masters.
@@ -76,6 +78,7 @@ void addPlaceFlags(Flags& flags, Settings* s) {
                   "HOST:PORT where link shards (allot-shard) connect; empty: no shards");
   flags.addString("shard-port-file", &s->shardPortFile,
                   "write the bound --shard-listen port to this file once listening");
+  addAgentShardFlags(flags, &s->agentShard);
   flags.addString("work-dir", &s->workDir,
                   "directory for the master's files: without --zk, the run-time role settings "
                   "(allotctl role) are kept in DIR/role-settings (state is otherwise soft)");
@@ -307,6 +310,18 @@ Status writePortFiles(const Settings& s, const MasterServer& server) {
   }
   if (!s.shardPortFile.empty()) return writePortFile(s.shardPortFile, server.shardPort());
   return okStatus();
+}
+
+// What the in-process link shard (--agent-shard-listen) takes from the
+// master's own flags.
+AgentShardContext agentShardContext(const Settings& s, const ServerOptions& options, const MasterServer& server) {
+  AgentShardContext c;
+  c.tls = s.tls;
+  c.acls = s.acls;
+  c.insecure = s.insecure;
+  c.zk = s.zk;
+  if (server.shardPort() != 0) c.shardListen = HostPort{options.shardListen.host, server.shardPort()};
+  return c;
 }
 
 // The address published in ZooKeeper for clients to connect to.
@@ -592,5 +607,13 @@ int main(int argc, char** argv) {
     LOG_ERROR(st.error().describe());
     return 1;
   }
+  // Before serve(): a standby carries agents while it waits. Stopped (and
+  // its thread joined) when main returns, before the server goes.
+  auto agentShard = makeAgentShard(settings.agentShard, agentShardContext(settings, options->first, **server));
+  if (!agentShard) {
+    std::cerr << "allot-master: " << agentShard.error().describe() << "\n";
+    return 2;
+  }
+  if (*agentShard) (*agentShard)->start();
   return serve(io, settings, *zk, **server, *advertise);
 }

@@ -33,7 +33,7 @@ LinkShard::LinkShard(asio::io_context& io, ShardOptions options)
       fold_(options_.maxAgents) {}
 
 void LinkShard::start() {
-  LOG_INFO("allot-shard " << options_.name << " listening for agents on " << options_.listen.host << ":" << port_
+  LOG_INFO("link shard " << options_.name << " listening for agents on " << options_.listen.host << ":" << port_
                          << ", leader from " << detector_->describe());
   detector_->start([this](const std::optional<Leader>& leader) { onLeaderReported(leader); });
   if (!options_.announce.empty()) announce();
