@@ -77,7 +77,11 @@ void ZooKeeperDetector::list() {
       currentMember_.clear();
       successor_.reset();  // a group made again may reuse member names
       report(std::nullopt);
-      session_->exists(groupPath_, true, [](ZkRc, const ZkStat&) {});
+      // Made between the listing and this watch: no creation event will
+      // come, so list again.
+      session_->exists(groupPath_, true, guard([this](ZkRc found, const ZkStat&) {
+        if (found == ZkRc::kOk) list();
+      }));
       return;
     }
     if (rc != ZkRc::kOk) {

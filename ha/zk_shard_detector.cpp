@@ -66,7 +66,11 @@ void ZooKeeperShardDetector::list() {
     if (listing != listing_ || rc == ZkRc::kConnectionLoss) return;
     if (rc == ZkRc::kNoNode) {
       LOG_INFO("shard directory: nothing at " << path_ << " yet; waiting for a shard");
-      session_->exists(path_, true, [](ZkRc, const ZkStat&) {});
+      // Made between the listing and this watch: no creation event will
+      // come, so list again.
+      session_->exists(path_, true, guard([this](ZkRc found, const ZkStat&) {
+        if (found == ZkRc::kOk) list();
+      }));
       return update({});
     }
     if (rc != ZkRc::kOk) {

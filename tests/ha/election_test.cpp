@@ -243,6 +243,21 @@ TEST_F(DetectorTest, NoGroupReportsNoLeaderThenTheFirstMasterWithItsAddressAndEp
   EXPECT_EQ(last()->epoch, a->electedEpoch);
 }
 
+// The group is made between the detector's listing (no group yet) and its
+// exists watch: the watch's answer says the group is there, so it lists
+// again instead of waiting for a creation event that never comes.
+TEST_F(DetectorTest, AGroupMadeBetweenTheListingAndItsWatchIsListed) {
+  zk_.hold(1);  // the detector's session: its listing's answer waits
+  runFor(io_, 20ms);
+  ASSERT_EQ(zk_.heldCount(1), 1u);
+  auto a = contend(5001);
+  ASSERT_TRUE(zk_.releaseNext(1));  // "no group": the detector sets its exists watch
+  ASSERT_TRUE(runUntil(io_, [&] { return zk_.heldCount(1) == 1; }, 2000ms));
+  zk_.releaseReversed(1);
+  ASSERT_TRUE(runUntil(io_, [&] { return last().has_value(); }, 2000ms));
+  EXPECT_EQ(last()->endpoint.port, 5001);
+}
+
 TEST_F(DetectorTest, FollowsEachNewLeaderWithIncreasingEpochs) {
   auto a = contend(5001);
   auto b = contend(5002);
