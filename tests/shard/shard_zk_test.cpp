@@ -1,7 +1,8 @@
 // Link shards across a leader failover, with real daemons: a ZooKeeper
-// server, two allot-masters electing a leader in it (each with
-// --shard-listen), an allot-shard following the leader through zk://, a
-// real agent behind the shard and allot-execute as the framework.
+// server, allot-masters electing a leader in it (each with --shard-listen,
+// and in the last tests each a link shard too, --agent-shard-listen),
+// allot-shard processes following the leader through zk://, real agents
+// behind the shards and allot-execute as the framework.
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include "http/client.h"
+#include "proto/shard_placement.h"
+#include "proto/tls.h"
 #include "tests/common/agent_cgroups.h"
 #include "tests/ha/zk_cluster.h"
 
@@ -57,13 +60,14 @@ class ShardFailover : public ::testing::Test {
     }
     zk_ = std::make_unique<ZooKeeperCluster>(1);
     ASSERT_TRUE(zk_->start()) << zk_->log(0);
-    url_ = zk_->url("/allot-shard-test");
+    url_ = zk_->url(zkPath_);
   }
 
   void TearDown() override {
     children_.clear();
     if (dir_.empty()) return;
     EXPECT_EQ(removeAgentCgroupTree(defaultAgentCgroupsRoot(dir_ + "/work")), "");
+    for (const auto& work : agentWorkDirs_) EXPECT_EQ(removeAgentCgroupTree(defaultAgentCgroupsRoot(work)), "");
     std::filesystem::remove_all(dir_);
   }
 
@@ -83,20 +87,34 @@ class ShardFailover : public ::testing::Test {
   }
 
   // A master in the group; returns once it has joined (masters join, and
-  // so lead, in the order started). Without TLS it serves HTTP, its port
-  // in <name>-http.port.
-  Child& startMaster(const std::string& name) {
+  // so lead, in the order started). It serves HTTP (mutual TLS under TLS),
+  // its port in <name>-http.port.
+  Child& startMaster(const std::string& name, std::vector<std::string> extra = {}) {
     std::vector<std::string> args{std::getenv("ALLOT_MASTER"), "--listen", "127.0.0.1:0", "--zk", url_,
-                                  "--zk-session-timeout", "1", "--shard-listen", "127.0.0.1:0"};
-    if (!useTls()) {
-      for (std::string a : {"--http-listen", "127.0.0.1:0", "--http-port-file"}) args.push_back(a);
-      args.push_back(dir_ + "/" + name + "-http.port");
-    }
+                                  "--zk-session-timeout", "1", "--shard-listen", "127.0.0.1:0",
+                                  "--http-listen", "127.0.0.1:0", "--http-port-file", dir_ + "/" + name + "-http.port"};
+    args.insert(args.end(), extra.begin(), extra.end());
     Child& m = start(name, args, "master");
-    EXPECT_TRUE(waitFor([&] { return m.log().find("joined the contender group") != std::string::npos; }, 15s))
+    EXPECT_TRUE(waitFor([&] { return m.log().find("joined the contender group as " + zkPath_ + "/") != std::string::npos; },
+                        15s))
         << m.log();
     return m;
   }
+
+  // GET `path` from a daemon's HTTP port, as the operator under TLS.
+  std::string fetch(uint16_t port, const std::string& path, const std::string& serverRole) const {
+    http::ClientTls tls;
+    if (!certs_.empty()) {
+      auto context = makeTlsContext({certs_ + "/operator.crt", certs_ + "/operator.key", certs_ + "/ca.crt"},
+                                    TlsSide::kClient);
+      if (!context) return context.error().describe();
+      tls = http::ClientTls{*context, serverRole};
+    }
+    auto r = http::fetch(HostPort{"127.0.0.1", port}, "GET", path, "", 5000ms, tls);
+    return r ? r->body : r.error().describe();
+  }
+
+  void standbyShards();
 
   void leaderFailover();
 
@@ -104,6 +122,8 @@ class ShardFailover : public ::testing::Test {
   std::string certs_;
   std::string url_;
   std::unique_ptr<ZooKeeperCluster> zk_;
+  std::string zkPath_ = "/allot-shard-test";
+  std::vector<std::string> agentWorkDirs_;
   std::list<Child> children_;
 };
 
@@ -147,12 +167,11 @@ void ShardFailover::leaderFailover() {
   first.signal(SIGKILL);
   ASSERT_TRUE(waitFor([&] { return count(shard.log(), "linked to the leader") >= 2; }, 15s))
       << shard.log() << second.log();
-  if (!useTls()) {
+  {
     uint16_t http = readPort(dir_ + "/master2-http.port");
     std::string state;
     EXPECT_TRUE(waitFor([&] {
-      auto r = http::fetch(HostPort{"127.0.0.1", http}, "GET", "/state");
-      state = r ? r->body : r.error().describe();
+      state = fetch(http, "/state", "master");
       return state.find("\"state\":\"TASK_RUNNING\"") != std::string::npos;
     }, 5s)) << state << shard.log();
   }
@@ -212,6 +231,137 @@ TEST_F(ShardFailover, AgentsFindShardsInZooKeeperAndMoveWhenTheirsDies) {
   EXPECT_EQ(agent.log().find("new agent id"), std::string::npos) << agent.log();
   EXPECT_EQ(task.waitExit(40000ms), 0) << task.log() << agent.log() << master.log();
   EXPECT_NE(task.log().find("FINISHED"), std::string::npos) << task.log();
+}
+
+
+// A work dir under `dir` whose agent (host `host`) ranks the shards with
+// `first` first and `second` next (proto/shard_placement.h): the agent's
+// place and where it moves are then known before it starts.
+std::string workDirRanking(const std::string& dir, const std::string& host, const std::vector<Endpoint>& shards,
+                           const Endpoint& first, const Endpoint& second) {
+  for (int i = 0; i < 100000; ++i) {
+    std::string work = dir + "/work-" + std::to_string(i);
+    std::vector<Endpoint> ranked = rankShards(shards, host + ":" + work);
+    if (ranked[0] == first && ranked[1] == second) return work;
+  }
+  return "";
+}
+
+// The value of an unlabelled Prometheus sample, -1 when absent.
+double sample(const std::string& metrics, const std::string& name) {
+  size_t at = metrics.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::atof(metrics.c_str() + at + name.size() + 2);
+}
+
+// Three masters, each a link shard too (--agent-shard-listen), and a
+// shard-only allot-shard, all announced in ZooKeeper; one real agent placed
+// on each (--shards zk://), a task running on every agent. The shard-only
+// process is SIGKILLed: its agent moves, its task goes on, its FINISHED
+// arrives. The leader is SIGKILLed: its own shard's agent moves, the other
+// agents keep their links (no new handshake, the new leader's shard included,
+// which now links to its own master over loopback), and the new leader has
+// every task at once.
+TEST_F(TlsShardFailover, StandbyMastersCarryAgentsAndOnlyTheDeadShardsAgentsMove) { standbyShards(); }
+
+void ShardFailover::standbyShards() {
+  std::string announce = zk_->url("/allot-shard-test-shards");
+  std::vector<Child*> shards;
+  std::vector<Endpoint> places;
+  auto place = [&](const std::string& name) {
+    uint16_t port = readPort(dir_ + "/" + name + "-shard.port");
+    places.push_back(Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", port, ""});
+    EXPECT_TRUE(waitFor([&] { return shards.back()->log().find("linked to the leader") != std::string::npos; }, 15s))
+        << shards.back()->log();
+  };
+  for (std::string name : {"master1", "master2", "master3"}) {
+    std::vector<std::string> extra{"--agent-shard-listen", "127.0.0.1:0", "--agent-shard-port-file",
+                                   dir_ + "/" + name + "-shard.port", "--agent-shard-announce", announce,
+                                   "--agent-shard-http-listen", "127.0.0.1:0", "--agent-shard-http-port-file",
+                                   dir_ + "/" + name + "-shard-http.port"};
+    if (useTls()) {
+      std::vector<std::string> tls{"--agent-shard-tls-cert", certs_ + "/shard.crt", "--agent-shard-tls-key",
+                                   certs_ + "/shard.key"};
+      extra.insert(extra.end(), tls.begin(), tls.end());
+    }
+    shards.push_back(&startMaster(name, extra));
+    place(name);
+  }
+  shards.push_back(&start("shard4", {std::getenv("ALLOT_SHARD"), "--listen", "127.0.0.1:0", "--port-file",
+                                     dir_ + "/shard4-shard.port", "--master", url_, "--zk-announce", announce,
+                                     "--liveness-interval", "0.2"}, "shard"));
+  ASSERT_TRUE(waitFor([&] { return std::filesystem::exists(dir_ + "/shard4-shard.port"); }, 10s));
+  place("shard4");
+  ASSERT_FALSE(HasFailure());
+  enum { kM1, kM2, kM3, kS4 };
+
+  // One agent on each shard. Those of the shard-only process and of the
+  // leader move to master3's shard when theirs dies.
+  // The agent's key holds its work dir made canonical.
+  const std::string host = "standby-shard-agent";
+  const std::string base = std::filesystem::canonical(dir_).string();
+  std::vector<std::string> work{workDirRanking(base, host, places, places[kM1], places[kM3]),
+                                workDirRanking(base, host, places, places[kM2], places[kM3]),
+                                workDirRanking(base, host, places, places[kM3], places[kM1]),
+                                workDirRanking(base, host, places, places[kS4], places[kM3])};
+  std::vector<Child*> agents;
+  for (size_t i = 0; i < work.size(); ++i) {
+    ASSERT_FALSE(work[i].empty());
+    agentWorkDirs_.push_back(work[i]);
+    agents.push_back(&start("agent" + std::to_string(i + 1),
+                            {std::getenv("ALLOT_AGENT"), "--shards", announce, "--hostname", host, "--work-dir",
+                             work[i], "--resources", "cpus:1;mem:1024;disk:1024", "--recovery-timeout", "30",
+                             "--status-update-retry", "1", "--executor-idle-timeout", "0.5"}, "agent"));
+  }
+  for (size_t i = 0; i < agents.size(); ++i) {
+    ASSERT_TRUE(waitFor([&] { return count(agents[i]->log(), "registered with master") >= 1; }, 30s))
+        << agents[i]->log();
+    EXPECT_NE(agents[i]->log().find("choosing shard " + places[i].describe() + " "), std::string::npos)
+        << agents[i]->log();
+  }
+
+  // One task per agent: each takes 0.6 of an agent's 1 cpu.
+  Child& tasks = start("tasks", {std::getenv("ALLOT_EXECUTE"), "--master", url_, "--timeout", "60", "--instances",
+                                 "4", "--command", "sleep 15", "--resources", "cpus:0.6;mem:16"}, "framework");
+  ASSERT_TRUE(waitFor([&] { return count(tasks.log(), " RUNNING") >= 4; }, 30s)) << tasks.log();
+
+  // The shard-only process dies: its agent moves to master3's shard.
+  shards[kS4]->signal(SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return count(agents[kS4]->log(), "registered with master") >= 2; }, 20s))
+      << agents[kS4]->log();
+  EXPECT_NE(agents[kS4]->log().find("choosing shard " + places[kM3].describe() + " "), std::string::npos)
+      << agents[kS4]->log();
+  EXPECT_EQ(agents[kS4]->log().find("new agent id"), std::string::npos) << agents[kS4]->log();
+
+  // The leader dies. master2's shard handshakes counted before and after:
+  // master2 leads next and its own agent must not notice.
+  uint16_t m2ShardHttp = readPort(dir_ + "/master2-shard-http.port");
+  double handshakesBefore = sample(fetch(m2ShardHttp, "/metrics", "shard"), "allot_shard_handshakes_total");
+  EXPECT_EQ(handshakesBefore, 1) << fetch(m2ShardHttp, "/metrics", "shard");
+  shards[kM1]->signal(SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return count(shards[kM2]->log(), "linked to the leader") >= 2; }, 15s))
+      << shards[kM2]->log();
+  std::string state;
+  uint16_t m2Http = readPort(dir_ + "/master2-http.port");
+  EXPECT_TRUE(waitFor([&] {
+    state = fetch(m2Http, "/state", "master");
+    return count(state, "\"state\":\"TASK_RUNNING\"") == 4;
+  }, 10s)) << state;
+  ASSERT_TRUE(waitFor([&] { return agents[kM1]->log().find("choosing shard " + places[kM3].describe() + " ") !=
+                                   std::string::npos &&
+                                   count(agents[kM1]->log(), "registered with master") >= 2; }, 20s))
+      << agents[kM1]->log();
+
+  EXPECT_EQ(tasks.waitExit(60000ms), 0) << tasks.log() << shards[kM2]->log();
+  EXPECT_EQ(count(tasks.log(), " FINISHED"), 4u) << tasks.log();
+  EXPECT_EQ(tasks.log().find("LOST"), std::string::npos) << tasks.log();
+
+  // master2's and master3's own agents kept their one link throughout.
+  for (size_t i : {kM2, kM3}) {
+    EXPECT_EQ(agents[i]->log().find("link to master closed"), std::string::npos) << agents[i]->log();
+    EXPECT_NE(agents[i]->log().find("handed to master"), std::string::npos) << agents[i]->log();
+  }
+  EXPECT_EQ(sample(fetch(m2ShardHttp, "/metrics", "shard"), "allot_shard_handshakes_total"), handshakesBefore);
+  for (Child* agent : agents) EXPECT_TRUE(agent->running()) << agent->log();
 }
 
 }  // namespace
