@@ -14,8 +14,9 @@
 //   in-process on 127.0.0.1 (the executor lives in its tasks' network
 //   namespace), COMMAND through a CheckProcesses the executor supplies, so
 //   the command is started exactly as its tasks are.
-// - Cost: a TCP or HTTP attempt is one loopback connection and no process;
-//   a COMMAND attempt is a fork and exec.
+// - Cost: a TCP attempt reads the kernel's socket table, an HTTP attempt is
+//   a request on a kept loopback connection; neither starts a process. A
+//   COMMAND attempt is a fork and exec.
 // - Thread: everything on the io_context's thread. Destroying a checker
 //   abandons its attempt (a command's process group is killed and reaped);
 //   no callback runs after that.
@@ -95,8 +96,26 @@ class HealthProbe {
 };
 
 std::unique_ptr<HealthProbe> makeTcpProbe(asio::io_context& io, uint16_t port);
-// GET path (empty: "/") on 127.0.0.1:port; 200-399 is healthy.
-std::unique_ptr<HealthProbe> makeHttpProbe(asio::io_context& io, uint16_t port, std::string path);
+// An HTTP check keeps its connection from one attempt to the next
+// (HTTP/1.1 keep-alive) and opens a new one when the server closed it,
+// after an attempt that failed or timed out, and once the connection is
+// kHttpCheckConnectionMaxAge old or has carried kHttpCheckConnectionUsesMax
+// attempts, whichever comes first: a server that stops accepting
+// connections while it still answers on the open one is seen within that.
+inline constexpr Duration kHttpCheckConnectionMaxAge = std::chrono::seconds(30);
+inline constexpr uint32_t kHttpCheckConnectionUsesMax = 30;
+
+struct HttpCheckReuse {
+  Duration maxAge = kHttpCheckConnectionMaxAge;
+  uint32_t usesMax = kHttpCheckConnectionUsesMax;
+  const Clock* clock = nullptr;  // the connection's age; nullptr: the steady clock
+};
+
+// GET path (empty: "/") on 127.0.0.1:port; 200-399 is healthy. The answer
+// is read whole (sdk/http_answer.h): one that is malformed, past its
+// bounds' limits or cut off fails the attempt.
+std::unique_ptr<HealthProbe> makeHttpProbe(asio::io_context& io, uint16_t port, std::string path,
+                                           HttpCheckReuse reuse = {});
 
 // A check command's process: its own process group (pid), a pidfd, and the
 // read end of a pipe holding its stdout and stderr.

@@ -1,4 +1,5 @@
-// The probes behind HealthChecker (sdk/health_check.h). Each attempt owns
+// The TCP and COMMAND probes behind HealthChecker (sdk/health_check.h); the
+// HTTP probe is in sdk/health_http.cpp. Each attempt owns
 // its socket or process in a shared Attempt that its handlers hold: a
 // cancelled attempt's handlers still run (operation_aborted) but find it
 // cancelled and touch nothing else.
@@ -18,16 +19,10 @@ namespace {
 using Done = std::function<void(HealthVerdict)>;
 using tcp = asio::ip::tcp;
 
-// The first line of an HTTP answer fits this; more is not read.
-constexpr size_t kStatusLineBytesMax = 512;
-
 struct SocketAttempt {
   explicit SocketAttempt(asio::io_context& io) : socket(io) {}
   tcp::socket socket;
   Done done;
-  std::string request;
-  std::string answer;
-  std::array<char, 256> buffer{};
 
   void finish(bool healthy, std::string output) {
     if (!done) return;
@@ -120,69 +115,6 @@ class TcpProbe final : public HealthProbe {
   std::shared_ptr<ListenerTable> table_;
   bool connecting_ = false;
   std::shared_ptr<bool> pending_;
-  std::shared_ptr<SocketAttempt> attempt_;
-};
-
-// "HTTP/1.1 204 No Content" -> 204; 0 when it is no status line.
-int statusCode(const std::string& line) {
-  if (line.rfind("HTTP/1.", 0) != 0 || line.size() < 12 || line[8] != ' ') return 0;
-  int code = 0;
-  for (size_t i = 9; i < 12; ++i) {
-    if (line[i] < '0' || line[i] > '9') return 0;
-    code = code * 10 + (line[i] - '0');
-  }
-  return code;
-}
-
-class HttpProbe final : public HealthProbe {
- public:
-  HttpProbe(asio::io_context& io, uint16_t port, std::string path)
-      : io_(io), port_(port), path_(path.empty() ? "/" : std::move(path)) {}
-  ~HttpProbe() override { cancel(); }
-
-  void start(Done done) override {
-    cancel();
-    attempt_ = std::make_shared<SocketAttempt>(io_);
-    attempt_->done = std::move(done);
-    attempt_->request = "GET " + path_ + " HTTP/1.1\r\nHost: " + where(port_) +
-                        "\r\nUser-Agent: allot-health-check\r\nConnection: close\r\n\r\n";
-    auto a = attempt_;
-    std::string url = "HTTP " + where(port_) + path_;
-    a->socket.async_connect(loopback(port_), [a, url](const boost::system::error_code& ec) {
-      if (ec) return a->finish(false, url + ": " + ec.message());
-      asio::async_write(a->socket, asio::buffer(a->request),
-                        [a, url](const boost::system::error_code& ec, size_t) {
-                          if (ec) return a->finish(false, url + ": " + ec.message());
-                          readStatus(a, url);
-                        });
-    });
-  }
-  void cancel() override {
-    if (attempt_) attempt_->cancel();
-    attempt_.reset();
-  }
-
- private:
-  static void readStatus(std::shared_ptr<SocketAttempt> a, std::string url) {
-    a->socket.async_read_some(asio::buffer(a->buffer), [a, url](const boost::system::error_code& ec,
-                                                                size_t n) {
-      a->answer.append(a->buffer.data(), n);
-      auto eol = a->answer.find("\r\n");
-      if (eol == std::string::npos && !ec && a->answer.size() < kStatusLineBytesMax) {
-        return readStatus(a, url);
-      }
-      std::string line = a->answer.substr(0, std::min(eol, kStatusLineBytesMax));
-      int code = statusCode(line);
-      if (code == 0) {
-        return a->finish(false, url + ": no HTTP status line" + (ec ? " (" + ec.message() + ")" : ""));
-      }
-      a->finish(code >= 200 && code < 400, url + ": " + line);
-    });
-  }
-
-  asio::io_context& io_;
-  uint16_t port_;
-  std::string path_;
   std::shared_ptr<SocketAttempt> attempt_;
 };
 
@@ -303,10 +235,6 @@ class CommandProbe final : public HealthProbe {
 
 std::unique_ptr<HealthProbe> makeTcpProbe(asio::io_context& io, uint16_t port) {
   return std::make_unique<TcpProbe>(io, port);
-}
-
-std::unique_ptr<HealthProbe> makeHttpProbe(asio::io_context& io, uint16_t port, std::string path) {
-  return std::make_unique<HttpProbe>(io, port, std::move(path));
 }
 
 std::unique_ptr<HealthProbe> makeCommandProbe(asio::io_context& io, wire::CommandInfo command,

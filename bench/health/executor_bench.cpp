@@ -38,7 +38,8 @@ struct Settings {
   std::string phases = "none tcp http";
 };
 
-// Accepts, answers any request with 200 and closes: the tasks' servers.
+// Answers each request with 200 and keeps the connection (HTTP/1.1
+// keep-alive): the tasks' servers.
 class Listener {
  public:
   explicit Listener(asio::io_context& io) : acceptor_(io, {asio::ip::address_v4::loopback(), 0}) {
@@ -62,8 +63,10 @@ class Listener {
   static void serve(std::shared_ptr<Conn> c) {
     c->socket.async_read_some(asio::buffer(c->buffer), [c](const boost::system::error_code& ec, size_t) {
       if (ec) return;
-      static const std::string kAnswer = "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n";
-      asio::async_write(c->socket, asio::buffer(kAnswer), [c](const boost::system::error_code&, size_t) {});
+      static const std::string kAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+      asio::async_write(c->socket, asio::buffer(kAnswer), [c](const boost::system::error_code& ec, size_t) {
+        if (!ec) serve(c);
+      });
     });
   }
   asio::ip::tcp::acceptor acceptor_;

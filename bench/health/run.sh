@@ -6,21 +6,24 @@
 # children) over --window seconds, as % of one core; the checks' cost is
 # the difference to the phase without checks (target: under 2 % of one
 # core for 1,000 tasks). The listener's own CPU is not counted: it plays
-# the tasks' servers.
+# the tasks' servers, with HTTP/1.1 keep-alive (--server keep-alive, the
+# default) or closing the connection after each answer (--server close).
 #
 #   bench/health/run.sh --build-dir build --tasks 1000 --window 30
 set -euo pipefail
 
-build=build tasks=1000 window=30 phases="none tcp http"
+build=build tasks=1000 window=30 phases="none tcp http" server=keep-alive
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --tasks) tasks=$2; shift 2 ;;
     --window) window=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
+    --server) server=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+case "$server" in keep-alive|close) ;; *) echo "run.sh: --server keep-alive|close" >&2; exit 2 ;; esac
 [ "$(id -u)" -eq 0 ] || { echo "run.sh: the agent needs root" >&2; exit 2; }
 build=$(realpath "$build")
 dir=$(mktemp -d /tmp/allot-health-bench.XXXXXX)
@@ -38,14 +41,19 @@ agent=$!
 pids+=($agent)
 wait_for 15 grep -q "registered with master" "$dir/agent.log" || die "agent did not register"
 
-# The tasks' server: accepts, answers any request with 200, closes.
-python3 - "$dir/listener.port" >"$dir/listener.log" 2>&1 <<'PY' &
+# The tasks' server: answers each request with 200 and keeps the
+# connection (HTTP/1.1 keep-alive, as most servers do) or closes it.
+python3 - "$dir/listener.port" "$server" >"$dir/listener.log" 2>&1 <<'PY' &
 import asyncio, sys
+close = sys.argv[2] == "close"
+answer = b"HTTP/1.1 200 OK\r\n" + (b"Connection: close\r\n" if close else b"") + b"Content-Length: 0\r\n\r\n"
 async def serve(reader, writer):
     try:
-        await asyncio.wait_for(reader.read(512), 1)
-        writer.write(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
-        await writer.drain()
+        while True:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(answer)
+            await writer.drain()
+            if close: break
     except Exception:
         pass
     writer.close()
@@ -110,5 +118,5 @@ for p in $phases; do
   [ "$p" = none ] || [ -z "${pct[none]:-}" ] || \
     fields+=("${p}_cost_pct=$(printf %.3f "$(echo "${pct[$p]} - ${pct[none]}" | bc -l)")")
 done
-result health_checks tasks="$tasks" window_s="$window" "${fields[@]}" target_pct=2 \
+result health_checks tasks="$tasks" window_s="$window" server="$server" "${fields[@]}" target_pct=2 \
   loadavg="$(cut -d' ' -f1-3 /proc/loadavg)"
