@@ -95,7 +95,13 @@ class HealthProbe {
   virtual void cancel() = 0;
 };
 
-std::unique_ptr<HealthProbe> makeTcpProbe(asio::io_context& io, uint16_t port);
+class ListenerSource;  // sdk/health_listeners.h
+// Healthy when a connection to 127.0.0.1:port would be accepted, as
+// `listeners` says (nullptr: the kernel's socket table, one per thread);
+// where they cannot say, by connecting (closed with a reset).
+std::unique_ptr<HealthProbe> makeTcpProbe(asio::io_context& io, uint16_t port,
+                                          std::shared_ptr<ListenerSource> listeners = nullptr);
+
 // An HTTP check keeps its connection from one attempt to the next
 // (HTTP/1.1 keep-alive) and opens a new one when the server closed it,
 // after an attempt that failed or timed out, and once the connection is

@@ -41,12 +41,20 @@ struct LoopbackListeners {
   uint32_t accepting = 0;  // of those, with room in their accept queue
 };
 
-class ListenerTable {
+// What a TCP check asks (sdk/health_check.h makeTcpProbe): the kernel's
+// table below, or a twin.
+class ListenerSource {
  public:
+  virtual ~ListenerSource() = default;
   // An error means the table could not be asked (no sock_diag for TCP in
   // this kernel, or the dump broke off); ask by connecting instead.
+  [[nodiscard]] virtual Result<LoopbackListeners> loopback(uint16_t port, TimePoint now) = 0;
+};
+
+class ListenerTable final : public ListenerSource {
+ public:
   // Answers from a dump made at most kListenerDumpMaxAge before `now`.
-  [[nodiscard]] Result<LoopbackListeners> loopback(uint16_t port, TimePoint now);
+  [[nodiscard]] Result<LoopbackListeners> loopback(uint16_t port, TimePoint now) override;
 
  private:
   [[nodiscard]] Result<void> refresh();

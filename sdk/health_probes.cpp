@@ -49,9 +49,9 @@ std::string where(uint16_t port) { return "127.0.0.1:" + std::to_string(port); }
 
 // One listener table for every TCP probe of a thread (the executor's
 // loop): one netlink socket however many tasks are checked.
-std::shared_ptr<ListenerTable> sharedListenerTable() {
-  thread_local std::weak_ptr<ListenerTable> shared;
-  std::shared_ptr<ListenerTable> table = shared.lock();
+std::shared_ptr<ListenerSource> sharedListenerTable() {
+  thread_local std::weak_ptr<ListenerSource> shared;
+  std::shared_ptr<ListenerSource> table = shared.lock();
   if (!table) {
     table = std::make_shared<ListenerTable>();
     shared = table;
@@ -71,7 +71,8 @@ std::string describe(uint16_t port, const LoopbackListeners& found) {
 // sock_diag: nonblocking, closed with a reset.
 class TcpProbe final : public HealthProbe {
  public:
-  TcpProbe(asio::io_context& io, uint16_t port) : io_(io), port_(port), table_(sharedListenerTable()) {}
+  TcpProbe(asio::io_context& io, uint16_t port, std::shared_ptr<ListenerSource> listeners)
+      : io_(io), port_(port), table_(listeners ? std::move(listeners) : sharedListenerTable()) {}
   ~TcpProbe() override { cancel(); }
 
   void start(Done done) override {
@@ -112,7 +113,7 @@ class TcpProbe final : public HealthProbe {
 
   asio::io_context& io_;
   uint16_t port_;
-  std::shared_ptr<ListenerTable> table_;
+  std::shared_ptr<ListenerSource> table_;
   bool connecting_ = false;
   std::shared_ptr<bool> pending_;
   std::shared_ptr<SocketAttempt> attempt_;
@@ -233,8 +234,9 @@ class CommandProbe final : public HealthProbe {
 
 }  // namespace
 
-std::unique_ptr<HealthProbe> makeTcpProbe(asio::io_context& io, uint16_t port) {
-  return std::make_unique<TcpProbe>(io, port);
+std::unique_ptr<HealthProbe> makeTcpProbe(asio::io_context& io, uint16_t port,
+                                          std::shared_ptr<ListenerSource> listeners) {
+  return std::make_unique<TcpProbe>(io, port, std::move(listeners));
 }
 
 std::unique_ptr<HealthProbe> makeCommandProbe(asio::io_context& io, wire::CommandInfo command,
