@@ -10,11 +10,21 @@
 // or takes longer than --attempt-timeout is retried after the production
 // Backoff (full jitter, --reconnect-min doubling to --reconnect-max, reset by
 // a registration); an agent that loses a registered link re-registers with
-// its id and secret and, as the real agent does, every task it runs (and
-// those that finished while it had no link, whose FINISHED it sends once
-// registered), so a new or restarted master knows them. At most
+// its id and secret and, as the real agent does, every task it runs and
+// every FINISHED the master has not acknowledged yet (sent again once
+// registered: an update sent into a link that died is not lost), so a new
+// or restarted master knows them. At most
 // --connect-burst agents are mid-attempt or waiting to retry while ramping
 // up. The report lines count retries.
+//
+// Link shards (--shards HOST:PORT,...), as the real agent uses them
+// (agent/master_link.h): each agent ranks the shards by rendezvous hashing
+// of its own key (proto/shard_placement.h) and connects to its first choice;
+// it moves to its next choice when a registered link is lost, or when no
+// registration came through its shard for kShardRegistrationTimeout. An
+// AgentRegistered it did not ask for, from another master, means its shard
+// handed it to a new leader: it answers with its full registration on the
+// same link. The report lines count both (moves=, handovers=).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -31,6 +41,7 @@
 #include "base/flags.h"
 #include "base/log.h"
 #include "proto/connection.h"
+#include "proto/shard_placement.h"
 #include "proto/reconnecting_link.h"
 #include "proto/tls.h"
 #include "proto/resources.h"
@@ -39,8 +50,13 @@ namespace {
 
 using namespace allot;
 
+// The real agent's patience with a shard that does not register it
+// (agent/master_link.h).
+constexpr auto kShardRegistrationTimeout = std::chrono::seconds(5);
+
 struct Settings {
   std::string master = "127.0.0.1:5050";
+  std::string shards;  // HOST:PORT,...: link shards instead of --master
   int64_t agents = 1000;
   std::string resources = "cpus:2;mem:2048";
   int64_t sourceAddresses = 4;
@@ -54,7 +70,7 @@ struct Settings {
 };
 
 // A task an emulated agent "runs": RUNNING until its timer fires, then
-// FINISHED (kept until sent when the agent had no link at that moment).
+// FINISHED, kept until the master acknowledges that update.
 struct EmulatedTask {
   wire::RunTask run;
   std::shared_ptr<asio::steady_timer> timer;
@@ -74,7 +90,10 @@ struct Agent {
   // drain, a framework's kill) ends them as a real agent would, and a
   // re-registration lists them.
   std::unordered_map<std::string, EmulatedTask> tasks;
+  std::string masterId;  // the master that last registered this agent
   double interval = 5;
+  size_t shardChoice = 0;  // into the agent's ranking of the shards
+  std::chrono::steady_clock::time_point shardSince;  // when it moved to that shard
   uint64_t sequence = 0;
   uint64_t generation = 0;  // callbacks of an older attempt see a newer value and stop
   bool registered = false;
@@ -83,10 +102,11 @@ struct Agent {
 
 class Emulator {
  public:
-  Emulator(asio::io_context& io, Settings s, HostPort master, Resources resources,
+  // `shards` empty: every agent links to `master`.
+  Emulator(asio::io_context& io, Settings s, HostPort master, std::vector<Endpoint> shards, Resources resources,
            std::shared_ptr<ssl::context> tls)
-      : io_(io), s_(std::move(s)), master_(std::move(master)), resources_(std::move(resources)),
-        tls_(std::move(tls)), agents_(s_.agents), report_(io) {}
+      : io_(io), s_(std::move(s)), master_(std::move(master)), shards_(std::move(shards)),
+        resources_(std::move(resources)), tls_(std::move(tls)), agents_(s_.agents), report_(io) {}
 
   void start() {
     started_ = std::chrono::steady_clock::now();
@@ -101,7 +121,31 @@ class Emulator {
     Agent& agent = agents_[index];
     agent.heartbeat = std::make_unique<asio::steady_timer>(io_);
     agent.attempt = std::make_unique<asio::steady_timer>(io_);
+    agent.shardSince = std::chrono::steady_clock::now();
     attemptConnect(index);
+  }
+
+  // Where agent `index` connects: --master, or its current choice of shard
+  // (its ranking is recomputed: a few hashes, and no per-agent copy).
+  HostPort target(size_t index) const {
+    if (shards_.empty()) return master_;
+    std::vector<Endpoint> ranked = rankShards(shards_, shardKey(index));
+    const Endpoint& e = ranked[agents_[index].shardChoice % ranked.size()];
+    return HostPort{e.host, e.port};
+  }
+  std::string shardKey(size_t index) const {
+    return "emu-" + std::to_string(s_.firstSource) + "-" + std::to_string(index);
+  }
+
+  // The real agent's rule: on to the next shard when a registered link is
+  // lost, or when its shard has not registered it for a while.
+  void maybeMoveOn(Agent& agent, bool lostRegisteredLink) {
+    if (shards_.size() < 2) return;
+    auto now = std::chrono::steady_clock::now();
+    if (!lostRegisteredLink && now - agent.shardSince < kShardRegistrationTimeout) return;
+    ++agent.shardChoice;
+    agent.shardSince = now;
+    ++moves_;
   }
 
   void attemptConnect(size_t index) {
@@ -124,7 +168,8 @@ class Emulator {
       // A registration that arrived while this expiry was queued stands.
       if (!ec && !agents_[index].registered) fail(index, generation, "attempt timed out");
     });
-    asio::ip::tcp::endpoint to(asio::ip::make_address(master_.host), master_.port);
+    HostPort peer = target(index);
+    asio::ip::tcp::endpoint to(asio::ip::make_address(peer.host), peer.port);
     socket->async_connect(to, [this, socket, index, generation](const boost::system::error_code& ec) {
       if (generation != agents_[index].generation) return;
       agents_[index].connecting.reset();
@@ -145,6 +190,7 @@ class Emulator {
     agent.connecting.reset();
     if (auto conn = std::move(agent.conn)) conn->close(reason);
     agent.heartbeat->cancel();
+    maybeMoveOn(agent, agent.registered);
     if (agent.registered) {
       ++disconnects_;
       agent.registered = false;
@@ -172,23 +218,15 @@ class Emulator {
     o.localRole = wire::ROLE_AGENT;
     o.localName = "emulated-agent-" + std::to_string(index);
     o.tls = tls_;
-    o.requirePeerCertRole = tls_ ? "master" : "";
+    // A shard speaks for the master with a certificate of its own role.
+    std::string peerRole = shards_.empty() ? "master" : "shard";
+    o.requirePeerCertRole = tls_ ? peerRole : "";
+    o.peerHelloCertRole = tls_ ? peerRole : "";
     o.handshakeTimeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(secondsToDuration(s_.attemptTimeoutS));
     agent.conn = Connection::create(std::move(socket), o);
     Connection::Handlers h;
-    h.onHello = [this, index](const wire::Hello&) {
-      Agent& agent = agents_[index];
-      wire::Envelope e;
-      auto* reg = e.mutable_register_agent();
-      auto* info = reg->mutable_info();
-      info->set_id(agent.id);
-      info->set_hostname("emu-" + std::to_string(index));
-      resources_.toWire(info->mutable_resources());
-      reg->set_agent_secret(agent.secret);
-      listTasks(agent, reg);
-      (void)agent.conn->send(e);
-    };
+    h.onHello = [this, index](const wire::Hello&) { sendRegistration(index); };
     h.onMessage = [this, index](wire::Envelope& e) { onMessage(index, e); };
     h.onClose = [this, index, generation](const std::string& reason) {
       fail(index, generation, "link closed: " + reason);
@@ -196,17 +234,40 @@ class Emulator {
     agent.conn->start(std::move(h));
   }
 
+  void sendRegistration(size_t index) {
+    Agent& agent = agents_[index];
+    wire::Envelope e;
+    auto* reg = e.mutable_register_agent();
+    auto* info = reg->mutable_info();
+    info->set_id(agent.id);
+    info->set_hostname("emu-" + std::to_string(index));
+    resources_.toWire(info->mutable_resources());
+    reg->set_agent_secret(agent.secret);
+    listTasks(agent, reg);
+    (void)agent.conn->send(e);
+  }
+
   void onMessage(size_t index, const wire::Envelope& e) {
     Agent& agent = agents_[index];
+    if (e.has_agent_registered() && agent.registered && e.agent_registered().master_id() != agent.masterId) {
+      // Handed to a new leader by the shard with what the shard kept: it
+      // gets the agent's full state now, on the same link.
+      agent.masterId = e.agent_registered().master_id();
+      ++handovers_;
+      sendRegistration(index);
+      return;
+    }
     if (e.has_agent_registered()) {
+      agent.masterId = e.agent_registered().master_id();
       agent.attempt->cancel();
       agent.id = e.agent_registered().agent_id();
       agent.secret = e.agent_registered().agent_secret();
       agent.interval = e.agent_registered().heartbeat_interval_s();
       agent.registered = true;
+      agent.shardSince = std::chrono::steady_clock::now();
       if (agent.backoff) agent.backoff->reset();
       heartbeat(index, true);
-      sendFinishedWhileAway(index);
+      sendFinishedUnacknowledged(index);
       if (agent.everRegistered) {
         ++reregistered_;
         return;
@@ -226,11 +287,16 @@ class Emulator {
       runTask(index, e.run_task());
     } else if (e.has_kill_task()) {
       killTask(index, e.kill_task());
+    } else if (e.has_status_acknowledgement()) {
+      const wire::StatusAcknowledgement& ack = e.status_acknowledgement();
+      auto& tasks = agent.tasks;
+      auto it = tasks.find(ack.framework_id() + "/" + ack.task_id());
+      if (it != tasks.end() && it->second.state == wire::TASK_FINISHED) tasks.erase(it);
     }
   }
 
   // What the agent runs, as a re-registration carries it (one executor per
-  // task, its latest state), so a new master rebuilds its view.
+  // task), so a new master rebuilds its view.
   void listTasks(const Agent& agent, wire::RegisterAgent* reg) {
     std::unordered_set<std::string> frameworks;
     for (const auto& [key, task] : agent.tasks) {
@@ -239,27 +305,25 @@ class Emulator {
       auto* ex = reg->add_executors();
       ex->mutable_info()->set_framework_id(run.framework().id());
       ex->mutable_info()->set_executor_id(run.task().task_id());
-      *ex->add_tasks() = run.task();
+      // An ended task whose FINISHED is unacknowledged is reported running
+      // without resources, as the real agent does (agent/agent.cpp): the
+      // master keeps it until that update, sent again, ends it.
+      if (task.state == wire::TASK_FINISHED) ex->add_tasks()->set_task_id(run.task().task_id());
+      else *ex->add_tasks() = run.task();
       auto* latest = ex->add_latest();
       latest->set_task_id(run.task().task_id());
       latest->set_framework_id(run.framework().id());
       latest->set_agent_id(agent.id);
-      latest->set_state(task.state);
+      latest->set_state(wire::TASK_RUNNING);
     }
   }
 
-  // Tasks that finished while the agent had no link: their FINISHED now.
-  void sendFinishedWhileAway(size_t index) {
-    auto& tasks = agents_[index].tasks;
-    for (auto it = tasks.begin(); it != tasks.end();) {
-      if (it->second.state != wire::TASK_FINISHED) {
-        ++it;
-        continue;
-      }
-      ++finished_;
-      sendStatus(index, it->second.run.framework().id(), it->second.run.task().task_id(),
-                 wire::TASK_FINISHED);
-      it = tasks.erase(it);
+  // Every FINISHED not acknowledged yet (sent into a link that died, or
+  // the task ended while the agent had no link): sent again now.
+  void sendFinishedUnacknowledged(size_t index) {
+    for (const auto& [key, task] : agents_[index].tasks) {
+      if (task.state != wire::TASK_FINISHED) continue;
+      sendStatus(index, task.run.framework().id(), task.run.task().task_id(), wire::TASK_FINISHED);
     }
   }
 
@@ -307,11 +371,7 @@ class Emulator {
       auto& tasks = agents_[index].tasks;
       auto it = tasks.find(key);
       if (it == tasks.end()) return;
-      if (!agents_[index].registered) {
-        it->second.state = wire::TASK_FINISHED;  // sent once registered again
-        return;
-      }
-      tasks.erase(it);
+      it->second.state = wire::TASK_FINISHED;  // kept until acknowledged
       ++finished_;
       sendStatus(index, fw, id, wire::TASK_FINISHED);
     });
@@ -334,9 +394,9 @@ class Emulator {
     report_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
       std::printf("emulator: registered=%zu failed=%zu retries=%zu lost_links=%zu reregistrations=%zu "
-                  "launched=%zu finished=%zu killed=%zu\n",
+                  "launched=%zu finished=%zu killed=%zu moves=%zu handovers=%zu\n",
                   registered_, failed_, retries_, disconnects_, reregistered_, launched_, finished_,
-                  killed_);
+                  killed_, moves_, handovers_);
       std::fflush(stdout);
       scheduleReport();
     });
@@ -345,6 +405,7 @@ class Emulator {
   asio::io_context& io_;
   Settings s_;
   HostPort master_;
+  std::vector<Endpoint> shards_;
   Resources resources_;
   std::shared_ptr<ssl::context> tls_;
   std::vector<Agent> agents_;
@@ -352,7 +413,7 @@ class Emulator {
   std::mt19937_64 random_{7};
   std::chrono::steady_clock::time_point started_;
   size_t next_ = 0, registered_ = 0, failed_ = 0, retries_ = 0, disconnects_ = 0,
-         reregistered_ = 0, launched_ = 0, finished_ = 0, killed_ = 0;
+         reregistered_ = 0, launched_ = 0, finished_ = 0, killed_ = 0, moves_ = 0, handovers_ = 0;
 };
 
 }  // namespace
@@ -362,6 +423,7 @@ int main(int argc, char** argv) {
   Settings s;
   Flags flags("agent_emulator", "Emulates many allot agents in one process.");
   flags.addString("master", &s.master, "HOST:PORT of the master");
+  flags.addString("shards", &s.shards, "HOST:PORT,...: link shards, ranked per agent (instead of --master)");
   flags.addInt("agents", &s.agents, "number of agents");
   flags.addString("resources", &s.resources, "resources of each agent");
   flags.addInt("source-addresses", &s.sourceAddresses, "loopback source addresses (127.0.0.2..)");
@@ -378,6 +440,15 @@ int main(int argc, char** argv) {
     std::cerr << "agent_emulator: " << tls.error().describe() << "\n";
     return 2;
   }
+  std::vector<Endpoint> shards;
+  if (!s.shards.empty()) {
+    auto list = parseShardList(s.shards);
+    if (!list) {
+      std::cerr << "agent_emulator: --shards: " << list.error().describe() << "\n";
+      return 2;
+    }
+    shards = std::move(*list);
+  }
   auto master = parseHostPort(s.master);
   auto resources = Resources::parse(s.resources);
   if (!master || !resources || s.agents < 1 || s.sourceAddresses < 1 || s.firstSource < 1 || s.firstSource + s.sourceAddresses > 254 ||
@@ -388,7 +459,7 @@ int main(int argc, char** argv) {
   raiseFileLimit(262144);
   signal(SIGPIPE, SIG_IGN);
   asio::io_context io(1);
-  Emulator emulator(io, s, *master, *resources, *tls);
+  Emulator emulator(io, s, *master, std::move(shards), *resources, *tls);
   emulator.start();
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) { io.stop(); });

@@ -33,6 +33,7 @@ struct Settings {
 
 struct Stats {
   size_t launched = 0, running = 0, finished = 0, errors = 0;
+  size_t errorsNeverRunning = 0;  // of errors: tasks whose RUNNING never came (never started)
   std::vector<double> offerToRunningMs;
 };
 
@@ -78,8 +79,12 @@ class LoadFramework final : public Scheduler {
     } else if (s.state() == wire::TASK_FINISHED) {
       ++stats_.finished;
     } else if (s.state() != wire::TASK_STAGING && s.state() != wire::TASK_STARTING) {
-      ++stats_.errors;
-      offeredAt_.erase(s.task_id());
+      // The first few, each with its reason: what ended them.
+      if (++stats_.errors <= 20) {
+        std::printf("load: task %s ended %s (%s): %s\n", s.task_id().c_str(), wire::TaskState_Name(s.state()).c_str(),
+                    wire::Reason_Name(s.reason()).c_str(), s.message().c_str());
+      }
+      if (offeredAt_.erase(s.task_id()) > 0) ++stats_.errorsNeverRunning;
     }
   }
 
@@ -136,9 +141,9 @@ int main(int argc, char** argv) {
     report.async_wait([&](const boost::system::error_code& ec) {
       if (ec) return;
       std::printf("load: launched=%zu launches_per_s=%.0f running_updates=%zu finished=%zu "
-                  "errors=%zu offer_to_running_ms p50=%.2f p99=%.2f max=%.2f\n",
+                  "errors=%zu errors_never_running=%zu offer_to_running_ms p50=%.2f p99=%.2f max=%.2f\n",
                   stats.launched, (stats.launched - lastLaunched) / 5.0, stats.running,
-                  stats.finished, stats.errors, percentile(stats.offerToRunningMs, 0.5),
+                  stats.finished, stats.errors, stats.errorsNeverRunning, percentile(stats.offerToRunningMs, 0.5),
                   percentile(stats.offerToRunningMs, 0.99), percentile(stats.offerToRunningMs, 1.0));
       std::fflush(stdout);
       lastLaunched = stats.launched;

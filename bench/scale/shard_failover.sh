@@ -1,22 +1,38 @@
 #!/bin/bash
-# A leader failover behind link shards: one ZooKeeper server, two masters
-# electing a leader there, S allot-shards following it (--master zk://),
-# N emulated agents spread over them (one emulator process per shard). The leader is SIGKILLed; the script
-# measures from the signal until the new leader's /state has every agent
-# connected, and counts the agent handshakes the shard saw meanwhile (0:
-# no agent reconnected).
+# A failover behind link shards: one ZooKeeper server, two masters electing
+# a leader there, S allot-shards following it (--master zk://), N emulated
+# agents spread over them (S emulator processes, each agent placed by its
+# own rendezvous hash over every shard, as real agents are given --shards),
+# and optionally F load frameworks running tasks.
+#
+# --kill leader (default): the leader is SIGKILLed; the script measures from
+# the signal until every shard handed its agents over and until the new
+# leader's /state has every agent connected, and counts the agent
+# handshakes the shards saw meanwhile (0: no agent reconnected) and the
+# agents that re-sent their state on their link after the handover.
+#
+# --kill shard: the first shard is SIGKILLed; the script measures from the
+# signal until the leader's /state shows every agent connected, none through
+# the dead shard, and counts the agents that moved, the handshakes the other
+# shards saw, and the frameworks' tasks that ran and ended other than
+# FINISHED (tasks_lost_running, 0: nothing lost).
 #
 #   bench/scale/shard_failover.sh --build-dir build --agents 50000 --shards 4
+#   bench/scale/shard_failover.sh --build-dir build --agents 20000 --shards 4 --kill shard --frameworks 10
 set -euo pipefail
-build=build agents=2000 shards=1
+build=build agents=2000 shards=1 kill=leader frameworks=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
     --agents) agents=$2; shift 2 ;;
     --shards) shards=$2; shift 2 ;;
+    --kill) kill=$2; shift 2 ;;
+    --frameworks) frameworks=$2; shift 2 ;;
     *) echo "shard_failover.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+case "$kill" in leader|shard) ;; *) echo "shard_failover.sh: --kill leader or shard" >&2; exit 2 ;; esac
+[ "$kill" = leader ] || [ "$shards" -ge 2 ] || { echo "shard_failover.sh: --kill shard needs --shards 2 or more" >&2; exit 2; }
 [ "$agents" -le $(( shards * 15000 )) ] || { echo "shard_failover.sh: a shard holds at most 15000 agents here" >&2; exit 2; }
 for f in /usr/bin/java /usr/share/java/zookeeper.jar; do
   [ -e "$f" ] || { echo "shard_failover.sh: $f missing: install Debian's zookeeper package" >&2; exit 77; }
@@ -37,7 +53,7 @@ zk_up() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$zk && echo srvr >&3 && 
 wait_for 30 zk_up || die "ZooKeeper did not start"
 url="zk://127.0.0.1:$zk/allot-bench"
 
-masters=()
+masters=() shard_pids=()
 for m in 1 2; do
   "$build/master/allot-master" --listen 127.0.0.1:0 --zk "$url" --zk-session-timeout 1 \
     --shard-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --http-port-file "$dir/http$m.port" \
@@ -45,28 +61,79 @@ for m in 1 2; do
   masters+=($!); pids+=($!)
   wait_for 15 grep -qs "joined the contender group" "$dir/master$m.log" || die "master $m did not join"
 done
+list=""
 for s in $(seq 0 $(( shards - 1 ))); do
   "$build/shard/allot-shard" --listen 127.0.0.1:0 --port-file "$dir/shard$s.port" --master "$url" \
     --http-listen 127.0.0.1:0 --http-port-file "$dir/shard$s-http.port" >"$dir/shard$s.log" 2>&1 &
-  pids+=($!)
+  pids+=($!) shard_pids+=($!)
   wait_for 15 grep -qs "linked to the leader" "$dir/shard$s.log" || die "shard $s did not link"
+  list="$list${list:+,}127.0.0.1:$(cat "$dir/shard$s.port")"
+done
+for s in $(seq 0 $(( shards - 1 ))); do
   n=$(( agents / shards + (s < agents % shards ? 1 : 0) ))
-  "$build/bench/scale/agent_emulator" --master "127.0.0.1:$(cat "$dir/shard$s.port")" --agents "$n" \
+  "$build/bench/scale/agent_emulator" --shards "$list" --agents "$n" \
     --resources "cpus:2;mem:2048" --first-source "$(( 2 + s * 2 ))" >"$dir/emulator$s.log" 2>&1 &
   pids+=($!)
 done
 wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
+if [ "$frameworks" -gt 0 ]; then
+  "$build/bench/scale/load_frameworks" --master "$url" --frameworks "$frameworks" \
+    --task-mean 5 --task-stddev 2 >"$dir/load.log" 2>&1 &
+  pids+=($!)
+  sleep 10
+fi
 
 handshakes() {
   local s total=0 n
-  for s in $(seq 0 $(( shards - 1 ))); do
+  for s in $(seq "$1" $(( shards - 1 ))); do
     n=$(curl -s "127.0.0.1:$(cat "$dir/shard$s-http.port")/metrics" | awk '/^allot_shard_handshakes_total/ {print $2}')
     total=$(( total + ${n%.*} ))
   done
   echo "$total"
 }
+ms() { echo "($2 - $1) * 1000" | bc -l | xargs printf '%.0f'; }
+# The frameworks' tasks that ended other than FINISHED so far (errors), and
+# of those the ones that never reached RUNNING (errors_never_running).
+errors() { local n; n=$(grep -so " $1=[0-9]*" "$dir/load.log" | tail -1 | cut -d= -f2); echo "${n:-0}"; }
+# Tasks that reached RUNNING and then ended other than FINISHED (0: nothing
+# lost). Those refused before running (a launch on an offer the old leader
+# made, say) are counted apart.
+lost() { echo $(( $(errors errors) - $(errors errors_never_running) )); }
+# The emulators' last reported COUNTER (moves, handovers, ...), summed.
+emulated() {
+  local total=0 n f
+  for f in "$dir"/emulator*.log; do
+    n=$(grep -so "$1=[0-9]*" "$f" | tail -1 | cut -d= -f2)
+    total=$(( total + ${n:-0} ))
+  done
+  echo "$total"
+}
+
+if [ "$kill" = shard ]; then
+  dead="127.0.0.1:$(cat "$dir/shard0.port")"
+  state() { curl -s "127.0.0.1:$(cat "$dir/http1.port")/state"; }
+  on_dead() { state | grep -o "\"shard\":\"$dead\"" | wc -l; }
+  moving=$(on_dead)
+  before=$(handshakes 1)
+  t0=$(date +%s.%N)
+  kill -KILL "${shard_pids[0]}"
+  # Every agent connected (each through a shard) and none through the dead one.
+  moved() { local st; st=$(state); [ "$(grep -o '"shard":"' <<<"$st" | wc -l)" -ge "$agents" ] && ! grep -q "\"shard\":\"$dead\"" <<<"$st"; }
+  wait_for 120 moved || die "the dead shard's agents never all moved"
+  t1=$(date +%s.%N)
+  after=$(handshakes 1)
+  sleep 10  # the tasks running on the moved agents end meanwhile
+  known=$(state | grep -o '"hostname":"emu-' | wc -l)
+  result shard_kill agents="$agents" shards="$shards" frameworks="$frameworks" agents_on_dead_shard="$moving" \
+    all_agents_moved_ms="$(ms "$t0" "$t1")" agents_known="$known" \
+    handshakes_on_other_shards=$(( after - before )) tasks_lost_running="$(lost)" \
+    tasks_refused_before_running="$(errors errors_never_running)" \
+    emulator_moves="$(emulated moves)" load="$(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
+
 connected() { curl -s "127.0.0.1:$(cat "$dir/http2.port")/state" | grep -o '"connected":true' | wc -l; }
-before=$(handshakes)
+before=$(handshakes 0)
 t0=$(date +%s.%N)
 kill -KILL "${masters[0]}"
 handed() { [ "$(grep -ls "handed .* agents to the leader" "$dir"/shard*.log | wc -l)" -ge "$shards" ]; }
@@ -75,7 +142,10 @@ t1=$(date +%s.%N)
 all() { [ "$(connected)" -ge "$agents" ]; }
 wait_for 120 all || die "the new leader never had every agent"
 t2=$(date +%s.%N)
-after=$(handshakes)
-ms() { echo "($2 - $1) * 1000" | bc -l | xargs printf '%.0f'; }
+after=$(handshakes 0)
+sleep 10  # the emulators' and frameworks' next reports
 result shard_failover agents="$agents" shards="$shards" zk_session_s=1 handed_over_ms="$(ms "$t0" "$t1")" \
-  all_agents_on_new_leader_ms="$(ms "$t0" "$t2")" agent_handshakes_during_failover=$(( after - before ))
+  all_agents_on_new_leader_ms="$(ms "$t0" "$t2")" agent_handshakes_during_failover=$(( after - before )) \
+  emulator_handovers="$(emulated handovers)" frameworks="$frameworks" tasks_lost_running="$(lost)" \
+  tasks_refused_before_running="$(errors errors_never_running)" \
+  load="$(cut -d' ' -f1-3 /proc/loadavg)"
