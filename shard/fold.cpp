@@ -1,7 +1,5 @@
 #include "shard/fold.h"
 
-#include <unordered_set>
-
 #include "proto/input_limits.h"
 #include "proto/task_state.h"
 
@@ -13,63 +11,15 @@ std::string taskKey(const std::string& frameworkId, const std::string& taskId) {
   return std::to_string(frameworkId.size()) + ':' + frameworkId + taskId;
 }
 
-struct TaskAt {
-  int executor = 0;
-  int task = 0;
-};
-
-// Where the report holds the framework's task, under any of its executors.
-std::optional<TaskAt> findTask(const wire::RegisterAgent& report, const std::string& frameworkId,
-                               const std::string& taskId) {
-  for (int e = 0; e < report.executors_size(); ++e) {
-    const wire::ExecutorState& ex = report.executors(e);
-    if (ex.info().framework_id() != frameworkId) continue;
-    for (int t = 0; t < ex.tasks_size(); ++t) {
-      if (ex.tasks(t).task_id() == taskId) return TaskAt{e, t};
-    }
-  }
-  return std::nullopt;
-}
-
-size_t taskCount(const wire::RegisterAgent& report) {
-  size_t n = 0;
-  for (const auto& ex : report.executors()) n += ex.tasks_size();
-  return n;
+std::string executorKey(const std::string& frameworkId, const std::string& executorId) {
+  return taskKey(frameworkId, executorId);
 }
 
 // An executor's tasks and latest statuses are paired by index (the master
 // reads them so); a missing status reads as an empty one.
-void setLatest(wire::RegisterAgent& report, TaskAt at, const wire::TaskStatus& status) {
-  wire::ExecutorState* ex = report.mutable_executors(at.executor);
-  while (ex->latest_size() <= at.task) ex->add_latest();
-  *ex->mutable_latest(at.task) = status;
-}
-
-void eraseTask(wire::RegisterAgent& report, TaskAt at) {
-  wire::ExecutorState* ex = report.mutable_executors(at.executor);
-  ex->mutable_tasks()->DeleteSubrange(at.task, 1);
-  if (at.task < ex->latest_size()) ex->mutable_latest()->DeleteSubrange(at.task, 1);
-}
-
-// Adds the task under the executor `info` names (added when missing);
-// nothing past the limits of a registration.
-std::optional<TaskAt> addTask(wire::RegisterAgent& report, const wire::ExecutorInfo& info,
-                              const wire::TaskInfo& task, const wire::TaskStatus& latest) {
-  if (taskCount(report) >= limits::kTasksPerAgentMax) return std::nullopt;
-  int e = 0;
-  while (e < report.executors_size() && (report.executors(e).info().framework_id() != info.framework_id() ||
-                                         report.executors(e).info().executor_id() != info.executor_id())) {
-    ++e;
-  }
-  if (e == report.executors_size()) {
-    if (report.executors_size() >= static_cast<int>(limits::kExecutorsPerAgentMax)) return std::nullopt;
-    *report.add_executors()->mutable_info() = info;
-  }
-  wire::ExecutorState* ex = report.mutable_executors(e);
-  TaskAt at{e, ex->tasks_size()};
-  *ex->add_tasks() = task;
-  setLatest(report, at, latest);
-  return at;
+void setLatest(wire::ExecutorState* ex, int task, const wire::TaskStatus& status) {
+  while (ex->latest_size() <= task) ex->add_latest();
+  *ex->mutable_latest(task) = status;
 }
 
 // The executor the agent runs a launched task in (agent/executor_spec.h,
@@ -95,6 +45,80 @@ wire::ExecutorInfo launchExecutor(const wire::RunTask& m) {
 }
 
 }  // namespace
+
+// A new full report: indexed once, its executors' latest statuses padded to
+// their tasks (so that a task can swap places with its executor's last).
+// A duplicate id keeps its first place, as a scan would find it.
+void AgentFold::indexReport(Agent& agent) {
+  agent.tasks.clear();
+  agent.executors.clear();
+  agent.frameworks.clear();
+  agent.taskCount = 0;
+  wire::RegisterAgent& report = *agent.report;
+  for (int e = 0; e < report.executors_size(); ++e) {
+    wire::ExecutorState* ex = report.mutable_executors(e);
+    const std::string& frameworkId = ex->info().framework_id();
+    agent.executors.emplace(executorKey(frameworkId, ex->info().executor_id()), e);
+    while (ex->latest_size() < ex->tasks_size()) ex->add_latest();
+    for (int t = 0; t < ex->tasks_size(); ++t) agent.tasks.emplace(taskKey(frameworkId, ex->tasks(t).task_id()), TaskAt{e, t});
+    agent.taskCount += ex->tasks_size();
+  }
+  for (const auto& framework : report.frameworks()) agent.frameworks.insert(framework.id());
+}
+
+auto AgentFold::findTask(const Agent& agent, const std::string& frameworkId, const std::string& taskId)
+    -> std::optional<TaskAt> {
+  auto it = agent.tasks.find(taskKey(frameworkId, taskId));
+  if (it == agent.tasks.end()) return std::nullopt;
+  return it->second;
+}
+
+// The executor's last task (and its status) takes the erased one's place.
+void AgentFold::eraseTask(Agent& agent, TaskAt at) {
+  wire::ExecutorState* ex = agent.report->mutable_executors(at.executor);
+  const std::string& frameworkId = ex->info().framework_id();
+  int last = ex->tasks_size() - 1;
+  auto erased = agent.tasks.find(taskKey(frameworkId, ex->tasks(at.task).task_id()));
+  if (erased != agent.tasks.end() && erased->second.executor == at.executor && erased->second.task == at.task) {
+    agent.tasks.erase(erased);
+  }
+  while (ex->latest_size() <= last) ex->add_latest();
+  if (at.task != last) {
+    ex->mutable_tasks()->SwapElements(at.task, last);
+    ex->mutable_latest()->SwapElements(at.task, last);
+    auto moved = agent.tasks.find(taskKey(frameworkId, ex->tasks(at.task).task_id()));
+    if (moved != agent.tasks.end() && moved->second.executor == at.executor && moved->second.task == last) {
+      moved->second.task = at.task;
+    }
+  }
+  ex->mutable_tasks()->RemoveLast();
+  ex->mutable_latest()->RemoveLast();
+  --agent.taskCount;
+}
+
+// Adds the task under the executor `info` names (added when missing);
+// nothing past the limits of a registration.
+auto AgentFold::addTask(Agent& agent, const wire::ExecutorInfo& info, const wire::TaskInfo& task,
+                        const wire::TaskStatus& latest) -> std::optional<TaskAt> {
+  if (agent.taskCount >= limits::kTasksPerAgentMax) return std::nullopt;
+  wire::RegisterAgent& report = *agent.report;
+  auto [executor, added] = agent.executors.try_emplace(executorKey(info.framework_id(), info.executor_id()),
+                                                       report.executors_size());
+  if (added) {
+    if (report.executors_size() >= static_cast<int>(limits::kExecutorsPerAgentMax)) {
+      agent.executors.erase(executor);
+      return std::nullopt;
+    }
+    *report.add_executors()->mutable_info() = info;
+  }
+  wire::ExecutorState* ex = report.mutable_executors(executor->second);
+  TaskAt at{executor->second, ex->tasks_size()};
+  *ex->add_tasks() = task;
+  setLatest(ex, at.task, latest);
+  agent.tasks.emplace(taskKey(info.framework_id(), task.task_id()), at);
+  ++agent.taskCount;
+  return at;
+}
 
 Status AgentFold::attach(Slot slot) {
   if (agents_.size() >= maxAgents_) {
@@ -133,6 +157,7 @@ FoldAction AgentFold::fold(Slot slot, const wire::Envelope& message, wire::Envel
     }
     case wire::Envelope::kRegisterAgent:
       agent.report = message.register_agent();
+      indexReport(agent);
       keepEndings(agent);
       agent.lastUsage.clear();
       break;
@@ -154,21 +179,21 @@ void AgentFold::applyStatus(Agent& agent, const wire::TaskStatus& status) {
   wire::RegisterAgent& report = *agent.report;
   std::string key = taskKey(status.framework_id(), status.task_id());
   if (agent.endings.contains(key)) return;
-  std::optional<TaskAt> at = findTask(report, status.framework_id(), status.task_id());
+  std::optional<TaskAt> at = findTask(agent, status.framework_id(), status.task_id());
   if (!at) return;
   const wire::ExecutorInfo& held = report.executors(at->executor).info();
   if (!status.executor_id().empty() && held.executor_id() != status.executor_id()) {
     wire::TaskInfo task = report.executors(at->executor).tasks(at->task);
-    eraseTask(report, *at);
+    eraseTask(agent, *at);
     wire::ExecutorInfo named;
     named.set_framework_id(status.framework_id());
     named.set_executor_id(status.executor_id());
-    at = addTask(report, named, task, status);
+    at = addTask(agent, named, task, status);
     if (!at) return;
   }
-  if (!isTerminal(status.state())) return setLatest(report, *at, status);
-  if (status.update_id().empty() || status.executor_id().empty()) return eraseTask(report, *at);
   wire::ExecutorState* ex = report.mutable_executors(at->executor);
+  if (!isTerminal(status.state())) return setLatest(ex, at->task, status);
+  if (status.update_id().empty() || status.executor_id().empty()) return eraseTask(agent, *at);
   wire::TaskInfo* task = ex->mutable_tasks(at->task);
   std::string taskId = task->task_id();
   task->Clear();
@@ -178,38 +203,32 @@ void AgentFold::applyStatus(Agent& agent, const wire::TaskStatus& status) {
   running.set_framework_id(status.framework_id());
   running.set_executor_id(status.executor_id());
   running.set_state(wire::TASK_RUNNING);
-  setLatest(report, *at, running);
+  setLatest(ex, at->task, running);
   agent.endings.emplace(std::move(key), status.update_id());
 }
 
 // A new full report: the endings it still holds stay.
 void AgentFold::keepEndings(Agent& agent) {
-  if (agent.endings.empty()) return;
-  std::unordered_set<std::string> held;
-  for (const auto& ex : agent.report->executors()) {
-    for (const auto& task : ex.tasks()) held.insert(taskKey(ex.info().framework_id(), task.task_id()));
-  }
-  std::erase_if(agent.endings, [&](const auto& ending) { return !held.contains(ending.first); });
+  std::erase_if(agent.endings, [&](const auto& ending) { return !agent.tasks.contains(ending.first); });
 }
 
 void AgentFold::launched(Slot slot, const wire::RunTask& m) {
   auto it = agents_.find(slot);
   if (it == agents_.end() || !it->second.report) return;
-  wire::RegisterAgent& report = *it->second.report;
+  Agent& agent = it->second;
   const std::string& frameworkId = m.framework().id();
   const std::string& taskId = m.task().task_id();
   // The agent ignores these too.
-  if (frameworkId.empty() || taskId.empty() || findTask(report, frameworkId, taskId)) return;
+  if (frameworkId.empty() || taskId.empty() || findTask(agent, frameworkId, taskId)) return;
   wire::TaskStatus staging;
   staging.set_task_id(taskId);
   staging.set_framework_id(frameworkId);
   staging.set_state(wire::TASK_STAGING);
-  if (!addTask(report, launchExecutor(m), m.task(), staging)) return;
-  for (const auto& framework : report.frameworks()) {
-    if (framework.id() == frameworkId) return;
-  }
-  if (report.frameworks_size() < static_cast<int>(limits::kFrameworksPerAgentMax)) {
-    *report.add_frameworks() = m.framework();
+  if (!addTask(agent, launchExecutor(m), m.task(), staging)) return;
+  if (agent.frameworks.contains(frameworkId)) return;
+  if (agent.report->frameworks_size() < static_cast<int>(limits::kFrameworksPerAgentMax)) {
+    *agent.report->add_frameworks() = m.framework();
+    agent.frameworks.insert(frameworkId);
   }
 }
 
@@ -220,7 +239,7 @@ void AgentFold::acknowledged(Slot slot, const wire::StatusAcknowledgement& m) {
   auto ending = agent.endings.find(taskKey(m.framework_id(), m.task_id()));
   if (ending == agent.endings.end() || ending->second != m.update_id()) return;
   agent.endings.erase(ending);
-  if (auto at = findTask(*agent.report, m.framework_id(), m.task_id())) eraseTask(*agent.report, *at);
+  if (auto at = findTask(agent, m.framework_id(), m.task_id())) eraseTask(agent, *at);
 }
 
 void AgentFold::registered(Slot slot, const wire::AgentRegistered& m) {

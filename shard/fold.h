@@ -24,7 +24,11 @@
 // Bounds: at most `maxAgents` slots; a report holds at most the limits a
 // registration may (limits::kTasksPerAgentMax tasks, kExecutorsPerAgentMax
 // executors, kFrameworksPerAgentMax frameworks): a launch past them is
-// left to the agent's own report. Each fold is linear in the report.
+// left to the agent's own report. A registration costs time linear in its
+// size (it is indexed); every other message costs time linear in itself,
+// whatever the report holds: each agent's tasks, executors and frameworks
+// are indexed by id, and a task leaves its executor by swapping with the
+// last one (the order of an executor's tasks means nothing).
 //
 // Thread: the shard's loop.
 #pragma once
@@ -33,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/result.h"
@@ -81,8 +86,20 @@ class AgentFold {
   const Counts& counts() const { return counts_; }
 
  private:
+  // Where the report holds a task: its executor's index in the report and
+  // its own in that executor's tasks (and latest statuses).
+  struct TaskAt {
+    int executor = 0;
+    int task = 0;
+  };
   struct Agent {
     std::optional<wire::RegisterAgent> report;
+    // The report's index: tasks by framework id and task id (taskKey),
+    // executors by framework id and executor id, frameworks by id.
+    std::unordered_map<std::string, TaskAt> tasks;
+    std::unordered_map<std::string, int> executors;
+    std::unordered_set<std::string> frameworks;
+    size_t taskCount = 0;  // summed over the report's executors
     // Ended tasks still in the report: their terminal update's id, by
     // framework id and task id (taskKey); one per task of the report.
     std::unordered_map<std::string, std::string> endings;
@@ -92,6 +109,12 @@ class AgentFold {
   void heard(Slot slot, Agent& agent);
   static void applyStatus(Agent& agent, const wire::TaskStatus& status);
   static void keepEndings(Agent& agent);
+  static void indexReport(Agent& agent);
+  static std::optional<TaskAt> findTask(const Agent& agent, const std::string& frameworkId,
+                                        const std::string& taskId);
+  static void eraseTask(Agent& agent, TaskAt at);
+  static std::optional<TaskAt> addTask(Agent& agent, const wire::ExecutorInfo& info, const wire::TaskInfo& task,
+                                       const wire::TaskStatus& latest);
 
   size_t maxAgents_;
   std::unordered_map<Slot, Agent> agents_;

@@ -226,6 +226,59 @@ TEST(AgentFold, AnEndedTaskStaysUntilItsTerminalUpdateIsAcknowledged) {
   EXPECT_EQ(fold.report(1)->executors(0).tasks(0).task_id(), "T-2");
 }
 
+// Thousands of tasks under one executor, ended, acknowledged and moved to
+// another executor in no particular order: tasks leave their executor by
+// swapping with its last, and every task keeps its own latest status and
+// its place in the index (a later update for it still finds it).
+TEST(AgentFold, ManyTasksEndAndMoveInAnyOrderEachKeepingItsOwnStatus) {
+  constexpr int kTasks = 3000;
+  AgentFold fold(10);
+  ASSERT_TRUE(fold.attach(1).ok());
+  wire::Envelope answer;
+  ASSERT_EQ(fold.fold(1, registration(), &answer), FoldAction::kForward);
+  auto id = [](int i) { return "T-" + std::to_string(1000 + i); };
+  auto update = [&](int i, wire::TaskState state, const std::string& executor) {
+    wire::Envelope e = status(id(i), state);
+    e.mutable_status_update()->mutable_status()->set_executor_id(executor);
+    e.mutable_status_update()->mutable_status()->set_update_id("U-" + std::to_string(i));
+    ASSERT_EQ(fold.fold(1, e, &answer), FoldAction::kForward);
+  };
+  for (int i = 0; i < kTasks; ++i) fold.launched(1, runTask("F-1", id(i)));
+  for (int i = 0; i < kTasks; ++i) update(i, wire::TASK_RUNNING, kCommandExecutorId);
+  // i % 3: 0 ends and is acknowledged, 1 moves to executor E-2, 2 stays;
+  // each step walks the tasks in a different order.
+  for (int k = 0; k < kTasks; ++k) {
+    int i = (k * 7919) % kTasks;
+    if (i % 3 == 0) update(i, wire::TASK_FINISHED, kCommandExecutorId);
+    if (i % 3 == 1) update(i, wire::TASK_RUNNING, "E-2");
+  }
+  for (int k = kTasks - 1; k >= 0; --k) {
+    if (k % 3 != 0) continue;
+    wire::StatusAcknowledgement ack;
+    ack.set_framework_id("F-1");
+    ack.set_task_id(id(k));
+    ack.set_update_id("U-" + std::to_string(k));
+    fold.acknowledged(1, ack);
+  }
+  for (int i = 2; i < kTasks; i += 3) update(i, wire::TASK_STARTING, kCommandExecutorId);
+  const wire::ExecutorState* command = executorOf(*fold.report(1), "F-1", kCommandExecutorId);
+  const wire::ExecutorState* moved = executorOf(*fold.report(1), "F-1", "E-2");
+  ASSERT_NE(command, nullptr);
+  ASSERT_NE(moved, nullptr);
+  EXPECT_EQ(command->tasks_size(), kTasks / 3);
+  EXPECT_EQ(moved->tasks_size(), kTasks / 3);
+  for (const auto* ex : {command, moved}) {
+    ASSERT_EQ(ex->latest_size(), ex->tasks_size());
+    for (int t = 0; t < ex->tasks_size(); ++t) {
+      int i = std::stoi(ex->tasks(t).task_id().substr(2)) - 1000;
+      EXPECT_EQ(ex->latest(t).task_id(), ex->tasks(t).task_id());
+      EXPECT_EQ(ex->tasks(t).resources(0).scalar(), 0.5);
+      EXPECT_EQ(i % 3, ex == command ? 2 : 1) << ex->tasks(t).task_id();
+      EXPECT_EQ(ex->latest(t).state(), ex == command ? wire::TASK_STARTING : wire::TASK_RUNNING);
+    }
+  }
+}
+
 TEST(AgentFold, ALaunchPastTheTaskLimitIsLeftToTheAgentsOwnReport) {
   AgentFold fold(10);
   ASSERT_TRUE(fold.attach(1).ok());
