@@ -30,6 +30,7 @@
 #include <algorithm>
 
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <random>
 #include <unordered_map>
@@ -193,6 +194,8 @@ class Emulator {
     maybeMoveOn(agent, agent.registered);
     if (agent.registered) {
       ++disconnects_;
+      --registeredNow_;
+      allBack_ = false;
       agent.registered = false;
     } else {
       ++failed_;
@@ -263,7 +266,9 @@ class Emulator {
       agent.id = e.agent_registered().agent_id();
       agent.secret = e.agent_registered().agent_secret();
       agent.interval = e.agent_registered().heartbeat_interval_s();
+      if (!agent.registered) ++registeredNow_;
       agent.registered = true;
+      if (!allBack_ && registeredNow_ == agents_.size()) reportAllBack();
       agent.shardSince = std::chrono::steady_clock::now();
       if (agent.backoff) agent.backoff->reset();
       heartbeat(index, true);
@@ -293,6 +298,17 @@ class Emulator {
       auto it = tasks.find(ack.framework_id() + "/" + ack.task_id());
       if (it != tasks.end() && it->second.state == wire::TASK_FINISHED) tasks.erase(it);
     }
+  }
+
+  // Every agent registered again after some lost their links: when, on the
+  // wall clock (a script compares it with the moment it killed a shard).
+  void reportAllBack() {
+    allBack_ = true;
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    std::printf("emulator: all %zu agents registered again at %ld.%09ld\n", agents_.size(),
+                static_cast<long>(now.tv_sec), static_cast<long>(now.tv_nsec));
+    std::fflush(stdout);
   }
 
   // What the agent runs, as a re-registration carries it (one executor per
@@ -414,6 +430,8 @@ class Emulator {
   std::chrono::steady_clock::time_point started_;
   size_t next_ = 0, registered_ = 0, failed_ = 0, retries_ = 0, disconnects_ = 0,
          reregistered_ = 0, launched_ = 0, finished_ = 0, killed_ = 0, moves_ = 0, handovers_ = 0;
+  size_t registeredNow_ = 0;  // agents registered at this moment
+  bool allBack_ = true;       // false from a lost link until every agent is registered again
 };
 
 }  // namespace

@@ -12,10 +12,13 @@
 # agents that re-sent their state on their link after the handover.
 #
 # --kill shard: the first shard is SIGKILLed; the script measures from the
-# signal until the leader's /state shows every agent connected, none through
-# the dead shard, and counts the agents that moved, the handshakes the other
-# shards saw, and the frameworks' tasks that ran and ended other than
-# FINISHED (tasks_lost_running, 0: nothing lost).
+# signal until every emulator has all its agents registered again (each
+# says when, on the wall clock: the leader answered their registration
+# through another shard), checks that the leader's /state then shows every
+# agent connected and none through the dead shard, and counts the agents
+# that moved, the handshakes the other shards saw, and the frameworks'
+# tasks that ran and ended other than FINISHED (tasks_lost_running, 0:
+# nothing lost). Polling the leader's /state meanwhile would load it.
 #
 #   bench/scale/shard_failover.sh --build-dir build --agents 50000 --shards 4
 #   bench/scale/shard_failover.sh --build-dir build --agents 20000 --shards 4 --kill shard --frameworks 10
@@ -119,8 +122,10 @@ if [ "$kill" = shard ]; then
   kill -KILL "${shard_pids[0]}"
   # Every agent connected (each through a shard) and none through the dead one.
   moved() { local st; st=$(state); [ "$(grep -o '"shard":"' <<<"$st" | wc -l)" -ge "$agents" ] && ! grep -q "\"shard\":\"$dead\"" <<<"$st"; }
-  wait_for 120 moved || die "the dead shard's agents never all moved"
-  t1=$(date +%s.%N)
+  back() { [ "$(grep -h "registered again at" "$dir"/emulator*.log | wc -l)" -ge "$shards" ]; }
+  wait_for 120 back || die "the dead shard's agents never all registered again"
+  t1=$(grep -h "registered again at" "$dir"/emulator*.log | awk '{print $NF}' | sort -g | tail -1)
+  wait_for 30 moved || die "the leader does not show every agent connected, none through the dead shard"
   after=$(handshakes 1)
   sleep 10  # the tasks running on the moved agents end meanwhile
   known=$(state | grep -o '"hostname":"emu-' | wc -l)
