@@ -3,7 +3,8 @@
 # a leader there, S allot-shards following it (--master zk://), N emulated
 # agents spread over them (S emulator processes, each agent placed by its
 # own rendezvous hash over every shard, as real agents are given --shards),
-# and optionally F load frameworks running tasks.
+# and optionally F load frameworks running tasks (--task-mean seconds each,
+# default 30).
 #
 # --kill leader (default): the leader is SIGKILLed; the script measures from
 # the signal until every shard handed its agents over and until the new
@@ -23,7 +24,7 @@
 #   bench/scale/shard_failover.sh --build-dir build --agents 50000 --shards 4
 #   bench/scale/shard_failover.sh --build-dir build --agents 20000 --shards 4 --kill shard --frameworks 10
 set -euo pipefail
-build=build agents=2000 shards=1 kill=leader frameworks=0
+build=build agents=2000 shards=1 kill=leader frameworks=0 task_mean=30
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
@@ -31,6 +32,7 @@ while [ $# -gt 0 ]; do
     --shards) shards=$2; shift 2 ;;
     --kill) kill=$2; shift 2 ;;
     --frameworks) frameworks=$2; shift 2 ;;
+    --task-mean) task_mean=$2; shift 2 ;;
     *) echo "shard_failover.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -81,7 +83,7 @@ done
 wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
 if [ "$frameworks" -gt 0 ]; then
   "$build/bench/scale/load_frameworks" --master "$url" --frameworks "$frameworks" \
-    --task-mean 5 --task-stddev 2 >"$dir/load.log" 2>&1 &
+    --task-mean "$task_mean" --task-stddev "$(( task_mean / 3 ))" >"$dir/load.log" 2>&1 &
   pids+=($!)
   sleep 10
 fi
