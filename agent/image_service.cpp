@@ -34,15 +34,22 @@ Result<std::shared_ptr<void>> holdLayers(images::LayerStore& store, const std::v
 
 }  // namespace
 
-Result<std::unique_ptr<ImageService>> ImageService::create(asio::io_context& io, const ImageServiceOptions& options) {
-  std::unique_ptr<ImageService> service(new ImageService(io));
+Result<std::unique_ptr<ImageService>> ImageService::create(asio::io_context& io, const ImageServiceOptions& options,
+                                                           std::unique_ptr<WorkerPool> pool) {
+  if (!pool) {
+    pool = std::make_unique<WorkerPool>(io, WorkerPoolOptions{.threads = kImagePullThreads,
+                                                              .queueMax = images::kPullsInFlightMax * 2,
+                                                              .niceness = kBackgroundNiceness,
+                                                              .name = "allot-pull"});
+  }
+  std::unique_ptr<ImageService> service(new ImageService(std::move(pool)));
   auto store = images::LayerStore::open({.root = options.workDir + "/images", .bytesMax = options.cacheBytesMax});
   if (!store) return Error{"image store: " + store.error().describe()};
   service->store_ = std::move(*store);
   auto client = images::RegistryClient::create(options.registry);
   if (!client) return Error{"registry client: " + client.error().describe()};
   service->client_ = std::move(*client);
-  service->puller_ = std::make_unique<images::ImagePuller>(service->pool_, *service->client_, *service->store_);
+  service->puller_ = std::make_unique<images::ImagePuller>(*service->pool_, *service->client_, *service->store_);
   return service;
 }
 
@@ -71,7 +78,7 @@ void ImageService::evict() {
   if (puller_->inFlight() > 0 || evicting_) return;
   images::LayerStore* store = store_.get();
   evicting_ = true;
-  Status queued = pool_.submit<size_t>([store] { return store->evict().size(); }, [this](size_t removed) {
+  Status queued = pool_->submit<size_t>([store] { return store->evict().size(); }, [this](size_t removed) {
     if (removed) LOG_INFO("image store: evicted " << removed << " unused layers (--image-cache-max)");
     evicting_ = false;
     auto waiting = std::move(deferred_);

@@ -37,17 +37,17 @@ struct ImageServiceOptions {
 
 class ImageService {
  public:
-  static Result<std::unique_ptr<ImageService>> create(asio::io_context& io, const ImageServiceOptions& options);
+  // `pool` runs the pulls and evictions; nullptr: a pool of
+  // kImagePullThreads niced workers of its own.
+  static Result<std::unique_ptr<ImageService>> create(asio::io_context& io, const ImageServiceOptions& options,
+                                                      std::unique_ptr<WorkerPool> pool = nullptr);
 
   images::LayerStore& store() { return *store_; }
   // The executor manager's pullImage: the pull, then the cap enforced.
   void pull(const std::string& reference, ExecutorManagerOptions::ImageDone done);
 
  private:
-  ImageService(asio::io_context& io) : pool_(io, {.threads = kImagePullThreads,
-                                                  .queueMax = images::kPullsInFlightMax * 2,
-                                                  .niceness = kBackgroundNiceness,
-                                                  .name = "allot-pull"}) {}
+  explicit ImageService(std::unique_ptr<WorkerPool> pool) : pool_(std::move(pool)) {}
   void evict();
   void start(const std::string& reference, ExecutorManagerOptions::ImageDone done);
 
@@ -57,7 +57,7 @@ class ImageService {
   bool evicting_ = false;
   // Pulls waiting for the eviction under way (at most images::kPullWaitersMax).
   std::vector<std::pair<std::string, ExecutorManagerOptions::ImageDone>> deferred_;
-  WorkerPool pool_;  // last: its workers (pulls using the above) joined first
+  std::unique_ptr<WorkerPool> pool_;  // last: its workers (pulls using the above) joined first
 };
 
 }  // namespace allot

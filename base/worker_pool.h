@@ -60,7 +60,7 @@ Status lowerToIdlePolicy();
 class WorkerPool {
  public:
   WorkerPool(asio::io_context& io, WorkerPoolOptions options);
-  ~WorkerPool();
+  virtual ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
@@ -81,8 +81,12 @@ class WorkerPool {
   // Jobs taken by a worker and not finished.
   size_t running() const;
 
+ protected:
+  // Hands a job to the workers. The seam for a twin that runs jobs when and
+  // in the order a test says (tests/images/manual_pool.h).
+  virtual Status enqueue(std::function<void()> job);
+
  private:
-  Status enqueue(std::function<void()> job);
   void runWorker();
 
   asio::io_context& io_;
