@@ -21,12 +21,8 @@
 // reason. A peer that lets more than Options::maxQueuedBytes pile up unsent
 // is disconnected rather than allowed to exhaust memory.
 //
-// Fairness: one pass of the loop handles at most kMaxFramesPerPass frames of
-// a connection; the rest of what one read brought waits behind every other
-// completion already due (a post), and the socket is read again only once
-// all of it is handled (the kernel's buffer and TCP's window hold a burst
-// back). So a peer that floods frames delays other peers by at most one
-// batch, not by a whole read chunk (64 KiB: over a thousand small frames).
+// Transport (TLS, the send queue, the read loop and its fairness, close):
+// proto/framed_link.h, with kMaxFramesPerPass frames per pass of the loop.
 //
 // Thread: all methods on the io_context thread. Handlers are invoked there
 // and may call send() or close() (also on this connection) re-entrantly.
@@ -43,19 +39,18 @@
 #include "base/result.h"
 #include "proto/allot.pb.h"
 #include "proto/frame.h"
+#include "proto/framed_link.h"
 #include "proto/tls.h"
 
 namespace allot {
 
-// Frames of one connection handled per pass of the loop (Fairness above):
+// Frames of one connection handled per pass of the loop (FramedLink):
 // small enough that a batch of the costliest frames a master handles
 // (registrations) takes a few milliseconds, large enough that the extra
 // post per batch costs nothing measurable.
 constexpr size_t kMaxFramesPerPass = 16;
 
-using StreamSocket = asio::generic::stream_protocol::socket;
-
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection : public FramedLink {
  public:
   struct Options {
     wire::Role localRole = wire::ROLE_UNKNOWN;
@@ -98,54 +93,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // message is too large to frame; closes the link if the queue is full.
   Status send(const wire::Envelope& envelope);
 
-  // Closes the socket; onClose fires with `reason` unless it already fired.
-  void close(const std::string& reason);
-  // Closes once everything queued has been written (or at once if nothing is).
-  void closeAfterFlush(const std::string& reason);
-
-  bool open() const { return !closed_; }
-  bool handshaken() const { return handshaken_; }
+  // Inherited from FramedLink: close(reason) (onClose fires with `reason`
+  // unless it already fired), closeAfterFlush(reason), open(), handshaken(),
+  // peerAddress(), peer() (its certificate once onHello runs, SO_PEERCRED
+  // from create()), queuedBytes().
   const wire::Hello& peerHello() const { return peerHello_; }
-  const std::string& peerAddress() const { return peerAddress_; }
-  // Who the peer is: its certificate (TLS, known once onHello runs) and its
-  // SO_PEERCRED (Unix sockets, known from create()).
-  const PeerIdentity& peer() const { return peer_; }
-  size_t queuedBytes() const { return pending_.size() + writing_.size(); }
 
  private:
   Connection(StreamSocket socket, Options options);
-  void startTls();
-  void transportReady();
-  void readMore();
-  void onReadable(const boost::system::error_code& ec);
-  void onTlsRead(const boost::system::error_code& ec, size_t bytes);
-  void consume(const char* data, size_t bytes, const boost::system::error_code& ec);
-  void handleSome();
+  bool handleFrame(std::string_view payload) override;
+  void closed(const std::string& reason) override;
   void reject(const std::string& refusal, const std::string& name);
   bool handleEnvelope(wire::Envelope& envelope);
   bool acceptHello(const wire::Hello& hello);
   std::string helloCertRole(wire::Role role) const;
-  void flush();
 
-  StreamSocket socket_;
   Options options_;
-  std::unique_ptr<ssl::stream<StreamSocket&>> tls_;
-  std::vector<char> tlsReadBuffer_;
-  asio::steady_timer handshakeTimer_;
-  PeerIdentity peer_;
   Handlers handlers_;
-  FrameDecoder decoder_;
   wire::Envelope scratch_;
   wire::Hello peerHello_;
-  std::string peerAddress_;
-  std::string pending_;
-  std::string writing_;
-  bool transportReady_ = false;
-  bool handshaken_ = false;
-  bool closed_ = false;
-  bool writeInFlight_ = false;
-  bool closeWhenFlushed_ = false;
-  std::string closeReason_;
 };
 
 // Connects to host:port: straight to a numeric IPv4 or IPv6 address, through

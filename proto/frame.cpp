@@ -32,10 +32,15 @@ Status appendFrame(const wire::Envelope& envelope, std::string* out, size_t maxF
   if (envelope.body_case() == wire::Envelope::BODY_NOT_SET) {
     return Error{"refusing to send an envelope with no body"};
   }
-  size_t size = envelope.ByteSizeLong();
+  return appendMessageFrame(envelope, out, maxFrameBytes, "message");
+}
+
+Status appendMessageFrame(const google::protobuf::MessageLite& message, std::string* out,
+                          size_t maxFrameBytes, std::string_view what) {
+  size_t size = message.ByteSizeLong();
   if (size > maxFrameBytes) {
-    return Error{"message of " + std::to_string(size) + " bytes exceeds the frame limit of " +
-                 std::to_string(maxFrameBytes)};
+    return Error{std::string(what) + " of " + std::to_string(size) +
+                 " bytes exceeds the frame limit of " + std::to_string(maxFrameBytes)};
   }
   size_t start = out->size();
   out->resize(start + kFrameHeaderBytes + size);
@@ -45,7 +50,17 @@ Status appendFrame(const wire::Envelope& envelope, std::string* out, size_t maxF
   header[2] = static_cast<unsigned char>(size >> 8);
   header[3] = static_cast<unsigned char>(size);
   auto* payload = reinterpret_cast<uint8_t*>(out->data() + start + kFrameHeaderBytes);
-  envelope.SerializeWithCachedSizesToArray(payload);
+  message.SerializeWithCachedSizesToArray(payload);
+  return okStatus();
+}
+
+Status parseFramePayload(std::string_view payload, google::protobuf::MessageLite* out,
+                         std::string_view what) {
+  out->Clear();
+  if (!out->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return Error{"undecodable " + std::string(what) + " of " + std::to_string(payload.size()) +
+                 " bytes"};
+  }
   return okStatus();
 }
 
@@ -59,6 +74,30 @@ void FrameDecoder::append(const char* data, size_t size) {
 }
 
 Result<bool> FrameDecoder::next(wire::Envelope* out) {
+  std::string_view payload;
+  Result<bool> got = peek(&payload);
+  if (!got || !*got) return got;
+  if (Status st = parseFramePayload(payload, out, "frame"); !st) return st.error();
+  if (out->body_case() == wire::Envelope::BODY_NOT_SET) {
+    return Error{"frame of " + std::to_string(payload.size()) + " bytes carries no known message"};
+  }
+  consumed_ += kFrameHeaderBytes + payload.size();
+  return true;
+}
+
+Result<bool> FrameDecoder::nextPayload(std::string_view* payload) {
+  Result<bool> got = peek(payload);
+  if (got && *got) consumed_ += kFrameHeaderBytes + payload->size();
+  return got;
+}
+
+Result<bool> FrameDecoder::peek(std::string_view* payload) {
+  if (consumed_ > 0 && consumed_ == buffer_.size()) {
+    // Keep a small buffer for the next frame; give back what a burst grew.
+    if (buffer_.capacity() > 64 * 1024) std::string().swap(buffer_);
+    buffer_.clear();
+    consumed_ = 0;
+  }
   size_t available = buffer_.size() - consumed_;
   if (available < kFrameHeaderBytes) return false;
   const auto* header = reinterpret_cast<const unsigned char*>(buffer_.data() + consumed_);
@@ -69,21 +108,7 @@ Result<bool> FrameDecoder::next(wire::Envelope* out) {
                  std::to_string(maxFrameBytes_)};
   }
   if (available < kFrameHeaderBytes + size) return false;
-  const char* payload = buffer_.data() + consumed_ + kFrameHeaderBytes;
-  out->Clear();
-  if (!out->ParseFromArray(payload, static_cast<int>(size))) {
-    return Error{"undecodable frame of " + std::to_string(size) + " bytes"};
-  }
-  if (out->body_case() == wire::Envelope::BODY_NOT_SET) {
-    return Error{"frame of " + std::to_string(size) + " bytes carries no known message"};
-  }
-  consumed_ += kFrameHeaderBytes + size;
-  if (consumed_ == buffer_.size()) {
-    // Keep a small buffer for the next frame; give back what a burst grew.
-    if (buffer_.capacity() > 64 * 1024) std::string().swap(buffer_);
-    buffer_.clear();
-    consumed_ = 0;
-  }
+  *payload = std::string_view(buffer_.data() + consumed_ + kFrameHeaderBytes, size);
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/result.h"
 #include "proto/allot.pb.h"
@@ -27,6 +28,16 @@ inline constexpr size_t kReadChunkBytes = 64 * 1024;
 Status appendFrame(const wire::Envelope& envelope, std::string* out,
                    size_t maxFrameBytes = kMaxFrameBytes);
 
+// The codec under every message type (wire::Envelope, shard::ShardEnvelope):
+// appends one frame holding `message`, failing (appending nothing) if it
+// would exceed maxFrameBytes; `what` names the message in the error.
+Status appendMessageFrame(const google::protobuf::MessageLite& message, std::string* out,
+                          size_t maxFrameBytes, std::string_view what);
+// Parses one frame's payload into *out; an Error naming `what` and the size
+// when it does not decode.
+Status parseFramePayload(std::string_view payload, google::protobuf::MessageLite* out,
+                         std::string_view what);
+
 class FrameDecoder {
  public:
   explicit FrameDecoder(size_t maxFrameBytes = kMaxFrameBytes);
@@ -40,6 +51,11 @@ class FrameDecoder {
   // or an envelope with no body.
   Result<bool> next(wire::Envelope* out);
 
+  // The next complete frame's payload, of any message type: true and
+  // *payload (valid until the next call to append() or nextPayload()), false
+  // when more bytes are needed, an Error for an oversized frame.
+  Result<bool> nextPayload(std::string_view* payload);
+
   // True when bytes of an incomplete frame are buffered: at end of stream
   // that means the peer sent a truncated frame.
   bool midFrame() const { return buffer_.size() > consumed_; }
@@ -47,6 +63,9 @@ class FrameDecoder {
   size_t bufferedBytes() const { return buffer_.size() - consumed_; }
 
  private:
+  // The next complete frame's payload, without consuming it.
+  Result<bool> peek(std::string_view* payload);
+
   std::string buffer_;
   size_t consumed_ = 0;
   size_t maxFrameBytes_;

@@ -14,6 +14,7 @@
 // `master`); handshakeTimeout bounds TLS + Hello; an oversized or
 // undecodable frame closes the link; more than maxQueuedBytes unsent closes
 // it. At most kShardFramesPerPass frames are handled per pass of the loop.
+// That transport is Connection's own: proto/framed_link.h.
 //
 // Thread: all methods on the io_context thread; handlers run there and may
 // call send() or close() re-entrantly.
@@ -28,6 +29,7 @@
 #include "base/asio.h"
 #include "base/result.h"
 #include "proto/frame.h"
+#include "proto/framed_link.h"
 #include "proto/peer_identity.h"
 #include "proto/shard.pb.h"
 #include "proto/tls.h"
@@ -41,7 +43,7 @@ constexpr size_t kShardFramesPerPass = 64;
 // shard (19,000) re-registering at once with ~10 KiB of tasks each.
 constexpr size_t kShardLinkQueuedBytesMax = size_t{256} << 20;
 
-class ShardLink : public std::enable_shared_from_this<ShardLink> {
+class ShardLink : public FramedLink {
  public:
   struct Options {
     std::string localName;
@@ -65,55 +67,25 @@ class ShardLink : public std::enable_shared_from_this<ShardLink> {
   // Queues one message; an Error (nothing sent) when it cannot be framed
   // or the link is closed; closes the link when the queue overflows.
   Status send(const shard::ShardEnvelope& envelope);
-  void close(const std::string& reason);
-
-  bool handshaken() const { return handshaken_; }
+  // Inherited from FramedLink: close(reason) (onClose fires once),
+  // handshaken(), peer(), peerAddress(), queuedBytes(), bytesOut(), bytesIn().
   const shard::ShardHello& peerHello() const { return peerHello_; }
-  const PeerIdentity& peer() const { return peer_; }
-  const std::string& peerAddress() const { return peerAddress_; }
-  size_t queuedBytes() const { return pending_.size() + writing_.size(); }
-  uint64_t bytesOut() const { return bytesOut_; }
-  uint64_t bytesIn() const { return bytesIn_; }
 
  private:
   ShardLink(asio::ip::tcp::socket socket, Options options);
-  void transportReady();
-  void readMore();
-  void onRead(const boost::system::error_code& ec, size_t bytes);
-  void handleSome();
-  bool handleFrame(shard::ShardEnvelope& envelope);
-  void flush();
+  bool handleFrame(std::string_view payload) override;
+  bool handleEnvelope(shard::ShardEnvelope& envelope);
+  void closed(const std::string& reason) override;
 
-  asio::ip::tcp::socket socket_;
   Options options_;
-  std::unique_ptr<ssl::stream<asio::ip::tcp::socket&>> tls_;
-  asio::steady_timer handshakeTimer_;
   Handlers handlers_;
-  PeerIdentity peer_;
   shard::ShardHello peerHello_;
   shard::ShardEnvelope scratch_;
-  std::string peerAddress_;
-  std::vector<char> readBuffer_;
-  std::string buffer_;     // received, not yet decoded
-  size_t consumed_ = 0;    // of buffer_
-  std::string pending_;
-  std::string writing_;
-  uint64_t bytesOut_ = 0;
-  uint64_t bytesIn_ = 0;
-  bool transportReady_ = false;
-  bool handshaken_ = false;
-  bool closed_ = false;
-  bool writeInFlight_ = false;
 };
 
 // Appends one frame holding `envelope` to `out`; fails (appending nothing)
 // when it has no body or exceeds maxFrameBytes.
 Status appendShardFrame(const shard::ShardEnvelope& envelope, std::string* out,
                         size_t maxFrameBytes);
-// Decodes the frame at `buffer[*consumed]` into `out`: true and advances
-// *consumed, false when incomplete, an Error for an oversized, undecodable
-// or empty frame.
-Result<bool> nextShardFrame(const std::string& buffer, size_t* consumed, size_t maxFrameBytes,
-                            shard::ShardEnvelope* out);
 
 }  // namespace allot
