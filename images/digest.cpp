@@ -15,7 +15,8 @@ namespace allot::images {
 namespace {
 
 constexpr size_t kQuoteBytesMax = 80;
-constexpr size_t kReadChunkBytes = 1u << 16;
+// What hashing a blob reads from its file at a time.
+constexpr size_t kHashReadChunkBytes = 1u << 16;
 
 std::string quote(std::string_view text) {
   std::string shown(text.substr(0, kQuoteBytesMax));
@@ -75,7 +76,7 @@ Status verifyBlobFile(const std::string& path, const Digest& digest, uint64_t si
   if (!fd) return Error::fromErrno("open blob " + path);
   Sha256 hash;
   uint64_t total = 0;
-  std::string buffer(kReadChunkBytes, '\0');
+  std::string buffer(kHashReadChunkBytes, '\0');
   for (;;) {
     ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
