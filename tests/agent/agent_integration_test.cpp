@@ -16,12 +16,6 @@ using namespace std::chrono_literals;
 
 int exitStatus(int st) { return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1; }
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 class AgentCluster : public ::testing::Test {
  protected:
   void SetUp() override {

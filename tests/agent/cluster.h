@@ -20,6 +20,7 @@
 
 #include "agent/executor_manager.h"
 #include "launcher/process_tree.h"
+#include "tests/common/wait.h"
 
 namespace allot::testing {
 
@@ -102,15 +103,6 @@ class Child {
   std::string out_, err_;
   int status_ = -1;
 };
-
-inline bool waitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
 
 // Pids whose working directory is under `dir` (executors and tasks run in
 // their sandboxes).

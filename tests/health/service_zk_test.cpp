@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tests/common/agent_cgroups.h"
+#include "tests/common/wait.h"
 #include "tests/ha/zk_cluster.h"
 
 namespace allot {
@@ -16,21 +17,8 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Child;
 using testing::ZooKeeperCluster;
-
-bool waitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using testing::count;
+using testing::waitFor;
 
 class ServiceZk : public ::testing::Test {
  protected:

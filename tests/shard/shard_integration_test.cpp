@@ -19,12 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 int readPort(const std::string& path) {
   int port = 0;
   std::ifstream in(path);

@@ -18,27 +18,13 @@
 #include "proto/shard_placement.h"
 #include "proto/tls.h"
 #include "tests/common/agent_cgroups.h"
+#include "tests/common/wait.h"
 #include "tests/ha/zk_cluster.h"
 
 namespace allot::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-bool waitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return done();
-}
 
 class ShardFailover : public ::testing::Test {
  protected:
@@ -232,7 +218,6 @@ TEST_F(ShardFailover, AgentsFindShardsInZooKeeperAndMoveWhenTheirsDies) {
   EXPECT_EQ(task.waitExit(40000ms), 0) << task.log() << agent.log() << master.log();
   EXPECT_NE(task.log().find("FINISHED"), std::string::npos) << task.log();
 }
-
 
 // A work dir under `dir` whose agent (host `host`) ranks the shards with
 // `first` first and `second` next (proto/shard_placement.h): the agent's
