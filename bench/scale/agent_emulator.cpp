@@ -24,7 +24,9 @@
 // registration came through its shard for kShardRegistrationTimeout. An
 // AgentRegistered it did not ask for, from another master, means its shard
 // handed it to a new leader: it answers with its full registration on the
-// same link. The report lines count both (moves=, handovers=).
+// same link. The report lines count both (moves=, handovers=); a line
+// says when every agent's full registration was answered after handovers,
+// and one when every agent is registered again after lost links.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -99,6 +101,7 @@ struct Agent {
   uint64_t generation = 0;  // callbacks of an older attempt see a newer value and stop
   bool registered = false;
   bool everRegistered = false;
+  bool resending = false;  // handed over: its full registration is on its way
 };
 
 class Emulator {
@@ -257,6 +260,7 @@ class Emulator {
       // gets the agent's full state now, on the same link.
       agent.masterId = e.agent_registered().master_id();
       ++handovers_;
+      agent.resending = true;
       sendRegistration(index);
       return;
     }
@@ -267,6 +271,7 @@ class Emulator {
       agent.secret = e.agent_registered().agent_secret();
       agent.interval = e.agent_registered().heartbeat_interval_s();
       if (!agent.registered) ++registeredNow_;
+      if (agent.resending) resent(agent);
       agent.registered = true;
       if (!allBack_ && registeredNow_ == agents_.size()) reportAllBack();
       agent.shardSince = std::chrono::steady_clock::now();
@@ -307,6 +312,19 @@ class Emulator {
     timespec now{};
     clock_gettime(CLOCK_REALTIME, &now);
     std::printf("emulator: all %zu agents registered again at %ld.%09ld\n", agents_.size(),
+                static_cast<long>(now.tv_sec), static_cast<long>(now.tv_nsec));
+    std::fflush(stdout);
+  }
+
+  // The new leader answered an agent's full registration after its
+  // handover; once every agent's was, when (wall clock).
+  void resent(Agent& agent) {
+    agent.resending = false;
+    if (++resent_ < agents_.size()) return;
+    resent_ = 0;
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    std::printf("emulator: all %zu agents re-registered after a handover at %ld.%09ld\n", agents_.size(),
                 static_cast<long>(now.tv_sec), static_cast<long>(now.tv_nsec));
     std::fflush(stdout);
   }
@@ -431,6 +449,7 @@ class Emulator {
   size_t next_ = 0, registered_ = 0, failed_ = 0, retries_ = 0, disconnects_ = 0,
          reregistered_ = 0, launched_ = 0, finished_ = 0, killed_ = 0, moves_ = 0, handovers_ = 0;
   size_t registeredNow_ = 0;  // agents registered at this moment
+  size_t resent_ = 0;         // agents whose full registration the new leader answered
   bool allBack_ = true;       // false from a lost link until every agent is registered again
 };
 
