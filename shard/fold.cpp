@@ -1,5 +1,7 @@
 #include "shard/fold.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include "proto/input_limits.h"
 #include "proto/task_state.h"
 
@@ -156,7 +158,9 @@ FoldAction AgentFold::fold(Slot slot, const wire::Envelope& message, wire::Envel
       break;
     }
     case wire::Envelope::kRegisterAgent:
+      if (confirm(agent, message.register_agent(), answer)) return FoldAction::kAnswer;
       agent.report = message.register_agent();
+      agent.registeredBy.reset();
       indexReport(agent);
       keepEndings(agent);
       agent.lastUsage.clear();
@@ -247,6 +251,20 @@ void AgentFold::registered(Slot slot, const wire::AgentRegistered& m) {
   if (it == agents_.end() || !it->second.report) return;
   it->second.report->mutable_info()->set_id(m.agent_id());
   it->second.report->set_agent_secret(m.agent_secret());
+  it->second.registeredBy = m;
+}
+
+void AgentFold::leaderLost() {
+  for (auto& [slot, agent] : agents_) agent.registeredBy.reset();
+}
+
+// Linear in the report's size, like indexing it would be.
+bool AgentFold::confirm(Agent& agent, const wire::RegisterAgent& report, wire::Envelope* answer) {
+  if (!agent.report || !agent.registeredBy) return false;
+  if (!google::protobuf::util::MessageDifferencer::Equals(report, *agent.report)) return false;
+  *answer->mutable_agent_registered() = *agent.registeredBy;
+  ++counts_.confirmed;
+  return true;
 }
 
 std::vector<Slot> AgentFold::takeLiveness() {

@@ -7,7 +7,12 @@
 //   kAnswer   a heartbeat: the shard acknowledges it itself (`answer`) and
 //             counts the agent as heard from; the leader learns of it in the
 //             next liveness summary (takeLiveness), one message per interval
-//             for all agents instead of one per agent per heartbeat
+//             for all agents instead of one per agent per heartbeat.
+//             Also a full registration equal to the kept report once the
+//             leader of the link has registered the agent (registered()):
+//             that leader holds this very report already (the shard handed
+//             it over, or forwarded it, and every change since went the
+//             same way, in order), so its AgentRegistered is the answer
 //   kDrop     a usage report equal to the last one forwarded
 //
 // It keeps each agent's last full report, current as the agent itself
@@ -19,7 +24,11 @@
 // with no resources until the leader acknowledges its terminal update
 // (acknowledged()), then gone. A new leader gets these reports in bulk and
 // so knows every task at once; each agent then sends its own full one
-// (agent/master_link.h).
+// (agent/master_link.h), which goes on only when it differs from the kept
+// one: otherwise the new leader's AgentRegistered for the handed-over
+// report answers it (kAnswer), so a failover costs the leader one
+// registration per agent, not two. leaderLost() forgets every leader's
+// answer: a report is confirmed only by the leader now linked.
 //
 // Bounds: at most `maxAgents` slots; a report holds at most the limits a
 // registration may (limits::kTasksPerAgentMax tasks, kExecutorsPerAgentMax
@@ -63,7 +72,11 @@ class AgentFold {
 
   // The leader's AgentRegistered on its way to the agent in `slot`: the
   // kept report takes its id and secret, so a new leader knows the agent.
+  // It is also kept as the answer to an equal report (kAnswer above).
   void registered(Slot slot, const wire::AgentRegistered& m);
+  // The leader link is gone: no AgentRegistered kept answers any more.
+  // O(agents held).
+  void leaderLost();
   // The leader's RunTask on its way to the agent in `slot`.
   void launched(Slot slot, const wire::RunTask& m);
   // The leader's StatusAcknowledgement on its way to the agent in `slot`:
@@ -82,6 +95,7 @@ class AgentFold {
     uint64_t forwarded = 0;
     uint64_t answered = 0;
     uint64_t dropped = 0;
+    uint64_t confirmed = 0;  // registrations answered with the leader's AgentRegistered
   };
   const Counts& counts() const { return counts_; }
 
@@ -104,9 +118,12 @@ class AgentFold {
     // framework id and task id (taskKey); one per task of the report.
     std::unordered_map<std::string, std::string> endings;
     std::string lastUsage;  // the last forwarded UsageReport, serialized
+    // The linked leader's AgentRegistered for the kept report, if any.
+    std::optional<wire::AgentRegistered> registeredBy;
     bool heard = false;
   };
   void heard(Slot slot, Agent& agent);
+  bool confirm(Agent& agent, const wire::RegisterAgent& report, wire::Envelope* answer);
   static void applyStatus(Agent& agent, const wire::TaskStatus& status);
   static void keepEndings(Agent& agent);
   static void indexReport(Agent& agent);

@@ -158,6 +158,7 @@ void LinkShard::handOver() {
 
 void LinkShard::onLeaderClosed(const std::string& reason) {
   leader_.reset();
+  fold_.leaderLost();
   if (stopped_) return;
   LOG_WARNING("lost the leader link: " << reason << "; holding " << agents_.size() << " agents");
   startGrace();
@@ -287,7 +288,7 @@ void LinkShard::agentMessage(Slot slot, wire::Envelope& e) {
   wire::Envelope answer;
   switch (fold_.fold(slot, e, &answer)) {
     case FoldAction::kAnswer:
-      metrics_.heartbeatAnswered();
+      if (answer.has_heartbeat_ack()) metrics_.heartbeatAnswered();
       (void)it->second->send(answer);
       return;
     case FoldAction::kDrop: return;

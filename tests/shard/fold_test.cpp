@@ -320,6 +320,45 @@ TEST(AgentFold, TheKeptReportTakesTheIdAndSecretTheLeaderGave) {
   EXPECT_EQ(report->info().hostname(), "h1");
 }
 
+// After a handover each agent sends its full report again: when it is the
+// one the linked leader registered (handed over, changes applied), that
+// leader's AgentRegistered answers it at the shard; any difference, or a
+// leader that has not registered it (yet, or any more), sends it on.
+TEST(AgentFold, AReportTheLinkedLeaderHoldsIsAnsweredWithItsRegistration) {
+  AgentFold fold(10);
+  ASSERT_TRUE(fold.attach(1).ok());
+  wire::Envelope answer;
+  ASSERT_EQ(fold.fold(1, registration(), &answer), FoldAction::kForward);
+  wire::Envelope same = registration();
+  same.mutable_register_agent()->mutable_info()->set_id("A-1");
+  same.mutable_register_agent()->set_agent_secret("s3cret");
+  EXPECT_EQ(fold.fold(1, same, &answer), FoldAction::kForward);  // no leader's answer yet
+
+  wire::AgentRegistered registered;
+  registered.set_agent_id("A-1");
+  registered.set_agent_secret("s3cret");
+  registered.set_master_id("M-2");
+  fold.registered(1, registered);
+  ASSERT_EQ(fold.fold(1, status("T-1", wire::TASK_RUNNING), &answer), FoldAction::kForward);
+  *same.mutable_register_agent()->mutable_executors(0)->add_latest() =
+      status("T-1", wire::TASK_RUNNING).status_update().status();
+  same.mutable_register_agent()->mutable_executors(0)->add_latest();
+  answer.Clear();
+  ASSERT_EQ(fold.fold(1, same, &answer), FoldAction::kAnswer);
+  EXPECT_EQ(answer.agent_registered().master_id(), "M-2");
+  EXPECT_EQ(answer.agent_registered().agent_id(), "A-1");
+  EXPECT_EQ(fold.counts().confirmed, 1u);
+
+  wire::Envelope more = same;
+  more.mutable_register_agent()->mutable_executors(0)->add_tasks()->set_task_id("T-3");
+  more.mutable_register_agent()->mutable_executors(0)->add_latest();
+  EXPECT_EQ(fold.fold(1, more, &answer), FoldAction::kForward);
+  EXPECT_EQ(fold.fold(1, more, &answer), FoldAction::kForward);  // the leader has not answered it
+  fold.registered(1, registered);
+  fold.leaderLost();
+  EXPECT_EQ(fold.fold(1, more, &answer), FoldAction::kForward);
+}
+
 TEST(AgentFold, BoundedAndDetachedSlotsAreForgotten) {
   AgentFold fold(2);
   ASSERT_TRUE(fold.attach(1).ok());
