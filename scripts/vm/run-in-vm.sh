@@ -2,7 +2,8 @@
 # Run one binary inside a cgroups-v2 Linux guest under qemu (tests/vm/README.md).
 #
 #   scripts/vm/run-in-vm.sh [--timeout S] [--mem MiB] [--smp N] [--disk MiB]
-#                           [--include PATH]... [--module NAME]...
+#                           [--include PATH]... [--module NAME]... [--strip-debug]
+#                           [--switch-root]
 #                           [--kernel VMLINUZ] [--cache DIR] -- BINARY [ARGS...]
 #
 # Builds an initramfs (busybox, BINARY, its shared libraries, every --include
@@ -13,6 +14,12 @@
 # ALLOT-VM-EXIT=<code>. The kernel is Debian's cloud kernel
 # (scripts/vm/fetch-kernel.sh). --disk adds a virtio-blk raw disk, /dev/vda in
 # the guest. --module loads a kernel module (with its dependencies) first.
+# --strip-debug copies ELF files without their debug sections (a debug
+# build's binaries are hundreds of MiB each; the guest holds them in RAM).
+# --switch-root moves the guest's files from the initramfs to a tmpfs and
+# switches root there before anything else: pivot_root(2) refuses to move
+# the initramfs, so a test whose tasks pivot into a root of their own needs
+# a real mount as its root, as any installed system has.
 # Environment variables named GTEST_* and ALLOT_* are passed to the guest.
 #
 # Exit status: the guest's exit code; 77 (meson's skip) when the VM could not
@@ -30,6 +37,8 @@ kernel=
 cache=   # fetch-kernel.sh's default
 includes=()
 modules=()
+strip_debug=0
+switch_root=0
 
 log() { printf '[run-in-vm] %s\n' "$*" >&2; }
 usage() { sed -n '4,6p' "$0" >&2; exit 2; }
@@ -45,6 +54,8 @@ while [ $# -gt 0 ]; do
     --disk) disk=${2:?}; shift 2 ;;
     --include) includes+=("${2:?}"); shift 2 ;;
     --module) modules+=("${2:?}"); shift 2 ;;
+    --strip-debug) strip_debug=1; shift ;;
+    --switch-root) switch_root=1; shift ;;
     --kernel) kernel=${2:?}; shift 2 ;;
     --cache) cache=${2:?}; shift 2 ;;
     --) shift; break ;;
@@ -62,7 +73,9 @@ binary=$1; shift
 binary=$(readlink -f "$binary")
 
 # --- What the host needs. ----------------------------------------------------
-for tool in qemu-system-x86_64 cpio gzip ldd; do
+tools=(qemu-system-x86_64 cpio gzip ldd)
+[ "$strip_debug" -eq 1 ] && tools+=(objcopy)
+for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || skip "$tool not found (scripts/allot-dev deps installs it)"
 done
 busybox=$(command -v busybox) || skip "busybox not found (install busybox-static)"
@@ -90,7 +103,11 @@ mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,etc,root,allot-vm} 
 # Copy a host file to the same path in the guest (following symlinks).
 put() {
   local src=$1 dst=$root$1
-  mkdir -p "$(dirname "$dst")" && rm -f "$dst" && cp -L "$src" "$dst"
+  mkdir -p "$(dirname "$dst")" && rm -f "$dst" || return 1
+  if [ "$strip_debug" -eq 1 ] && [ "$(head -c 4 "$src" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ]; then
+    objcopy --strip-debug "$src" "$dst" && return 0
+  fi
+  cp -L "$src" "$dst"
 }
 # Copy a file and, for a dynamic ELF, every library ldd lists plus the loader.
 put_with_libs() {
@@ -166,8 +183,17 @@ printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:
 printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
 printf '127.0.0.1 localhost\n::1 localhost\n' > "$root/etc/hosts"
 
+[ "$switch_root" -eq 1 ] && : > "$root/allot-vm/switch-root"
+
 cat > "$root/init" <<'EOF'
 #!/bin/busybox sh
+# --switch-root: the same files on a tmpfs, then this script again from there.
+if [ -e /allot-vm/switch-root ] && [ ! -e /allot-vm/switched ]; then
+  /bin/busybox mkdir -p /.root && /bin/busybox mount -t tmpfs -o size=90% tmpfs /.root || echo "ALLOT-VM: no tmpfs root"
+  for f in /*; do [ "$f" = /.root ] || /bin/busybox cp -a "$f" /.root/; done
+  : > /.root/allot-vm/switched
+  exec /bin/busybox switch_root /.root /init
+fi
 /bin/busybox --install -s
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
