@@ -22,11 +22,20 @@
 # that moved, the handshakes the other shards saw, and the frameworks'
 # tasks that ran and ended other than FINISHED (tasks_lost_running, 0:
 # nothing lost). Polling the leader's /state meanwhile would load it.
+# The other shards' allot_shard_handshakes_total is sampled every 250 ms
+# meanwhile: handshakes_per_s_peak is the most they completed in one second,
+# handshakes_per_s_mean the moved agents over the span from the first of
+# their handshakes to the last.
+#
+# --tls: every link mutual TLS (scripts/allot-certs: master, shard, agent
+# and framework certificates), so each moved agent makes a full TLS 1.3
+# handshake with its new shard.
 #
 #   bench/scale/shard_failover.sh --build-dir build --agents 50000 --shards 4
 #   bench/scale/shard_failover.sh --build-dir build --agents 20000 --shards 4 --kill shard --frameworks 10
+#   bench/scale/shard_failover.sh --build-dir build --agents 20000 --shards 4 --kill shard --tls
 set -euo pipefail
-build=build agents=2000 shards=1 kill=leader frameworks=0 task_mean=30
+build=build agents=2000 shards=1 kill=leader frameworks=0 task_mean=30 tls=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
@@ -35,6 +44,7 @@ while [ $# -gt 0 ]; do
     --kill) kill=$2; shift 2 ;;
     --frameworks) frameworks=$2; shift 2 ;;
     --task-mean) task_mean=$2; shift 2 ;;
+    --tls) tls=1; shift ;;
     *) echo "shard_failover.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +57,23 @@ done
 dir=$(mktemp -d /tmp/allot-shard-failover.XXXXXX)
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # pids, die, wait_for, registered, result
 ulimit -n "$(ulimit -Hn)"
+if [ "$tls" = 1 ]; then
+  "$(dirname "${BASH_SOURCE[0]}")/../../scripts/allot-certs" "$dir/c" >/dev/null || die "scripts/allot-certs failed"
+fi
+tls_args() {  # $1 = certificate name
+  [ "$tls" = 1 ] || return 0
+  echo "--tls-cert $dir/c/$1.crt --tls-key $dir/c/$1.key --tls-ca $dir/c/ca.crt"
+}
+# GET http(s)://127.0.0.1:$(cat PORT_FILE)PATH; with --tls as an operator
+# (-k: allot's certificates name no host, curl would want one).
+get() {
+  if [ "$tls" = 1 ]; then
+    curl -s -k --cert "$dir/c/operator.crt" --key "$dir/c/operator.key" \
+      "https://127.0.0.1:$(cat "$1")$2"
+  else
+    curl -s "127.0.0.1:$(cat "$1")$2"
+  fi
+}
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 zk=$(free_port)
@@ -64,14 +91,14 @@ masters=() shard_pids=()
 for m in 1 2; do
   "$build/master/allot-master" --listen 127.0.0.1:0 --zk "$url" --zk-session-timeout 1 \
     --shard-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --http-port-file "$dir/http$m.port" \
-    --agent-timeout 60 --heartbeat-interval 10 >"$dir/master$m.log" 2>&1 &
+    --agent-timeout 60 --heartbeat-interval 10 $(tls_args master) >"$dir/master$m.log" 2>&1 &
   masters+=($!); pids+=($!)
   wait_for 15 grep -qs "joined the contender group" "$dir/master$m.log" || die "master $m did not join"
 done
 list=""
 for s in $(seq 0 $(( shards - 1 ))); do
   "$build/shard/allot-shard" --listen 127.0.0.1:0 --port-file "$dir/shard$s.port" --master "$url" \
-    --http-listen 127.0.0.1:0 --http-port-file "$dir/shard$s-http.port" >"$dir/shard$s.log" 2>&1 &
+    --http-listen 127.0.0.1:0 --http-port-file "$dir/shard$s-http.port" $(tls_args shard) >"$dir/shard$s.log" 2>&1 &
   pids+=($!) shard_pids+=($!)
   wait_for 15 grep -qs "linked to the leader" "$dir/shard$s.log" || die "shard $s did not link"
   list="$list${list:+,}127.0.0.1:$(cat "$dir/shard$s.port")"
@@ -79,13 +106,13 @@ done
 for s in $(seq 0 $(( shards - 1 ))); do
   n=$(( agents / shards + (s < agents % shards ? 1 : 0) ))
   "$build/bench/scale/agent_emulator" --shards "$list" --agents "$n" \
-    --resources "cpus:2;mem:2048" --first-source "$(( 2 + s * 2 ))" >"$dir/emulator$s.log" 2>&1 &
+    --resources "cpus:2;mem:2048" --first-source "$(( 2 + s * 2 ))" $(tls_args agent) >"$dir/emulator$s.log" 2>&1 &
   pids+=($!)
 done
 wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
 if [ "$frameworks" -gt 0 ]; then
   "$build/bench/scale/load_frameworks" --master "$url" --frameworks "$frameworks" \
-    --task-mean "$task_mean" --task-stddev "$(( task_mean / 3 ))" >"$dir/load.log" 2>&1 &
+    --task-mean "$task_mean" --task-stddev "$(( task_mean / 3 ))" $(tls_args framework) >"$dir/load.log" 2>&1 &
   pids+=($!)
   sleep 10
 fi
@@ -93,7 +120,7 @@ fi
 handshakes() {
   local s total=0 n
   for s in $(seq "$1" $(( shards - 1 ))); do
-    n=$(curl -s "127.0.0.1:$(cat "$dir/shard$s-http.port")/metrics" | awk '/^allot_shard_handshakes_total/ {print $2}')
+    n=$(get "$dir/shard$s-http.port" /metrics | awk '/^allot_shard_handshakes_total/ {print $2}')
     total=$(( total + ${n%.*} ))
   done
   echo "$total"
@@ -116,12 +143,35 @@ emulated() {
   echo "$total"
 }
 
+# From lines "TIME TOTAL" (the other shards' handshakes, sampled) and the
+# total before the kill: "PEAK MEAN", the most handshakes in any one second
+# and the mean rate from the first new handshake to the last.
+handshake_rates() {
+  awk -v before="$1" '
+    { t[NR] = $1; n[NR] = $2 }
+    END {
+      peak = 0; first = 0; last = 0
+      for (i = 1; i <= NR; i++) {
+        if (n[i] > before && first == 0) first = i
+        if (i > 1 && n[i] > n[i - 1]) last = i
+        for (j = i; j > 1 && t[i] - t[j - 1] <= 1.0; j--) ;
+        if (n[i] - n[j] > peak) peak = n[i] - n[j]
+      }
+      span = (first > 1 && last > first) ? t[last] - t[first - 1] : 0
+      mean = span > 0 ? (n[last] - before) / span : 0
+      printf "%d %d\n", peak, mean
+    }'
+}
+
 if [ "$kill" = shard ]; then
   dead="127.0.0.1:$(cat "$dir/shard0.port")"
-  state() { curl -s "127.0.0.1:$(cat "$dir/http1.port")/state"; }
+  state() { get "$dir/http1.port" /state; }
   on_dead() { state | grep -o "\"shard\":\"$dead\"" | wc -l; }
   moving=$(on_dead)
   before=$(handshakes 1)
+  (while :; do echo "$(date +%s.%N) $(handshakes 1)"; sleep 0.25; done) >"$dir/handshakes.log" &
+  sampler=$!
+  pids+=($sampler)
   t0=$(date +%s.%N)
   kill -KILL "${shard_pids[0]}"
   # Every agent connected (each through a shard) and none through the dead one.
@@ -131,17 +181,20 @@ if [ "$kill" = shard ]; then
   t1=$(grep -h "registered again at" "$dir"/emulator*.log | awk '{print $NF}' | sort -g | tail -1)
   wait_for 30 moved || die "the leader does not show every agent connected, none through the dead shard"
   after=$(handshakes 1)
+  kill "$sampler"
+  rates=$(handshake_rates "$before" <"$dir/handshakes.log")
   sleep 10  # the tasks running on the moved agents end meanwhile
   known=$(state | grep -o '"hostname":"emu-' | wc -l)
   result shard_kill agents="$agents" shards="$shards" frameworks="$frameworks" agents_on_dead_shard="$moving" \
     all_agents_moved_ms="$(ms "$t0" "$t1")" agents_known="$known" \
     handshakes_on_other_shards=$(( after - before )) tasks_lost_running="$(lost)" \
     tasks_refused_before_running="$(errors errors_never_running)" \
-    emulator_moves="$(emulated moves)" load="$(cut -d' ' -f1-3 /proc/loadavg)"
+    emulator_moves="$(emulated moves)" handshakes_per_s_peak="${rates% *}" handshakes_per_s_mean="${rates#* }" \
+    tls="$tls" load="$(cut -d' ' -f1-3 /proc/loadavg)"
   exit 0
 fi
 
-connected() { curl -s "127.0.0.1:$(cat "$dir/http2.port")/state" | grep -o '"connected":true' | wc -l; }
+connected() { get "$dir/http2.port" /state | grep -o '"connected":true' | wc -l; }
 before=$(handshakes 0)
 t0=$(date +%s.%N)
 kill -KILL "${masters[0]}"
@@ -155,7 +208,7 @@ all() { [ "$(connected)" -ge "$agents" ]; }
 wait_for 60 all || die "the new leader does not show every agent connected"
 after=$(handshakes 0)
 sleep 10  # the emulators' and frameworks' next reports
-result shard_failover agents="$agents" shards="$shards" zk_session_s=1 handed_over_ms="$(ms "$t0" "$t1")" \
+result shard_failover agents="$agents" shards="$shards" tls="$tls" zk_session_s=1 handed_over_ms="$(ms "$t0" "$t1")" \
   all_agents_resent_ms="$(ms "$t0" "$t2")" agent_handshakes_during_failover=$(( after - before )) \
   emulator_handovers="$(emulated handovers)" frameworks="$frameworks" tasks_lost_running="$(lost)" \
   tasks_refused_before_running="$(errors errors_never_running)" \
