@@ -260,6 +260,7 @@ class Emulator {
       // gets the agent's full state now, on the same link.
       agent.masterId = e.agent_registered().master_id();
       ++handovers_;
+      handedOver();
       agent.resending = true;
       sendRegistration(index);
       return;
@@ -316,17 +317,30 @@ class Emulator {
     std::fflush(stdout);
   }
 
+  // The new leader registered an agent its shard handed over (its state,
+  // as the shard kept it, is on the leader); once every agent was, when
+  // (wall clock).
+  void handedOver() {
+    if (++handedNow_ < agents_.size()) return;
+    handedNow_ = 0;
+    printWallClock("handed to a new leader");
+  }
+
+  void printWallClock(const char* what) {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    std::printf("emulator: all %zu agents %s at %ld.%09ld\n", agents_.size(), what,
+                static_cast<long>(now.tv_sec), static_cast<long>(now.tv_nsec));
+    std::fflush(stdout);
+  }
+
   // The new leader answered an agent's full registration after its
   // handover; once every agent's was, when (wall clock).
   void resent(Agent& agent) {
     agent.resending = false;
     if (++resent_ < agents_.size()) return;
     resent_ = 0;
-    timespec now{};
-    clock_gettime(CLOCK_REALTIME, &now);
-    std::printf("emulator: all %zu agents re-registered after a handover at %ld.%09ld\n", agents_.size(),
-                static_cast<long>(now.tv_sec), static_cast<long>(now.tv_nsec));
-    std::fflush(stdout);
+    printWallClock("re-registered after a handover");
   }
 
   // What the agent runs, as a re-registration carries it (one executor per
@@ -450,6 +464,7 @@ class Emulator {
          reregistered_ = 0, launched_ = 0, finished_ = 0, killed_ = 0, moves_ = 0, handovers_ = 0;
   size_t registeredNow_ = 0;  // agents registered at this moment
   size_t resent_ = 0;         // agents whose full registration the new leader answered
+  size_t handedNow_ = 0;      // agents the new leader registered from their shard's report
   bool allBack_ = true;       // false from a lost link until every agent is registered again
 };
 

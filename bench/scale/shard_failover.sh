@@ -13,6 +13,10 @@
 # leader (each emulator says when, on the wall clock); it then checks once
 # that the new leader's /state has every agent connected, and counts the
 # agent handshakes the shards saw meanwhile (0: no agent reconnected).
+# all_handed_agents_registered_ms: until the new leader had registered
+# every agent from the report its shard handed over (each emulator says
+# when its last agent heard so). cpu_s_*: the CPU the new leader, the
+# shards and the emulators used from the signal to the last answer.
 #
 # --kill shard: the first shard is SIGKILLed; the script measures from the
 # signal until every emulator has all its agents registered again (each
@@ -87,7 +91,7 @@ zk_up() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$zk && echo srvr >&3 && 
 wait_for 30 zk_up || die "ZooKeeper did not start"
 url="zk://127.0.0.1:$zk/allot-bench"
 
-masters=() shard_pids=()
+masters=() shard_pids=() emulator_pids=()
 for m in 1 2; do
   "$build/master/allot-master" --listen 127.0.0.1:0 --zk "$url" --zk-session-timeout 1 \
     --shard-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --http-port-file "$dir/http$m.port" \
@@ -107,7 +111,7 @@ for s in $(seq 0 $(( shards - 1 ))); do
   n=$(( agents / shards + (s < agents % shards ? 1 : 0) ))
   "$build/bench/scale/agent_emulator" --shards "$list" --agents "$n" \
     --resources "cpus:2;mem:2048" --first-source "$(( 2 + s * 2 ))" $(tls_args agent) >"$dir/emulator$s.log" 2>&1 &
-  pids+=($!)
+  pids+=($!) emulator_pids+=($!)
 done
 wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
 if [ "$frameworks" -gt 0 ]; then
@@ -194,22 +198,39 @@ if [ "$kill" = shard ]; then
   exit 0
 fi
 
+# CPU seconds (user and system) the given processes have used so far.
+cpu_s() {
+  local p ticks=0
+  for p in "$@"; do ticks=$(( ticks + $(awk '{print $14 + $15}' "/proc/$p/stat") )); done
+  echo "scale=2; $ticks / $(getconf CLK_TCK)" | bc
+}
 connected() { get "$dir/http2.port" /state | grep -o '"connected":true' | wc -l; }
 before=$(handshakes 0)
+cpu0="$(cpu_s "${masters[1]}") $(cpu_s "${shard_pids[@]}") $(cpu_s "${emulator_pids[@]}")"
 t0=$(date +%s.%N)
 kill -KILL "${masters[0]}"
 handed() { [ "$(grep -ls "handed .* agents to the leader" "$dir"/shard*.log | wc -l)" -ge "$shards" ]; }
 wait_for 60 handed || die "the shards did not hand their agents over"
 t1=$(date +%s.%N)
+acked() { [ "$(grep -h "handed to a new leader at" "$dir"/emulator*.log | wc -l)" -ge "$shards" ]; }
+wait_for 120 acked || die "the new leader did not register every handed-over agent"
+t_acked=$(grep -h "handed to a new leader at" "$dir"/emulator*.log | awk '{print $NF}' | sort -g | tail -1)
 resent() { [ "$(grep -h "re-registered after a handover at" "$dir"/emulator*.log | wc -l)" -ge "$shards" ]; }
 wait_for 120 resent || die "the agents' own registrations were not all answered"
 t2=$(grep -h "re-registered after a handover at" "$dir"/emulator*.log | awk '{print $NF}' | sort -g | tail -1)
+# CPU used from the signal until every re-send was answered (a little after).
+read -r l0 s0 e0 <<<"$cpu0"
+cpu_leader=$(echo "$(cpu_s "${masters[1]}") - $l0" | bc)
+cpu_shards=$(echo "$(cpu_s "${shard_pids[@]}") - $s0" | bc)
+cpu_emulators=$(echo "$(cpu_s "${emulator_pids[@]}") - $e0" | bc)
 all() { [ "$(connected)" -ge "$agents" ]; }
 wait_for 60 all || die "the new leader does not show every agent connected"
 after=$(handshakes 0)
 sleep 10  # the emulators' and frameworks' next reports
 result shard_failover agents="$agents" shards="$shards" tls="$tls" zk_session_s=1 handed_over_ms="$(ms "$t0" "$t1")" \
-  all_agents_resent_ms="$(ms "$t0" "$t2")" agent_handshakes_during_failover=$(( after - before )) \
+  all_handed_agents_registered_ms="$(ms "$t0" "$t_acked")" all_agents_resent_ms="$(ms "$t0" "$t2")" \
+  cpu_s_new_leader="$cpu_leader" cpu_s_shards="$cpu_shards" cpu_s_emulators="$cpu_emulators" \
+  agent_handshakes_during_failover=$(( after - before )) \
   emulator_handovers="$(emulated handovers)" frameworks="$frameworks" tasks_lost_running="$(lost)" \
   tasks_refused_before_running="$(errors errors_never_running)" \
   load="$(cut -d' ' -f1-3 /proc/loadavg)"
