@@ -253,7 +253,7 @@ class Emulator {
     (void)agent.conn->send(e);
   }
 
-  void onMessage(size_t index, const wire::Envelope& e) {
+  void onMessage(size_t index, wire::Envelope& e) {
     Agent& agent = agents_[index];
     if (e.has_agent_registered() && agent.registered && e.agent_registered().master_id() != agent.masterId) {
       // Handed to a new leader by the shard with what the shard kept: it
@@ -295,7 +295,7 @@ class Emulator {
       }
       connectNext();
     } else if (e.has_run_task()) {
-      runTask(index, e.run_task());
+      runTask(index, std::move(*e.mutable_run_task()));
     } else if (e.has_kill_task()) {
       killTask(index, e.kill_task());
     } else if (e.has_status_acknowledgement()) {
@@ -392,36 +392,40 @@ class Emulator {
 
   void sendStatus(size_t index, const std::string& frameworkId, const std::string& taskId,
                   wire::TaskState state, wire::Reason reason = wire::REASON_NONE) {
-    wire::Envelope e;
+    // One envelope serves every update: its fields keep their storage.
+    wire::Envelope& e = statusScratch_;
     auto* s = e.mutable_status_update()->mutable_status();
+    s->Clear();
     s->set_task_id(taskId);
     s->set_framework_id(frameworkId);
     s->set_agent_id(agents_[index].id);
     s->set_state(state);
     s->set_reason(reason);
     if (state == wire::TASK_FINISHED) s->set_exit_code(0);
-    s->set_update_id(taskId + (state == wire::TASK_RUNNING ? "/r" : "/f"));
+    s->mutable_update_id()->assign(taskId).append(state == wire::TASK_RUNNING ? "/r" : "/f");
     // Not registered: lost with the link (the emulator keeps no update log).
     if (agents_[index].registered) (void)agents_[index].conn->send(e);
   }
 
-  void runTask(size_t index, const wire::RunTask& run) {
+  // The task is moved out of its envelope, not copied: the emulator's CPU
+  // per task is a measurement artifact. Its timer finds it by key (a kill
+  // may erase it while an expiry is already queued).
+  void runTask(size_t index, wire::RunTask&& run) {
     ++launched_;
-    const std::string& fw = run.framework().id();
-    const std::string& id = run.task().task_id();
-    sendStatus(index, fw, id, wire::TASK_RUNNING);
+    std::string key = run.framework().id() + "/" + run.task().task_id();
+    sendStatus(index, run.framework().id(), run.task().task_id(), wire::TASK_RUNNING);
     double seconds = std::atof(run.task().data().c_str());
     auto timer = std::make_shared<asio::steady_timer>(io_, secondsToDuration(seconds));
-    std::string key = fw + "/" + id;
-    agents_[index].tasks[key] = EmulatedTask{run, timer, wire::TASK_RUNNING};
-    timer->async_wait([this, index, fw, id, key](const boost::system::error_code& ec) {
+    agents_[index].tasks[key] = EmulatedTask{std::move(run), timer, wire::TASK_RUNNING};
+    timer->async_wait([this, index, key = std::move(key)](const boost::system::error_code& ec) {
       if (ec) return;  // killed
       auto& tasks = agents_[index].tasks;
-      auto it = tasks.find(key);
-      if (it == tasks.end()) return;
-      it->second.state = wire::TASK_FINISHED;  // kept until acknowledged
+      auto found = tasks.find(key);
+      if (found == tasks.end()) return;
+      EmulatedTask& task = found->second;
+      task.state = wire::TASK_FINISHED;  // kept until acknowledged
       ++finished_;
-      sendStatus(index, fw, id, wire::TASK_FINISHED);
+      sendStatus(index, task.run.framework().id(), task.run.task().task_id(), wire::TASK_FINISHED);
     });
   }
 
@@ -457,6 +461,7 @@ class Emulator {
   Resources resources_;
   std::shared_ptr<ssl::context> tls_;
   std::vector<Agent> agents_;
+  wire::Envelope statusScratch_;  // sendStatus's
   asio::steady_timer report_;
   std::mt19937_64 random_{7};
   std::chrono::steady_clock::time_point started_;
