@@ -177,7 +177,8 @@ void LinkShard::startGrace() {
 
 void LinkShard::sendLeader(const shard::ShardEnvelope& e) {
   if (!leaderConnected()) return;
-  if (leader_->send(e)) metrics_.toLeader(e.ByteSizeLong());
+  // Framing computed the size: read, not walked again.
+  if (leader_->send(e)) metrics_.toLeader(e.GetCachedSize());
 }
 
 // The leader names slots this shard gave it; a slot whose agent has gone
@@ -190,7 +191,7 @@ void LinkShard::onLeaderMessage(shard::ShardEnvelope& e) {
     if (m.has_agent_registered()) fold_.registered(it->first, m.agent_registered());
     if (m.has_run_task()) fold_.launched(it->first, m.run_task());
     if (m.has_status_acknowledgement()) fold_.acknowledged(it->first, m.status_acknowledgement());
-    if (it->second->send(m)) metrics_.toAgent(m.ByteSizeLong());
+    if (it->second->send(m)) metrics_.toAgent(m.GetCachedSize());
     return;
   }
   if (e.has_detached()) {
