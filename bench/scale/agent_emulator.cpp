@@ -27,6 +27,7 @@
 // same link. The report lines count both (moves=, handovers=); a line
 // says when every agent's full registration was answered after handovers,
 // and one when every agent is registered again after lost links.
+#include <netinet/in.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -52,6 +53,8 @@
 namespace {
 
 using namespace allot;
+
+using BindAddressNoPort = asio::detail::socket_option::boolean<IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT>;
 
 // The real agent's patience with a shard that does not register it
 // (agent/master_link.h).
@@ -160,6 +163,10 @@ class Emulator {
     auto source = asio::ip::make_address_v4(0x7f000000u + s_.firstSource + index % s_.sourceAddresses);
     boost::system::error_code ec;
     socket->open(asio::ip::tcp::v4(), ec);
+    // The port is chosen at connect, by the whole 4-tuple: a bind to port 0
+    // would search every port bound on the host for a free one (most of a
+    // core once 100,000 agent links are open).
+    if (!ec) socket->set_option(BindAddressNoPort(true), ec);
     if (!ec) socket->bind({source, 0}, ec);
     if (ec) {
       std::cerr << "agent_emulator: agent " << index << ": socket from " << source << ": "
