@@ -95,7 +95,7 @@ std::map<std::string, std::string> ownV1Cgroups() {
   return out;
 }
 
-std::set<std::string> words(const std::string& text) {
+std::set<std::string> wordSet(const std::string& text) {
   std::set<std::string> out;
   std::istringstream in(text);
   std::string w;
@@ -144,7 +144,7 @@ Result<bool> favorDynamicMigrations(const CgroupHost& host) {
   if (host.v2.empty()) return false;
   // The cgroup2 mount options this kernel knows (Documentation/admin-guide/cgroup-v2.rst).
   auto features = cgroupfs::readFile("/sys/kernel/cgroup/features");
-  std::set<std::string> known = features ? words(*features) : std::set<std::string>{};
+  std::set<std::string> known = features ? wordSet(*features) : std::set<std::string>{};
   if (!known.count(kOption)) return false;
   auto current = splitOptions(cgroup2Mounts()[host.v2]);
   if (current.count(kOption)) return true;
@@ -191,7 +191,7 @@ Result<CgroupHost> detectCgroupHost(const std::string& root) {
     if (slash != std::string::npos) parent += "/" + root.substr(0, slash);
     host.rootDelegated = delegatedBySystemd(host.v2 + "/" + root);
     auto enabled = cgroupfs::readFile(parent + "/cgroup.subtree_control");
-    if (enabled) host.v2Usable = words(*enabled);
+    if (enabled) host.v2Usable = wordSet(*enabled);
     // A v1 hierarchy that holds a controller keeps it away from v2.
     for (auto it = host.v2Usable.begin(); it != host.v2Usable.end();) {
       it = host.v1.count(v1Name(*it)) ? host.v2Usable.erase(it) : std::next(it);

@@ -54,7 +54,7 @@ constexpr ErrnoName kErrnoNames[] = {
     {"ENOTSUP", ENOTSUP}, {"EAFNOSUPPORT", EAFNOSUPPORT},
 };
 
-std::vector<std::string> words(const std::string& line) {
+std::vector<std::string> lineWords(const std::string& line) {
   std::istringstream in(line.substr(0, line.find('#')));
   std::vector<std::string> out;
   for (std::string w; in >> w;) out.push_back(w);
@@ -173,7 +173,7 @@ Result<SeccompProfile> parseSeccompProfile(std::string_view text, const std::str
   int lineNo = 0;
   for (std::string line; std::getline(in, line);) {
     ++lineNo;
-    auto w = words(line);
+    auto w = lineWords(line);
     if (w.empty()) continue;
     if (Status st = parseLine(w, &sawDefault, &profile); !st) {
       return Error{origin + ":" + std::to_string(lineNo) + ": " + st.error().message};
