@@ -8,22 +8,9 @@ namespace allot {
 ZooKeeperDetector::ZooKeeperDetector(asio::io_context& io, ZkSessionFactory sessions,
                                      std::string groupPath, std::string description)
     : io_(io),
-      sessions_(std::move(sessions)),
       groupPath_(std::move(groupPath)),
-      description_(std::move(description)) {}
-
-ZooKeeperDetector::~ZooKeeperDetector() {
-  stopped_ = true;
-  session_.reset();
-}
-
-template <typename Fn>
-auto ZooKeeperDetector::guard(Fn fn) {
-  return [this, generation = generation_, fn = std::move(fn)](auto&&... args) {
-    if (generation != generation_ || stopped_) return;
-    fn(std::forward<decltype(args)>(args)...);
-  };
-}
+      description_(std::move(description)),
+      zk_(std::move(sessions)) {}
 
 void ZooKeeperDetector::start(Callback onLeader) {
   onLeader_ = std::move(onLeader);
@@ -31,12 +18,10 @@ void ZooKeeperDetector::start(Callback onLeader) {
 }
 
 void ZooKeeperDetector::newSession() {
-  ++generation_;
   currentMember_.clear();
   successor_.reset();
   readingAhead_.clear();  // its answer, if any, is dropped with the old session
-  session_ = sessions_();
-  session_->start(guard([this](const ZkEvent& event) { onEvent(event); }));
+  zk_.renew([this](const ZkEvent& event) { onEvent(event); });
 }
 
 void ZooKeeperDetector::onEvent(const ZkEvent& event) {
@@ -47,7 +32,7 @@ void ZooKeeperDetector::onEvent(const ZkEvent& event) {
   }
   switch (event.state) {
     case ZkState::kConnected:
-      LOG_INFO("detector: connected to ZooKeeper " << session_->describe());
+      LOG_INFO("detector: connected to ZooKeeper " << zk_.session().describe());
       return list();
     case ZkState::kConnecting:
       LOG_WARNING("detector: lost the link to ZooKeeper; keeping leader "
@@ -57,7 +42,7 @@ void ZooKeeperDetector::onEvent(const ZkEvent& event) {
     case ZkState::kExpired:
       LOG_WARNING("detector: ZooKeeper session expired; starting a new one");
       report(std::nullopt);
-      asio::post(io_, guard([this] { newSession(); }));
+      asio::post(io_, zk_.guard([this] { newSession(); }));
       return;
     case ZkState::kAuthFailed:  // a reader sends no credentials: not expected
       LOG_ERROR("detector: ZooKeeper refused this client's authentication; no leader");
@@ -68,8 +53,9 @@ void ZooKeeperDetector::onEvent(const ZkEvent& event) {
 
 void ZooKeeperDetector::list() {
   uint64_t listing = ++listing_;
-  session_->children(groupPath_, true, guard([this, listing](ZkRc rc,
-                                                           const std::vector<std::string>& children) {
+  auto& session = zk_.session();
+  session.children(groupPath_, true, zk_.guard([this, listing](ZkRc rc,
+                                                               const std::vector<std::string>& children) {
     if (listing != listing_) return;  // a newer listing is under way
     if (rc == ZkRc::kConnectionLoss) return;  // listed again on kConnected
     if (rc == ZkRc::kNoNode) {
@@ -79,7 +65,7 @@ void ZooKeeperDetector::list() {
       report(std::nullopt);
       // Made between the listing and this watch: no creation event will
       // come, so list again.
-      session_->exists(groupPath_, true, guard([this](ZkRc found, const ZkStat&) {
+      zk_.session().exists(groupPath_, true, zk_.guard([this](ZkRc found, const ZkStat&) {
         if (found == ZkRc::kOk) list();
       }));
       return;
@@ -110,8 +96,8 @@ void ZooKeeperDetector::list() {
 }
 
 void ZooKeeperDetector::read(const std::string& member, uint64_t listing, const std::string& next) {
-  session_->get(groupPath_ + "/" + member,
-                guard([this, member, listing, next](ZkRc rc, const std::string& data, const ZkStat& stat) {
+  zk_.session().get(groupPath_ + "/" + member,
+                    zk_.guard([this, member, listing, next](ZkRc rc, const std::string& data, const ZkStat& stat) {
     if (listing != listing_) return;
     if (rc == ZkRc::kNoNode) return list();  // gone already: list again
     if (rc != ZkRc::kOk) return;             // connection loss: listed again on kConnected
@@ -148,8 +134,8 @@ bool ZooKeeperDetector::accept(const std::string& member, const Leader& leader) 
 void ZooKeeperDetector::readAhead(const std::string& next) {
   if (next.empty() || (successor_ && successor_->first == next) || readingAhead_ == next) return;
   readingAhead_ = next;
-  session_->get(groupPath_ + "/" + next,
-                guard([this, next](ZkRc rc, const std::string& data, const ZkStat& stat) {
+  zk_.session().get(groupPath_ + "/" + next,
+                    zk_.guard([this, next](ZkRc rc, const std::string& data, const ZkStat& stat) {
     if (readingAhead_ == next) readingAhead_.clear();
     if (rc != ZkRc::kOk) return;  // gone, or connection loss: the next listing reads it
     if (auto leader = decode(next, data, stat)) successor_.emplace(next, *leader);

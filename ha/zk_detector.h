@@ -24,6 +24,7 @@
 
 #include "base/asio.h"
 #include "ha/zk_session.h"
+#include "ha/zk_session_cycle.h"
 #include "proto/leader.h"
 
 namespace allot {
@@ -32,7 +33,6 @@ class ZooKeeperDetector final : public LeaderDetector {
  public:
   ZooKeeperDetector(asio::io_context& io, ZkSessionFactory sessions, std::string groupPath,
                     std::string description);
-  ~ZooKeeperDetector() override;
 
   void start(Callback onLeader) override;
   std::string describe() const override { return description_; }
@@ -47,16 +47,11 @@ class ZooKeeperDetector final : public LeaderDetector {
   bool accept(const std::string& member, const Leader& leader);
   void readAhead(const std::string& next);
   void report(const std::optional<Leader>& leader);
-  template <typename Fn>
-  auto guard(Fn fn);
 
   asio::io_context& io_;
-  ZkSessionFactory sessions_;
   std::string groupPath_;
   std::string description_;
   Callback onLeader_;
-  std::unique_ptr<ZkSession> session_;
-  uint64_t generation_ = 0;
   uint64_t listing_ = 0;        // the latest listing; older answers are stale
   std::string currentMember_;   // znode name of the reported leader
   std::optional<Leader> current_;
@@ -65,7 +60,7 @@ class ZooKeeperDetector final : public LeaderDetector {
   std::string readingAhead_;    // a read ahead under way for this member
   bool reported_ = false;
   uint64_t highestEpoch_ = 0;
-  bool stopped_ = false;
+  ZkSessionCycle zk_;  // last: its session goes first, before what its answers touch
 };
 
 // The detector for `url` (already checked with parseZkUrl), with the

@@ -11,23 +11,10 @@ namespace allot {
 ZooKeeperShardDetector::ZooKeeperShardDetector(asio::io_context& io, ZkSessionFactory sessions, std::string path,
                                                std::string key, std::string description)
     : io_(io),
-      sessions_(std::move(sessions)),
       path_(std::move(path)),
       key_(std::move(key)),
-      description_(std::move(description)) {}
-
-ZooKeeperShardDetector::~ZooKeeperShardDetector() {
-  stopped_ = true;
-  session_.reset();
-}
-
-template <typename Fn>
-auto ZooKeeperShardDetector::guard(Fn fn) {
-  return [this, generation = generation_, fn = std::move(fn)](auto&&... args) {
-    if (generation != generation_ || stopped_) return;
-    fn(std::forward<decltype(args)>(args)...);
-  };
-}
+      description_(std::move(description)),
+      zk_(std::move(sessions)) {}
 
 void ZooKeeperShardDetector::start(Callback onLeader) {
   onLeader_ = std::move(onLeader);
@@ -35,9 +22,7 @@ void ZooKeeperShardDetector::start(Callback onLeader) {
 }
 
 void ZooKeeperShardDetector::newSession() {
-  ++generation_;
-  session_ = sessions_();
-  session_->start(guard([this](const ZkEvent& event) { onEvent(event); }));
+  zk_.renew([this](const ZkEvent& event) { onEvent(event); });
 }
 
 // Without ZooKeeper the shards listed last stay the choice: the links to
@@ -52,7 +37,7 @@ void ZooKeeperShardDetector::onEvent(const ZkEvent& event) {
     case ZkState::kConnecting: return;
     case ZkState::kExpired:
       LOG_WARNING("shard directory: ZooKeeper session expired; starting a new one");
-      asio::post(io_, guard([this] { newSession(); }));
+      asio::post(io_, zk_.guard([this] { newSession(); }));
       return;
     case ZkState::kAuthFailed:
       LOG_ERROR("shard directory: ZooKeeper refused this client's authentication");
@@ -62,13 +47,14 @@ void ZooKeeperShardDetector::onEvent(const ZkEvent& event) {
 
 void ZooKeeperShardDetector::list() {
   uint64_t listing = ++listing_;
-  session_->children(path_, true, guard([this, listing](ZkRc rc, const std::vector<std::string>& children) {
+  auto& session = zk_.session();
+  session.children(path_, true, zk_.guard([this, listing](ZkRc rc, const std::vector<std::string>& children) {
     if (listing != listing_ || rc == ZkRc::kConnectionLoss) return;
     if (rc == ZkRc::kNoNode) {
       LOG_INFO("shard directory: nothing at " << path_ << " yet; waiting for a shard");
       // Made between the listing and this watch: no creation event will
       // come, so list again.
-      session_->exists(path_, true, guard([this](ZkRc found, const ZkStat&) {
+      zk_.session().exists(path_, true, zk_.guard([this](ZkRc found, const ZkStat&) {
         if (found == ZkRc::kOk) list();
       }));
       return update({});
@@ -90,8 +76,8 @@ void ZooKeeperShardDetector::read(const std::vector<std::string>& members, uint6
   auto found = std::make_shared<std::vector<Endpoint>>();
   auto pending = std::make_shared<size_t>(members.size());
   for (const auto& member : members) {
-    session_->get(path_ + "/" + member, guard([this, listing, member, found, pending](
-                                                   ZkRc rc, const std::string& data, const ZkStat&) {
+    zk_.session().get(path_ + "/" + member, zk_.guard([this, listing, member, found, pending](
+                                                           ZkRc rc, const std::string& data, const ZkStat&) {
       if (listing != listing_) return;
       if (rc == ZkRc::kOk) {
         auto decoded = decodeMemberData(data);
@@ -130,7 +116,7 @@ void ZooKeeperShardDetector::report() {
   if (!choice) LOG_WARNING("shard directory: no shard listed in " << path_);
   if (choice) LOG_INFO("shard directory: choosing shard " << choice->describe() << " of " << ranked_.size());
   // Posted: advance() runs inside the link's own callbacks.
-  asio::post(io_, guard([this, choice] {
+  asio::post(io_, zk_.guard([this, choice] {
     if (onLeader_) onLeader_(choice ? std::optional<Leader>(Leader{*choice, 0, "", std::nullopt}) : std::nullopt);
   }));
 }

@@ -21,6 +21,7 @@
 
 #include "base/asio.h"
 #include "ha/zk_session.h"
+#include "ha/zk_session_cycle.h"
 #include "proto/shard_placement.h"
 
 namespace allot {
@@ -29,7 +30,6 @@ class ZooKeeperShardDetector final : public ShardDetector {
  public:
   ZooKeeperShardDetector(asio::io_context& io, ZkSessionFactory sessions, std::string path, std::string key,
                          std::string description);
-  ~ZooKeeperShardDetector() override;
 
   void start(Callback onLeader) override;
   std::string describe() const override { return description_; }
@@ -43,23 +43,18 @@ class ZooKeeperShardDetector final : public ShardDetector {
   void read(const std::vector<std::string>& members, uint64_t listing);
   void update(const std::vector<Endpoint>& shards);
   void report();
-  template <typename Fn>
-  auto guard(Fn fn);
 
   asio::io_context& io_;
-  ZkSessionFactory sessions_;
   std::string path_;
   std::string key_;
   std::string description_;
   Callback onLeader_;
-  std::unique_ptr<ZkSession> session_;
-  uint64_t generation_ = 0;
   uint64_t listing_ = 0;            // the latest listing; older answers are stale
   std::vector<Endpoint> ranked_;    // the live shards, the key's first choice first
   size_t index_ = 0;                // into ranked_: the one reported
   std::optional<Endpoint> reported_;
   Endpoint none_;
-  bool stopped_ = false;
+  ZkSessionCycle zk_;  // last: its session goes first, before what its answers touch
 };
 
 // `url` is "zk://servers/path"; `key` ranks the shards for this agent.
