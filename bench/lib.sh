@@ -5,9 +5,9 @@
 #
 # gives: pids+=($!) (background processes, killed on exit), on_exit CMD
 # (run at exit, before the scratch dir goes), die, wait_for, median,
-# registered, and `result NAME KEY=VALUE...`, the one way a benchmark prints
-# its result (bench/result.py: a summary for a person; CSV and JSON lines in
-# $BENCH_OUT for plots). KEEP_LOGS=1 keeps the scratch dir.
+# emulated, registered, and `result NAME KEY=VALUE...`, the one way a
+# benchmark prints its result (bench/result.py: a summary for a person; CSV
+# and JSON lines in $BENCH_OUT for plots). KEEP_LOGS=1 keeps the scratch dir.
 bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 pids=()
 exit_hooks=()
@@ -32,15 +32,17 @@ wait_for() {
 }
 # The median of the arguments (numbers; the lower middle of an even count).
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-# True once the emulators' logs ($dir/emulator*.log, one per emulator
-# process) report at least $agents registered agents between them.
-registered() {
+# The emulators' last reported COUNTER (registered, moves, handovers, ...)
+# summed over their logs ($dir/emulator*.log, one per emulator process).
+emulated() {
   local total=0 n f
   for f in "$dir"/emulator*.log; do
-    n=$(grep -so 'registered=[0-9]*' "$f" | tail -1 | cut -d= -f2)
+    n=$(grep -so "$1=[0-9]*" "$f" | tail -1 | cut -d= -f2)
     total=$(( total + ${n:-0} ))
   done
-  [ "$total" -ge "$agents" ]
+  echo "$total"
 }
+# True once the emulators report at least $agents registered agents.
+registered() { [ "$(emulated registered)" -ge "$agents" ]; }
 # result NAME KEY=VALUE...: print the result (and append it to $BENCH_OUT).
 result() { python3 "$bench_dir/result.py" "$@"; }

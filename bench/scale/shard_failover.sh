@@ -137,15 +137,6 @@ errors() { local n; n=$(grep -so " $1=[0-9]*" "$dir/load.log" | tail -1 | cut -d
 # lost). Those refused before running (a launch on an offer the old leader
 # made, say) are counted apart.
 lost() { echo $(( $(errors errors) - $(errors errors_never_running) )); }
-# The emulators' last reported COUNTER (moves, handovers, ...), summed.
-emulated() {
-  local total=0 n f
-  for f in "$dir"/emulator*.log; do
-    n=$(grep -so "$1=[0-9]*" "$f" | tail -1 | cut -d= -f2)
-    total=$(( total + ${n:-0} ))
-  done
-  echo "$total"
-}
 
 # From lines "TIME TOTAL" (the other shards' handshakes, sampled) and the
 # total before the kill: "PEAK MEAN", the most handshakes in any one second
