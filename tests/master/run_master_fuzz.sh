@@ -18,16 +18,16 @@ fi
 mkdir -p "$out/corpus" "$out/obj"
 out=$(cd "$out" && pwd)
 bin="$out/master_fuzz"
-# The master's state machine without its sockets (server, HTTP, main) and
-# without the role settings' stores and keeper (files, ZooKeeper, the loop)
-# and the shard links' hub; the identity store's file form is in (libcrypto):
-# every allocator module, the loop's diagnostics (the metrics export them)
-# and the master's own files.
+# The master's state machine without its sockets (server, HTTP, main),
+# without the role settings' stores and keeper (files, ZooKeeper, the loop),
+# the shard links' hub and the in-process link shard (agent_shard.cpp); the
+# identity store's file form is in (libcrypto): every allocator module, the
+# loop's diagnostics (the metrics export them) and the master's own files.
 sources=("$src"/master/allocator/*.cpp "$src"/diag/*.cpp
          "$src/proto/resources.cpp" "$src/proto/validate.cpp" "$src/proto/frame.cpp"
          "$src/base/log.cpp" "$src/base/encoding.cpp" "$src/base/secrets.cpp" "$src/base/files.cpp" "$gen/proto/allot.pb.cc")
 for f in "$src"/master/*.cpp; do
-  case "$(basename "$f")" in main.cpp|server.cpp|shard_hub.cpp|http_api.cpp|state_items.cpp|state_view.cpp|state_view_cache.cpp|role_settings.cpp|role_store.cpp|role_store_zk.cpp|identity_store_zk.cpp) ;; *) sources+=("$f") ;; esac
+  case "$(basename "$f")" in main.cpp|server.cpp|shard_hub.cpp|agent_shard.cpp|http_api.cpp|state_items.cpp|state_view.cpp|state_view_cache.cpp|role_settings.cpp|role_store.cpp|role_store_zk.cpp|identity_store_zk.cpp) ;; *) sources+=("$f") ;; esac
 done
 # The harness last: the linker keeps the first copy of an inline function
 # it meets, and the master's objects hold the instrumented ones.
