@@ -17,6 +17,7 @@
 #include "sdk/health_check.h"
 #include "sdk/http_answer.h"
 #include "tests/common/test_util.h"
+#include "tests/health/probe_test.h"
 
 namespace allot {
 namespace {
@@ -198,16 +199,8 @@ class Server {
   std::vector<ConnPtr> conns_;
 };
 
-class HttpCheck : public ::testing::Test {
+class HttpCheck : public ProbeTest {
  protected:
-  // One attempt of `probe`, run to its verdict.
-  HealthVerdict attempt(HealthProbe& probe) {
-    std::optional<HealthVerdict> verdict;
-    probe.start([&](HealthVerdict v) { verdict = std::move(v); });
-    EXPECT_TRUE(testing::runUntil(io_, [&] { return verdict.has_value(); }, 5s)) << "no verdict";
-    return verdict.value_or(HealthVerdict{false, "none"});
-  }
-  asio::io_context io_;
   Server server_{io_};
 };
 

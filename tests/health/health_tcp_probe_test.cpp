@@ -11,6 +11,7 @@
 #include "sdk/health_check.h"
 #include "sdk/health_listeners.h"
 #include "tests/common/test_util.h"
+#include "tests/health/probe_test.h"
 
 namespace allot {
 namespace {
@@ -33,14 +34,8 @@ class ListenersTwin final : public ListenerSource {
   std::optional<LoopbackListeners> answer_;
 };
 
-class TcpCheck : public ::testing::Test {
+class TcpCheck : public ProbeTest {
  protected:
-  HealthVerdict attempt(HealthProbe& probe) {
-    std::optional<HealthVerdict> verdict;
-    probe.start([&](HealthVerdict v) { verdict = std::move(v); });
-    EXPECT_TRUE(testing::runUntil(io_, [&] { return verdict.has_value(); }, 5s)) << "no verdict";
-    return verdict.value_or(HealthVerdict{false, "none"});
-  }
   // A port of 127.0.0.1 that is bound (so nobody else takes it) but not listening.
   tcp::acceptor reserved() {
     tcp::acceptor a(io_);
@@ -48,7 +43,6 @@ class TcpCheck : public ::testing::Test {
     a.bind({asio::ip::address_v4::loopback(), 0});
     return a;
   }
-  asio::io_context io_;
 };
 
 TEST_F(TcpCheck, WithoutSockDiagAListenerIsHealthyByConnecting) {
