@@ -14,6 +14,7 @@
 //
 // Exit codes: 0 every task finished; 1 some task failed after its retries;
 // 2 bad flags or task file; 124 no master within --timeout.
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "base/clock.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "examples/common/example.h"
 #include "proto/resources.h"
 #include "proto/task_state.h"
 #include "sdk/scheduler.h"
@@ -188,8 +190,8 @@ class BatchScheduler final : public Scheduler {
 }  // namespace
 
 int main(int argc, char** argv) {
-  setLogProgram("allot-batch");
-  if (!getenv("ALLOT_LOG_LEVEL")) setLogLevel(LogLevel::kWarning);
+  examples::startProgram("allot-batch");
+  using examples::fail;
   Settings s;
   Flags flags("allot-batch", "Runs the shell commands of a file as tasks, retrying failures.");
   flags.addString("master", &s.master, "HOST:PORT (or zk://...) of the master");
@@ -200,10 +202,6 @@ int main(int argc, char** argv) {
   flags.addString("name", &s.name, "framework name");
   flags.addBool("quiet", &s.quiet, "no progress line per task (retries, give-ups and the summary only)");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
-  auto fail = [](const std::string& m) {
-    std::cerr << "allot-batch: " << m << "\n";
-    return 2;
-  };
   if (s.tasksFile.empty()) return fail("--tasks is required");
   if (s.retries < 0 || s.retries > 100) return fail("--retries must be 0..100");
   if (!(s.timeoutS > 0)) return fail("--timeout must be > 0");
@@ -217,17 +215,10 @@ int main(int argc, char** argv) {
   wire::FrameworkInfo info;
   info.set_name(s.name);
   SchedulerDriver driver(io, scheduler, info, SchedulerOptions{.master = s.master});
-  if (auto st = driver.start(); !st) return fail(st.error().describe());
-  asio::steady_timer timeout(io);
-  timeout.expires_after(secondsToDuration(s.timeoutS));
-  bool timedOut = false;
-  timeout.async_wait([&](const boost::system::error_code& ec) {
-    if (ec || driver.registered()) return;
-    std::fprintf(stderr, "allot-batch: no master at %s within %.0f s\n", s.master.c_str(),
-                 s.timeoutS);
-    timedOut = true;
-    io.stop();
-  });
-  io.run();
-  return timedOut ? 124 : scheduler.exitCode();
+  examples::Deadline deadline{
+      .seconds = s.timeoutS,
+      .met = [&] { return driver.registered(); },
+      .late = [&] { return "no master at " + s.master + " within " + std::to_string(std::llround(s.timeoutS)) + " s"; }};
+  if (int rc = examples::runDriver(io, driver, deadline); rc != 0) return rc;
+  return scheduler.exitCode();
 }

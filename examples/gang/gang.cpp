@@ -11,6 +11,7 @@
 //
 // Exit codes: 0 every rank finished; the first failing rank's code (137
 // killed, 1 lost or error); 2 bad flags; 124 not placed within --timeout.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -20,6 +21,7 @@
 #include "base/asio.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "examples/common/example.h"
 #include "proto/resources.h"
 #include "proto/task_state.h"
 #include "sdk/scheduler.h"
@@ -195,8 +197,8 @@ class GangScheduler final : public Scheduler {
 }  // namespace
 
 int main(int argc, char** argv) {
-  setLogProgram("allot-gang");
-  if (!getenv("ALLOT_LOG_LEVEL")) setLogLevel(LogLevel::kWarning);
+  examples::startProgram("allot-gang");
+  using examples::fail;
   Settings s;
   Flags flags("allot-gang", "Places all ranks of an MPI-style job at once, or none.");
   flags.addString("master", &s.master, "HOST:PORT (or zk://...) of the master");
@@ -206,10 +208,6 @@ int main(int argc, char** argv) {
   flags.addDouble("hold", &s.holdS, "seconds to hold offers before releasing them");
   flags.addDouble("timeout", &s.timeoutS, "give up when not placed within this many seconds");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
-  auto fail = [](const std::string& m) {
-    std::cerr << "allot-gang: " << m << "\n";
-    return 2;
-  };
   if (s.command.empty()) return fail("--command is required");
   if (s.ranks < 1 || s.ranks > kRanksMax) return fail("--ranks must be 1..10000");
   if (!(s.holdS > 0) || !(s.timeoutS > 0)) return fail("--hold and --timeout must be > 0");
@@ -221,18 +219,12 @@ int main(int argc, char** argv) {
   wire::FrameworkInfo info;
   info.set_name("allot-gang");
   SchedulerDriver driver(io, scheduler, info, SchedulerOptions{.master = s.master});
-  if (auto st = driver.start(); !st) return fail(st.error().describe());
-  asio::steady_timer timeout(io);
-  timeout.expires_after(secondsToDuration(s.timeoutS));
-  bool timedOut = false;
-  timeout.async_wait([&](const boost::system::error_code& ec) {
-    if (ec || scheduler.launched()) return;
-    std::fprintf(stderr, "allot-gang: %lld ranks not placed within %.0f s\n",
-                 static_cast<long long>(s.ranks), s.timeoutS);
-    timedOut = true;
-    driver.stop(false);
-    asio::post(io, [&io] { io.stop(); });
-  });
-  io.run();
-  return timedOut ? 124 : scheduler.exitCode();
+  examples::Deadline deadline{
+      .seconds = s.timeoutS,
+      .met = [&] { return scheduler.launched(); },
+      .late = [&] {
+        return std::to_string(s.ranks) + " ranks not placed within " + std::to_string(std::llround(s.timeoutS)) + " s";
+      }};
+  if (int rc = examples::runDriver(io, driver, deadline); rc != 0) return rc;
+  return scheduler.exitCode();
 }

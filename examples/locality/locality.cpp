@@ -17,6 +17,7 @@
 //
 // Exit codes: 0 every task finished; 1 some task did not; 2 bad flags or
 // blocks file; 124 the job did not finish within --timeout.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -29,6 +30,7 @@
 #include "base/clock.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "examples/common/example.h"
 #include "proto/resources.h"
 #include "proto/task_state.h"
 #include "sdk/scheduler.h"
@@ -186,8 +188,8 @@ class LocalityScheduler final : public Scheduler {
 }  // namespace
 
 int main(int argc, char** argv) {
-  setLogProgram("allot-locality");
-  if (!getenv("ALLOT_LOG_LEVEL")) setLogLevel(LogLevel::kWarning);
+  examples::startProgram("allot-locality");
+  using examples::fail;
   Settings s;
   Flags flags("allot-locality", "Runs one task per input block with delay scheduling.");
   flags.addString("master", &s.master, "HOST:PORT (or zk://...) of the master");
@@ -198,10 +200,6 @@ int main(int argc, char** argv) {
   flags.addDouble("task-seconds", &s.taskSeconds, "how long each task runs");
   flags.addDouble("timeout", &s.timeoutS, "give up when the job is not done after this long");
   if (int rc = handleFlags(flags, argc, argv); rc >= 0) return rc;
-  auto fail = [](const std::string& m) {
-    std::cerr << "allot-locality: " << m << "\n";
-    return 2;
-  };
   if (s.blocksFile.empty()) return fail("--blocks is required");
   if (!(s.delayS >= 0) || !(s.taskSeconds >= 0) || !(s.timeoutS > 0))
     return fail("--delay and --task-seconds must be >= 0, --timeout > 0");
@@ -215,16 +213,11 @@ int main(int argc, char** argv) {
   wire::FrameworkInfo info;
   info.set_name(s.name);
   SchedulerDriver driver(io, scheduler, info, SchedulerOptions{.master = s.master});
-  if (auto st = driver.start(); !st) return fail(st.error().describe());
-  asio::steady_timer timeout(io);
-  timeout.expires_after(secondsToDuration(s.timeoutS));
-  timeout.async_wait([&](const boost::system::error_code& ec) {
-    if (ec || scheduler.finished()) return;
-    std::fprintf(stderr, "allot-locality: job not done within %.0f s\n", s.timeoutS);
-    driver.stop(false);
-    asio::post(io, [&io] { io.stop(); });
-  });
-  io.run();
-  if (!scheduler.finished()) return 124;
+  examples::Deadline deadline{
+      .seconds = s.timeoutS,
+      .met = [&] { return scheduler.finished(); },
+      .late = [&] { return "job not done within " + std::to_string(std::llround(s.timeoutS)) + " s"; }};
+  if (int rc = examples::runDriver(io, driver, deadline); rc != 0) return rc;
+  if (!scheduler.finished()) return examples::kExitDeadline;
   return scheduler.exitCode();
 }

@@ -25,6 +25,7 @@
 #include "base/asio.h"
 #include "base/flags.h"
 #include "base/log.h"
+#include "examples/common/example.h"
 #include "ha/detector_factory.h"
 #include "proto/resources.h"
 #include "proto/task_state.h"
@@ -34,6 +35,7 @@
 namespace {
 
 using namespace allot;
+using examples::fail;
 
 constexpr int64_t kInstancesMax = 10000;
 // After a (re-)registration, offers are declined this long so that the
@@ -284,11 +286,6 @@ class ServiceScheduler final : public Scheduler {
   size_t lastRunning_ = SIZE_MAX, lastHealthy_ = SIZE_MAX;
 };
 
-int fail(const std::string& m) {
-  std::cerr << "allot-service: " << m << "\n";
-  return 2;
-}
-
 // Parses and checks the flags into `s`: -1 to go on, else the exit code.
 int parseFlags(int argc, char** argv, Settings& s) {
   Flags flags("allot-service", "Keeps N healthy copies of a command running on an allot cluster.");
@@ -335,7 +332,7 @@ void tearDownWhenRegistered(asio::io_context& io, asio::steady_timer& timer, Sch
 }  // namespace
 
 int main(int argc, char** argv) {
-  setLogProgram("allot-service");
+  examples::startProgram("allot-service", LogLevel::kInfo);
   Settings s;
   if (int rc = parseFlags(argc, argv, s); rc >= 0) return rc;
   auto resources = Resources::parse(s.resources);
