@@ -31,6 +31,7 @@ payload=
 log() { printf '[boot-systemd] %s\n' "$*" >&2; }
 skip() { printf '[boot-systemd] SKIP: %s\n' "$*" >&2; exit 77; }
 fail() { printf '[boot-systemd] FAIL: %s\n' "$*" >&2; exit 1; }
+. "$here/lib.sh"
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,26 +47,9 @@ done
 [ -r "$rootfs" ] || fail "--rootfs $rootfs: no such image"
 [ -f "$payload/run.sh" ] || fail "--payload $payload has no run.sh"
 
-for tool in qemu-system-x86_64 cpio gzip mkfs.ext4 modprobe; do
-  command -v "$tool" >/dev/null || skip "$tool not found (scripts/allot-dev deps installs it)"
-done
-busybox=$(command -v busybox) || skip "busybox not found (install busybox-static)"
-ldd "$busybox" >/dev/null 2>&1 && skip "$busybox is dynamically linked (install busybox-static)"
-if [ -z "$kernel" ]; then
-  kernel=$("$here/fetch-kernel.sh") || skip "no guest kernel (scripts/vm/fetch-kernel.sh failed)"
-fi
-kdir=$(dirname "$(readlink -f "$kernel")")
-kver=$(basename "$kdir")
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/allot-sdvm.XXXXXX") || skip "mktemp failed"
-qpid=
-cleanup() {
-  if [ -n "$qpid" ]; then kill -TERM "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+vm_need_tools qemu-system-x86_64 cpio gzip mkfs.ext4 modprobe
+vm_find_kernel
+vm_make_work allot-sdvm
 
 # The initramfs: busybox, virtio modules in load order, a /init that mounts
 # the root disk and hands over to systemd.

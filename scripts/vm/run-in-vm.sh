@@ -45,6 +45,7 @@ usage() { sed -n '4,6p' "$0" >&2; exit 2; }
 # The VM cannot run here at all: meson reports the test as skipped.
 skip() { printf '[run-in-vm] SKIP: the VM cannot boot: %s\n' "$*" >&2; exit 77; }
 fail() { printf '[run-in-vm] FAIL: %s\n' "$*" >&2; exit 1; }
+. "$here/lib.sh"
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -75,28 +76,11 @@ binary=$(readlink -f "$binary")
 # --- What the host needs. ----------------------------------------------------
 tools=(qemu-system-x86_64 cpio gzip ldd)
 [ "$strip_debug" -eq 1 ] && tools+=(objcopy)
-for tool in "${tools[@]}"; do
-  command -v "$tool" >/dev/null || skip "$tool not found (scripts/allot-dev deps installs it)"
-done
-busybox=$(command -v busybox) || skip "busybox not found (install busybox-static)"
-# The guest has no libraries of its own for busybox: it must be static.
-ldd "$busybox" >/dev/null 2>&1 && skip "$busybox is dynamically linked (install busybox-static)"
-if [ -z "$kernel" ]; then
-  kernel=$("$here/fetch-kernel.sh" ${cache:+"$cache"}) || skip "no guest kernel (scripts/vm/fetch-kernel.sh failed, see above)"
-fi
-[ -r "$kernel" ] || skip "kernel $kernel not readable"
-kdir=$(dirname "$(readlink -f "$kernel")")
+vm_need_tools "${tools[@]}"
+vm_find_kernel "$cache"
 
 # --- Temporary files, removed on every exit. ----------------------------------
-work=$(mktemp -d "${TMPDIR:-/tmp}/allot-vm.XXXXXX") || skip "mktemp failed"
-qpid=
-cleanup() {
-  if [ -n "$qpid" ]; then kill -TERM "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+vm_make_work allot-vm
 root=$work/root
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,etc,root,allot-vm} || skip "cannot write $work"
 
@@ -141,7 +125,6 @@ done
 [ -n "$disk" ] && modules=(virtio_pci virtio_blk "${modules[@]}")
 : > "$root/allot-vm/modules"
 if [ ${#modules[@]} -gt 0 ]; then
-  kver=$(basename "$kdir")
   config=$kdir/config
   wanted=()
   for m in "${modules[@]}"; do

@@ -1,0 +1,46 @@
+# What the VM scripts share (sourced by run-in-vm.sh and boot-systemd.sh):
+# the host's tools, the guest kernel, and a work folder removed with the VM
+# on every exit. The sourcing script defines skip() (exit 77, meson's skip)
+# first, and keeps the pid of the qemu it starts in $qpid.
+
+vm_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# vm_need_tools TOOL...: skips unless every TOOL is on PATH and busybox is
+# a static binary (the guest has no libraries of its own for it); sets
+# $busybox.
+vm_need_tools() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || skip "$tool not found (scripts/allot-dev deps installs it)"
+  done
+  busybox=$(command -v busybox) || skip "busybox not found (install busybox-static)"
+  ldd "$busybox" >/dev/null 2>&1 && skip "$busybox is dynamically linked (install busybox-static)"
+}
+
+# vm_find_kernel [CACHE]: sets $kernel unless --kernel gave one (Debian's
+# cloud kernel, scripts/vm/fetch-kernel.sh), $kdir (its folder, with its
+# modules and config) and $kver (its release).
+vm_find_kernel() {
+  if [ -z "$kernel" ]; then
+    kernel=$("$vm_lib_dir/fetch-kernel.sh" ${1:+"$1"}) ||
+      skip "no guest kernel (scripts/vm/fetch-kernel.sh failed, see above)"
+  fi
+  [ -r "$kernel" ] || skip "kernel $kernel not readable"
+  kdir=$(dirname "$(readlink -f "$kernel")")
+  kver=$(basename "$kdir")
+}
+
+# vm_make_work PREFIX: sets $work, a new folder under $TMPDIR that is
+# removed on every exit, after the VM in $qpid (if any) is stopped.
+vm_make_work() {
+  work=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || skip "mktemp failed"
+  qpid=
+  trap vm_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+vm_cleanup() {
+  if [ -n "$qpid" ]; then kill -TERM "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null; fi
+  rm -rf "$work"
+}
