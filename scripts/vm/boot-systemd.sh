@@ -28,10 +28,8 @@ kernel=
 rootfs=
 payload=
 
-log() { printf '[boot-systemd] %s\n' "$*" >&2; }
-skip() { printf '[boot-systemd] SKIP: %s\n' "$*" >&2; exit 77; }
-fail() { printf '[boot-systemd] FAIL: %s\n' "$*" >&2; exit 1; }
-. "$here/lib.sh"
+vm_prog=boot-systemd
+. "$here/lib.sh"  # log, skip, fail
 
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -1,9 +1,14 @@
 # What the VM scripts share (sourced by run-in-vm.sh and boot-systemd.sh):
 # the host's tools, the guest kernel, and a work folder removed with the VM
-# on every exit. The sourcing script defines skip() (exit 77, meson's skip)
+# on every exit. The sourcing script sets $vm_prog (its name in messages)
 # first, and keeps the pid of the qemu it starts in $qpid.
 
 vm_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+log() { printf '[%s] %s\n' "$vm_prog" "$*" >&2; }
+# The VM cannot run here at all: meson reports the test as skipped.
+skip() { printf '[%s] SKIP: the VM cannot boot: %s\n' "$vm_prog" "$*" >&2; exit 77; }
+fail() { printf '[%s] FAIL: %s\n' "$vm_prog" "$*" >&2; exit 1; }
 
 # vm_need_tools TOOL...: skips unless every TOOL is on PATH and busybox is
 # a static binary (the guest has no libraries of its own for it); sets

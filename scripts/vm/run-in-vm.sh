@@ -40,12 +40,9 @@ modules=()
 strip_debug=0
 switch_root=0
 
-log() { printf '[run-in-vm] %s\n' "$*" >&2; }
+vm_prog=run-in-vm
+. "$here/lib.sh"  # log, skip, fail
 usage() { sed -n '4,6p' "$0" >&2; exit 2; }
-# The VM cannot run here at all: meson reports the test as skipped.
-skip() { printf '[run-in-vm] SKIP: the VM cannot boot: %s\n' "$*" >&2; exit 77; }
-fail() { printf '[run-in-vm] FAIL: %s\n' "$*" >&2; exit 1; }
-. "$here/lib.sh"
 
 while [ $# -gt 0 ]; do
   case "$1" in
