@@ -89,31 +89,20 @@ qemu=(qemu-system-x86_64 -accel tcg -cpu "${ALLOT_VM_CPU:-max}" -m "$mem" -smp "
       -append "console=ttyS0 panic=-1 quiet cryptomgr.notests systemd.unified_cgroup_hierarchy=1 systemd.show_status=false ${ALLOT_VM_APPEND:-}")
 
 log "booting $(basename "$kernel") with $(basename "$(dirname "$rootfs")"), timeout ${timeout}s"
-mkfifo "$work/console"
-start=$EPOCHREALTIME
-timeout -k 5 "$timeout" "${qemu[@]}" < /dev/null > "$work/console" 2>&1 &
-qpid=$!
-elapsed() {
-  local us=$(( ${EPOCHREALTIME/./} - ${start/./} ))
-  printf '%d.%d' $((us / 1000000)) $((us / 100000 % 10))
-}
+vm_boot "${qemu[@]}"
 mounted=0
 payload_started=0
 code=
-while IFS= read -r line || [ -n "$line" ]; do
-  line=${line//$'\r'/}
-  line=${line//$'\e'@(c|\[*([0-9;?])[a-zA-Z])/}
-  case "$line" in
-    *ALLOT-VM-ROOT-MOUNTED*) mounted=1; log "root mounted after $(elapsed)s"; continue ;;
-    *ALLOT-VM-PAYLOAD-START*) payload_started=1; log "systemd started the payload after $(elapsed)s" ;;
-    *ALLOT-VM-EXIT=*) code=${line##*ALLOT-VM-EXIT=}; code=${code%%[^0-9]*}
-                      log "payload exit code $code after $(elapsed)s" ;;
+on_line() {
+  case "$1" in
+    *ALLOT-VM-ROOT-MOUNTED*) mounted=1; log "root mounted after $(vm_elapsed)s"; return 1 ;;
+    *ALLOT-VM-PAYLOAD-START*) payload_started=1; log "systemd started the payload after $(vm_elapsed)s" ;;
+    *ALLOT-VM-EXIT=*) code=${1##*ALLOT-VM-EXIT=}; code=${code%%[^0-9]*}
+                      log "payload exit code $code after $(vm_elapsed)s" ;;
   esac
-  printf '%s\n' "$line"
-done < "$work/console"
-wait "$qpid"
-qstatus=$?
-qpid=
+  return 0
+}
+vm_console on_line
 [ -n "$code" ] && exit "$code"
 [ "$mounted" -eq 0 ] && skip "the guest never mounted its root (qemu status $qstatus; ALLOT_VM_APPEND=loglevel=7 shows the kernel)"
 [ "$payload_started" -eq 0 ] && skip "systemd never started the payload (qemu status $qstatus; console above)"

@@ -49,3 +49,35 @@ vm_cleanup() {
   if [ -n "$qpid" ]; then kill -TERM "$qpid" 2>/dev/null; wait "$qpid" 2>/dev/null; fi
   rm -rf "$work"
 }
+
+# vm_boot QEMU...: starts QEMU under timeout(1) (TERM after $timeout s,
+# KILL 5 s later, status 124) with its console on the fifo $work/console;
+# sets $qpid.
+vm_boot() {
+  mkfifo "$work/console" || skip "cannot make a fifo in $work"
+  vm_boot_time=$EPOCHREALTIME
+  timeout -k 5 "$timeout" "$@" < /dev/null > "$work/console" 2>&1 &
+  qpid=$!
+}
+
+# vm_elapsed: the seconds since vm_boot, to a tenth.
+vm_elapsed() {
+  local us=$(( ${EPOCHREALTIME/./} - ${vm_boot_time/./} ))
+  printf '%d.%d' $((us / 1000000)) $((us / 100000 % 10))
+}
+
+# vm_console ON_LINE: reads the console until qemu closes it. Each line,
+# without carriage returns and the firmware's terminal resets, is passed to
+# ON_LINE and printed unless ON_LINE returns non-zero. Then waits for qemu
+# and sets $qstatus (124: --timeout passed).
+vm_console() {
+  local line
+  while IFS= read -r line || [ -n "$line" ]; do
+    line=${line//$'\r'/}
+    line=${line//$'\e'@(c|\[*([0-9;?])[a-zA-Z])/}
+    "$1" "$line" && printf '%s\n' "$line"
+  done < "$work/console"
+  wait "$qpid"
+  qstatus=$?
+  qpid=
+}

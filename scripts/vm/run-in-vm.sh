@@ -220,35 +220,22 @@ if [ -n "$disk" ]; then
 fi
 
 log "booting $(basename "$kernel") ($(du -h "$initrd" | cut -f1) initramfs) for $(basename "$binary"), timeout ${timeout}s"
-mkfifo "$work/console"
-start=$EPOCHREALTIME
-# timeout(1) enforces --timeout (TERM, then KILL 5 s later) and exits 124.
-timeout -k 5 "$timeout" "${qemu[@]}" < /dev/null > "$work/console" 2>&1 &
-qpid=$!
-
+vm_boot "${qemu[@]}"
 booted=0
 code=
-elapsed() {
-  local us=$(( ${EPOCHREALTIME/./} - ${start/./} ))
-  printf '%d.%d' $((us / 1000000)) $((us / 100000 % 10))
-}
-while IFS= read -r line || [ -n "$line" ]; do
-  line=${line//$'\r'/}
-  line=${line//$'\e'@(c|\[*([0-9;?])[a-zA-Z])/}   # the firmware's terminal resets
-  case "$line" in
-    *ALLOT-VM-START*) booted=1; log "guest up after $(elapsed)s" ; continue ;;
-    *ALLOT-VM-EXIT=*) code=${line##*ALLOT-VM-EXIT=}; code=${code%%[^0-9]*} ;;
+on_line() {
+  case "$1" in
+    *ALLOT-VM-START*) booted=1; log "guest up after $(vm_elapsed)s"; return 1 ;;
+    *ALLOT-VM-EXIT=*) code=${1##*ALLOT-VM-EXIT=}; code=${code%%[^0-9]*} ;;
   esac
-  printf '%s\n' "$line"
-done < "$work/console"
-wait "$qpid"
-qstatus=$?
-qpid=
+  return 0
+}
+vm_console on_line
 timed_out=0
 [ "$qstatus" -eq 124 ] && timed_out=1
 
 if [ -n "$code" ]; then
-  log "guest exit code $code after $(elapsed)s"
+  log "guest exit code $code after $(vm_elapsed)s"
   exit "$code"
 fi
 if [ "$booted" -eq 0 ]; then
