@@ -57,7 +57,7 @@ void allotCycle(benchmark::State& state) {
   state.counters["offers/cycle"] = static_cast<double>(offered) / state.iterations();
 }
 
-// The same cycle with issue 15's policy on: frameworks in 10 roles with
+// The same cycle with the role policy on: frameworks in 10 roles with
 // weights 1..10, quota (minimum and cap) on two roles, a guarantee on every
 // tenth framework, and the revocation pass the master runs after a full
 // cycle (fair shares, per-framework inputs, one starved framework, one

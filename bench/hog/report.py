@@ -158,7 +158,7 @@ def checks(rows, find):
     """The issue's targets, each PASS / FAIL / n/a (phase not run)."""
     alone, cpu, cpuNoiso = find("iso", "alone"), find("iso", "cpu"), find("noiso", "cpu")
     mem, fork = find("iso", "mem"), find("iso", "fork")
-    out = ["checks (issue 5 targets):"]
+    out = ["checks (targets):"]
 
     def line(name, ok):
         out.append(f"- {'n/a ' if ok is None else ('PASS' if ok else 'FAIL')} {name}")

@@ -1,10 +1,10 @@
-// Isolated launch latency (issue 4): the agent's path from a launch to the
+// Isolated launch latency: the agent's path from a launch to the
 // process running inside its cgroups — isolators prepare (cgroups/cpu and
 // cgroups/mem: create the cgroups, write cpu.shares and the memory limit),
 // Launcher::launch (the child joins them before exec; launch() returns once
 // it has exec'd), isolate — p50/p99 over 1,000 launches of /bin/true.
 //
-// With namespaces/pid (issue 10): the same launches, each executor pid 1 of
+// With namespaces/pid: the same launches, each executor pid 1 of
 // a PID namespace of its own with its own /proc (runc's bundle below has
 // one too).
 //
@@ -13,7 +13,7 @@
 // limit; it returns once the container process has started. Teardown of
 // both (exit, cgroup removal, `runc delete`) is outside the timed part.
 //
-// With a network (issue 13): allot adds network/netns (namespace, veth on a
+// With a network: allot adds network/netns (namespace, veth on a
 // bench bridge, address, default route, one offered port in the nftables
 // map) as the agent runs it: its default warm pool (--network-warm-pool)
 // makes networks ahead on its worker thread while the bench's loop runs, and

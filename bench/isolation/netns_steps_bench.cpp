@@ -1,4 +1,4 @@
-// Where a network-isolated launch spends its time (issue 13): each kernel
+// Where a network-isolated launch spends its time: each kernel
 // step network/netns takes for one executor, timed on its own, N times,
 // p50/p99 per step. The steps are the isolator's own calls (network_links.h,
 // network_rules.h), in the isolator's order:

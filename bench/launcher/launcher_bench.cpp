@@ -1,4 +1,4 @@
-// Launcher benchmark (issue 3), Google Benchmark.
+// Launcher benchmark, Google Benchmark.
 //  1. Launch latency: Launcher::launch() of /bin/true until the child has
 //     exec'd (the vfork-style clone returns then), p50/p99 over 1,000
 //     launches. Anchor in the same run: glibc posix_spawn() of the same

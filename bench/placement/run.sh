@@ -1,5 +1,5 @@
 #!/bin/bash
-# Placement throughput (issue 16): K allot-batch frameworks feed T short tasks
+# Placement throughput: K allot-batch frameworks feed T short tasks
 # (`true`, 0 s on an emulated agent) onto N emulated agents (bench/scale's
 # agent_emulator, 2 slots each) through one real allot-master. Prints tasks
 # placed per second (first offer to the last task reaching RUNNING, which the

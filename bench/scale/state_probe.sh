@@ -1,5 +1,5 @@
 #!/bin/bash
-# /state under load (issue 14's target: served in under 200 ms at 10,000
+# /state under load (the target: served in under 200 ms at 10,000
 # emulated agents without delaying offers by more than 10 ms). A real
 # allot-master with --http-listen, N emulated agents (2 task slots each), F
 # load frameworks launching short tasks so that offers keep flowing; then

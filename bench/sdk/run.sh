@@ -1,5 +1,5 @@
 #!/bin/bash
-# Python SDK against the C++ SDK (issue 16): the same batch of --tasks short
+# Python SDK against the C++ SDK: the same batch of --tasks short
 # tasks launched through one real allot-master onto emulated agents, first by
 # examples/batch (C++ SDK), then by bench/sdk/py_batch.py (Python SDK), in one
 # run; prints both launch rates and their ratio (target: Python >= 0.5x).

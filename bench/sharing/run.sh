@@ -1,6 +1,6 @@
 #!/bin/bash
-# The paper's dynamic-sharing experiment (section 6.1, Figure 5 in spirit;
-# issue 15): four greedy frameworks (bench/sharing/sharing_bench.cpp's
+# The paper's dynamic-sharing experiment (section 6.1, Figure 5 in
+# spirit): four greedy frameworks (bench/sharing/sharing_bench.cpp's
 # schedule: hadoop 0-240 s, mpi 30-180 s, spark 60-240 s, torque 90-210 s)
 # on emulated agents, run twice against a real allot-master: DRF alone, then
 # with a guarantee for torque plus revocation. Prints, per run, how long each

@@ -1,5 +1,5 @@
 // sharing_bench: the paper's dynamic-sharing experiment (section 6.1,
-// Figure 5 in spirit; issue 15). Four greedy frameworks with different task
+// Figure 5 in spirit). Four greedy frameworks with different task
 // sizes and durations arrive and leave on a schedule; each keeps the cluster
 // as busy as its offers allow. Every --sample seconds it writes each
 // framework's dominant share (of the resources its RUNNING tasks hold) to

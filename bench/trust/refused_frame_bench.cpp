@@ -1,4 +1,4 @@
-// CPU per hostile frame at the master (issue 10 target: every refused frame
+// CPU per hostile frame at the master (the target: every refused frame
 // costs under 10 ms of CPU). Each case is a worst-case frame at or just past
 // a limit of proto/input_limits.h, fed as bytes through the FrameDecoder
 // and Master::peerMessage exactly as the server does. In the same run, the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# What mutual TLS costs (issue 10), plaintext and TLS in one run, same
+# What mutual TLS costs, plaintext and TLS in one run, same
 # binaries, same machine minute:
 #   1. registrations/s: a real allot-master and --agents emulated agents
 #      connecting at once (256 in flight), as after a failover; with the

@@ -1,4 +1,4 @@
-// Issue 15 with real processes: allot-master with --revocation and
+// Roles, quota and revocation with real processes: allot-master with --revocation and
 // --guarantee, a real allot-agent, frameworks on the scheduler SDK; and an
 // agent-enforced max_duration_s under a custom executor.
 #include <chrono>

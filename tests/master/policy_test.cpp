@@ -1,4 +1,4 @@
-// Issue 15: roles and quota, guarantees, filtered-as-declined accounting,
+// Roles and quota, guarantees, filtered-as-declined accounting,
 // revocation planning and the master's revocation and long-task cap, all on
 // a fake clock.
 #include <gtest/gtest.h>
