@@ -545,10 +545,16 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
 
 // ------------------------------------------------------------------ time
 
-void Master::checkTimeouts(TimePoint now) {
+bool Master::checkTimeouts(TimePoint now) {
   std::vector<std::string> silent;
+  bool all = true;
   for (const auto& [id, agent] : agents_.all()) {
-    if (now - agent.lastSeen > options_.agentTimeout) silent.push_back(id);
+    if (now - agent.lastSeen <= options_.agentTimeout) continue;
+    if (silent.size() == kAgentRemovalsPerTickMax) {
+      all = false;
+      break;
+    }
+    silent.push_back(id);
   }
   for (const auto& id : silent) {
     removeAgent(id, "no heartbeat for " + std::to_string(toSeconds(options_.agentTimeout)) + " s");
@@ -561,6 +567,7 @@ void Master::checkTimeouts(TimePoint now) {
   if (size_t n = peers_.dropKeptBefore(now, [&](const std::string& id) { return frameworks_.count(id) > 0; })) {
     LOG_INFO(n << " kept framework identities were not claimed within their failover timeout; dropped");
   }
+  return all;
 }
 
 Duration Master::failoverTimeoutOf(const wire::FrameworkInfo& info) const {
@@ -577,7 +584,7 @@ void Master::tick() {
   // timeout is precise enough.
   if (now >= nextTimeoutCheck_) {
     nextTimeoutCheck_ = now + std::min<Duration>(options_.agentTimeout / 4, std::chrono::seconds(1));
-    checkTimeouts(now);
+    if (!checkTimeouts(now)) nextTimeoutCheck_ = now;
   }
   if (now >= nextFullCycle_) {
     nextFullCycle_ = now + options_.allocationInterval;

@@ -112,6 +112,10 @@ constexpr Duration kIdentityLoadRetryMax = std::chrono::seconds(30);
 // Allocation intervals for which a revoked task's resources are withheld
 // from the framework they were revoked from (on that agent).
 constexpr int kRevokedHoldRounds = 3;
+// Agents removed for silence per tick: each removal tells every framework,
+// so thousands at once (a partition, a stalled master) would block the loop
+// for seconds; the rest wait for the next tick.
+constexpr size_t kAgentRemovalsPerTickMax = 50;
 
 class Master {
  public:
@@ -285,7 +289,8 @@ class Master {
   void disconnectAgent(AgentRecord& agent);
   void recoverAgentHoldings(AgentRecord& agent);
   void removeAgent(const std::string& agentId, const std::string& why);
-  void checkTimeouts(TimePoint now);
+  // False when more silent agents wait than one tick removes.
+  bool checkTimeouts(TimePoint now);
   Duration failoverTimeoutOf(const wire::FrameworkInfo& info) const;
   FrameworkParams paramsOf(const wire::FrameworkInfo& info, const FrameworkGrant& grant) const;
   void applyStandingFilters(FrameworkRecord& fw);

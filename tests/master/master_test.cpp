@@ -101,6 +101,21 @@ TEST_F(MasterTest, UnansweredOfferIsRescindedAndReoffered) {
   EXPECT_EQ(offersTo(kFrameworkPeer).size(), 1u);
 }
 
+TEST_F(MasterTest, ATickRemovesABoundedNumberOfSilentAgentsAndTheRestNext) {
+  constexpr size_t kAgents = kAgentRemovalsPerTickMax * 2 + 7;
+  for (size_t i = 0; i < kAgents; ++i) registerAgent(100 + i);
+  ASSERT_EQ(master_->agentCount(), kAgents);
+  clock_.advance(16s);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), kAgents - kAgentRemovalsPerTickMax);
+  clock_.advance(100ms);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 7u);
+  clock_.advance(100ms);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 0u);
+}
+
 TEST_F(MasterTest, SilentAgentIsRemovedItsTasksLostAndFrameworksTold) {
   std::string agentId = registerAgent();
   registerFramework();
