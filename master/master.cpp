@@ -545,11 +545,16 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
 
 // ------------------------------------------------------------------ time
 
+// An agent's silence ends where the master stopped reading its link
+// (Outbox::heardUpTo), forgiving at most one agent timeout of lateness: a
+// link that stops reporting cannot keep its agents forever.
 bool Master::checkTimeouts(TimePoint now) {
   std::vector<std::string> silent;
   bool all = true;
   for (const auto& [id, agent] : agents_.all()) {
-    if (now - agent.lastSeen <= options_.agentTimeout) continue;
+    TimePoint upTo = agent.peer ? outbox_.heardUpTo(*agent.peer, now) : now;
+    upTo = std::max(upTo, now - options_.agentTimeout);
+    if (upTo - agent.lastSeen <= options_.agentTimeout) continue;
     if (silent.size() == kAgentRemovalsPerTickMax) {
       all = false;
       break;

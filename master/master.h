@@ -77,6 +77,15 @@ class Outbox {
   // answered): the server does what follows an event (an allocation round
   // when one is pending).
   virtual void changedOutsideEvent() {}
+  // Up to when the master has read what `peer` sent: `now` for a link it
+  // reads itself; for an agent behind a link shard, when the shard's latest
+  // liveness summary was handled (what the shard heard since waits unread
+  // on the link). An agent's silence is counted up to this, so the master's
+  // own lateness in reading is not charged to the agent.
+  virtual TimePoint heardUpTo(PeerId peer, TimePoint now) const {
+    (void)peer;
+    return now;
+  }
 };
 
 struct MasterOptions {

@@ -253,6 +253,11 @@ void MasterServer::close(PeerId peer, const std::string& reason) {
   });
 }
 
+TimePoint MasterServer::heardUpTo(PeerId peer, TimePoint now) const {
+  if (shards_ && ShardHub::ownsPeer(peer)) return shards_->heardUpTo(peer, now);
+  return now;
+}
+
 void MasterServer::afterEvent() {
   if (allocationPosted_ || !master_->allocationPending()) return;
   allocationPosted_ = true;

@@ -100,6 +100,7 @@ class MasterServer final : public Outbox {
   void send(PeerId peer, const wire::Envelope& envelope) override;
   void close(PeerId peer, const std::string& reason) override;
   void changedOutsideEvent() override { afterEvent(); }
+  TimePoint heardUpTo(PeerId peer, TimePoint now) const override;
 
  private:
   static constexpr auto kTickInterval = std::chrono::milliseconds(100);

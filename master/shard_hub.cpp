@@ -76,6 +76,7 @@ void ShardHub::onAccepted(asio::ip::tcp::socket socket) {
   auto link = ShardLink::create(std::move(socket), o);
   uint64_t id = nextShard_++;
   shards_[id].link = link;
+  shards_[id].summaryAt = master_.clock().now();
   ShardLink::Handlers h;
   h.onHello = [this, id](const shard::ShardHello& hello) {
     auto it = shards_.find(id);
@@ -188,6 +189,15 @@ void ShardHub::liveness(ShardState& state, const shard::Liveness& m) {
     auto it = state.slots.find(slot);
     if (it != state.slots.end()) master_.peerMessage(it->second, beat);
   }
+  state.summaryAt = master_.clock().now();
+}
+
+TimePoint ShardHub::heardUpTo(PeerId peer, TimePoint now) const {
+  auto route = peers_.find(peer);
+  if (route == peers_.end()) return now;
+  auto state = shards_.find(route->second.shard);
+  if (state == shards_.end()) return now;
+  return state->second.summaryAt;
 }
 
 void ShardHub::send(PeerId peer, const wire::Envelope& envelope) {

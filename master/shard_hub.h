@@ -13,8 +13,11 @@
 // (logged, counted, dropped) and reaches no agent's state.
 //
 // Heartbeats: the shard answers its agents' heartbeats itself and sends one
-// Liveness summary per interval; each slot named in it is a heartbeat to the
-// Master, whose HeartbeatAck is not sent on.
+// Liveness summary per interval (empty when it heard none); each slot named
+// in it is a heartbeat to the Master, whose HeartbeatAck is not sent on. The
+// Master counts an agent's silence only up to its shard's latest summary
+// handled (heardUpTo): when the leader is late reading a shard's link, the
+// heartbeats waiting in it are not charged to the agents.
 //
 // Bounds: at most maxShards links, at most maxAgentsPerShard slots each.
 //
@@ -65,6 +68,9 @@ class ShardHub {
   void stop();
 
   static bool ownsPeer(PeerId peer) { return peer >= kShardPeerBase; }
+  // When the latest liveness summary of the peer's shard was handled (its
+  // link's start before the first); `now` for a peer no shard holds.
+  TimePoint heardUpTo(PeerId peer, TimePoint now) const;
   void send(PeerId peer, const wire::Envelope& envelope);
   void close(PeerId peer, const std::string& reason);
 
@@ -85,6 +91,7 @@ class ShardHub {
   struct ShardState {
     std::shared_ptr<ShardLink> link;
     std::unordered_map<uint64_t, PeerId> slots;
+    TimePoint summaryAt;
   };
   void acceptNext();
   void onAccepted(asio::ip::tcp::socket socket);

@@ -327,12 +327,12 @@ void LinkShard::scheduleLiveness() {
   livenessTimer_.expires_after(options_.livenessInterval);
   livenessTimer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || stopped_) return;
+    // Sent even when empty: the leader counts its agents' silence only up
+    // to the latest summary it handled, so summaries must keep coming.
     std::vector<Slot> heard = fold_.takeLiveness();
-    if (!heard.empty()) {
-      shard::ShardEnvelope e;
-      e.mutable_liveness()->mutable_slots()->Assign(heard.begin(), heard.end());
-      sendLeader(e);
-    }
+    shard::ShardEnvelope e;
+    e.mutable_liveness()->mutable_slots()->Assign(heard.begin(), heard.end());
+    sendLeader(e);
     scheduleLiveness();
   });
 }

@@ -20,6 +20,10 @@ class RecordingOutbox final : public Outbox {
  public:
   void send(PeerId peer, const wire::Envelope& e) override { sent[peer].push_back(e); }
   void close(PeerId peer, const std::string& reason) override { closed[peer] = reason; }
+  TimePoint heardUpTo(PeerId peer, TimePoint now) const override {
+    auto it = heard.find(peer);
+    return it == heard.end() ? now : it->second;
+  }
 
   // Takes every message of one kind sent to `peer` so far.
   std::vector<wire::Envelope> take(PeerId peer, wire::Envelope::BodyCase kind) {
@@ -31,6 +35,8 @@ class RecordingOutbox final : public Outbox {
 
   std::map<PeerId, std::vector<wire::Envelope>> sent;
   std::map<PeerId, std::string> closed;
+  // heardUpTo() of a peer whose link the master is late reading (others: now).
+  std::map<PeerId, TimePoint> heard;
 };
 
 constexpr PeerId kAgentPeer = 1;

@@ -101,6 +101,20 @@ TEST_F(MasterTest, UnansweredOfferIsRescindedAndReoffered) {
   EXPECT_EQ(offersTo(kFrameworkPeer).size(), 1u);
 }
 
+TEST_F(MasterTest, AnAgentIsNotChargedForSilenceTheMasterHasNotReadYet) {
+  registerAgent();
+  // The master stopped reading the agent's link (its shard's summaries wait
+  // unread) 5 s after the agent was last heard.
+  outbox_.heard[kAgentPeer] = clock_.now() + 5s;
+  clock_.advance(20s);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 1u);
+  // At most one agent timeout of lateness is forgiven.
+  clock_.advance(11s);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 0u);
+}
+
 TEST_F(MasterTest, ATickRemovesABoundedNumberOfSilentAgentsAndTheRestNext) {
   constexpr size_t kAgents = kAgentRemovalsPerTickMax * 2 + 7;
   for (size_t i = 0; i < kAgents; ++i) registerAgent(100 + i);

@@ -37,9 +37,13 @@ class ShardHubTest : public ::testing::Test {
     cluster_ = std::make_unique<Cluster>();
     if (!envOr("ALLOT_MASTER")) GTEST_SKIP() << "ALLOT_MASTER not set (allot-master not built)";
     std::string portFile = cluster_->dir() + "/shard-listen.port";
-    ASSERT_TRUE(cluster_->startMaster({"--shard-listen", "127.0.0.1:0", "--shard-port-file", portFile}));
+    std::vector<std::string> flags = {"--shard-listen", "127.0.0.1:0", "--shard-port-file", portFile};
+    for (const auto& f : moreMasterFlags()) flags.push_back(f);
+    ASSERT_TRUE(cluster_->startMaster(flags));
     ASSERT_TRUE(waitFor([&] { return std::ifstream(portFile) >> shardPort_ && shardPort_ > 0; }, 10s));
   }
+
+  virtual std::vector<std::string> moreMasterFlags() const { return {}; }
 
   // Links to the master as a shard; returns once its ShardHello came.
   void link() {
@@ -61,6 +65,13 @@ class ShardHubTest : public ::testing::Test {
       io_.run_for(20ms);
       io_.restart();
     }
+  }
+
+  bool detached(uint64_t slot) const {
+    for (const auto& e : received_) {
+      if (e.has_detached() && e.detached().slot() == slot) return true;
+    }
+    return false;
   }
 
   bool registeredIn(uint64_t slot) const {
@@ -115,6 +126,35 @@ TEST_F(ShardHubTest, TheLeadersMessagesForAGoneShardsAgentsStopAndTheAgentIsDisc
   link_->close("test shard going");
   ASSERT_TRUE(waitFor([&] { return cluster_->masterLog().find("its 1 agents are disconnected") != std::string::npos; }, 10s))
       << cluster_->masterLog();
+}
+
+class ShardHubLateTest : public ShardHubTest {
+ protected:
+  std::vector<std::string> moreMasterFlags() const override { return {"--agent-timeout", "3"}; }
+};
+
+// A shard whose summaries stop reaching the leader (the leader is late
+// reading its link) keeps its agents for one more agent timeout, not less.
+TEST_F(ShardHubLateTest, AnAgentWhoseShardsSummariesWaitUnreadIsKeptForOneMoreTimeout) {
+  link();
+  ASSERT_TRUE(linked_);
+  shard::ShardEnvelope attached;
+  attached.mutable_attached()->set_slot(5);
+  attached.mutable_attached()->set_name("allot-agent h5");
+  ASSERT_TRUE(link_->send(attached).ok());
+  ASSERT_TRUE(link_->send(forAgent(5, registration("h5"))).ok());
+  runUntil([&] { return registeredIn(5); });
+  ASSERT_TRUE(registeredIn(5));
+  shard::ShardEnvelope summary;
+  summary.mutable_liveness()->add_slots(5);
+  ASSERT_TRUE(link_->send(summary).ok());
+  auto heard = std::chrono::steady_clock::now();
+  // Past the agent timeout (3 s), before it plus the forgiven lateness.
+  runUntil([&] { return std::chrono::steady_clock::now() - heard > 4500ms; });
+  EXPECT_FALSE(detached(5)) << cluster_->masterLog();
+  runUntil([&] { return detached(5); });
+  EXPECT_TRUE(detached(5)) << cluster_->masterLog();
+  EXPECT_NE(cluster_->masterLog().find("no heartbeat for 3"), std::string::npos) << cluster_->masterLog();
 }
 
 }  // namespace
