@@ -90,7 +90,11 @@ void MasterLink::onMessage(wire::Envelope& e) {
   }
   if (e.has_agent_registered()) {
     // Unasked, from a master other than ours: our shard handed us to a
-    // new leader with the state it kept; it gets our full state now.
+    // new leader with the report it keeps of us, which is current (every
+    // message of ours and of the leader's for us passed through it), so
+    // the new leader holds our state already. What it may lack are the
+    // updates sent while the shard had no leader: onRegistered sends every
+    // unacknowledged one again, as after any registration.
     bool handedOver = registered_ && e.agent_registered().master_id() != masterId_;
     masterId_ = e.agent_registered().master_id();
     registered_ = true;
@@ -100,11 +104,8 @@ void MasterLink::onMessage(wire::Envelope& e) {
     heartbeatInterval_ = secondsToDuration(interval > 0 ? interval : 1);
     ackedSequence_ = sequence_;
     beat();
+    if (handedOver) LOG_INFO("handed to master " << masterId_ << " by the shard, with the state it kept");
     callbacks_.onRegistered(e.agent_registered());
-    if (handedOver) {
-      LOG_INFO("handed to master " << masterId_ << " by the shard; sending the full registration");
-      onConnected();
-    }
     return;
   }
   if (e.has_heartbeat_ack()) {

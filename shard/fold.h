@@ -23,12 +23,13 @@
 // to its task's latest status, and a task that ended reported as running
 // with no resources until the leader acknowledges its terminal update
 // (acknowledged()), then gone. A new leader gets these reports in bulk and
-// so knows every task at once; each agent then sends its own full one
-// (agent/master_link.h), which goes on only when it differs from the kept
-// one: otherwise the new leader's AgentRegistered for the handed-over
-// report answers it (kAnswer), so a failover costs the leader one
-// registration per agent, not two. leaderLost() forgets every leader's
-// answer: a report is confirmed only by the leader now linked.
+// so knows every task at once; its AgentRegistered for each, passed on,
+// tells the agent, which does not send its report again
+// (agent/master_link.h). An agent that does send it anyway gets the new
+// leader's AgentRegistered as the answer when the report equals the kept
+// one (kAnswer); only a report that differs goes on. leaderLost() forgets
+// every leader's answer: a report is confirmed only by the leader now
+// linked.
 //
 // Bounds: at most `maxAgents` slots; a report holds at most the limits a
 // registration may (limits::kTasksPerAgentMax tasks, kExecutorsPerAgentMax

@@ -175,11 +175,54 @@ void ShardFailover::leaderFailover() {
   EXPECT_EQ(after.waitExit(30000ms), 0) << after.log() << second.log() << shard.log();
   EXPECT_NE(after.log().find("FINISHED"), std::string::npos) << after.log();
 
-  // One link from the agent to the shard all along.
+  // One link from the agent to the shard all along, and one registration
+  // with each leader: the handover was the agent's registration with the
+  // new one, and it did not send its report again.
   EXPECT_EQ(agent.log().find("link to master closed"), std::string::npos) << agent.log();
   EXPECT_EQ(agent.log().find("new agent id"), std::string::npos) << agent.log();
+  EXPECT_EQ(count(agent.log(), "registered with master"), 2u) << agent.log();
   EXPECT_EQ(shard.log().find("refusing agent"), std::string::npos) << shard.log();
   EXPECT_TRUE(agent.running());
+}
+
+// The only master is SIGKILLed while a task runs, and the task ends while
+// the shard has no leader: its FINISHED cannot go on. A master started
+// afterwards leads, the shard hands it the agent (the task still running
+// in the kept report, for its FINISHED is unacknowledged), and the agent,
+// handed over, sends the FINISHED again at once (its own retry is set far
+// beyond the test), without sending its report again.
+TEST_F(ShardFailover, AnUpdateSentWhileTheShardHasNoLeaderReachesTheNextLeader) {
+  Child& first = startMaster("master1");
+  std::string portFile = dir_ + "/shard.port";
+  Child& shard = start("shard", {std::getenv("ALLOT_SHARD"), "--listen", "127.0.0.1:0", "--port-file", portFile,
+                                 "--master", url_, "--liveness-interval", "0.2", "--leader-grace", "60"});
+  ASSERT_TRUE(waitFor([&] { return shard.log().find("linked to the leader") != std::string::npos; }, 15s))
+      << shard.log() << first.log();
+  std::string shards = "127.0.0.1:" + std::to_string(readPort(portFile));
+  Child& agent = start("agent", {std::getenv("ALLOT_AGENT"), "--shards", shards, "--work-dir", dir_ + "/work",
+                                 "--resources", "cpus:4;mem:4096;disk:1024", "--recovery-timeout", "30",
+                                 "--status-update-retry", "600", "--executor-idle-timeout", "0.5"});
+  ASSERT_TRUE(waitFor([&] { return count(agent.log(), "registered with master") >= 1; }, 20s)) << agent.log();
+  Child& task = start("task", {std::getenv("ALLOT_EXECUTE"), "--master", url_, "--timeout", "60",
+                               "--command", "sleep 2", "--resources", "cpus:0.1;mem:16"});
+  ASSERT_TRUE(waitFor([&] { return task.log().find("RUNNING") != std::string::npos; }, 20s))
+      << task.log() << agent.log();
+
+  first.signal(SIGKILL);
+  ASSERT_TRUE(waitFor([&] { return shard.log().find("lost the leader link") != std::string::npos; }, 10s))
+      << shard.log();
+  std::this_thread::sleep_for(4s);  // the task ends meanwhile
+  EXPECT_EQ(task.log().find("FINISHED"), std::string::npos) << task.log();
+
+  Child& second = startMaster("master2");
+  ASSERT_TRUE(waitFor([&] { return count(shard.log(), "linked to the leader") >= 2; }, 15s))
+      << shard.log() << second.log();
+  EXPECT_EQ(task.waitExit(40000ms), 0) << task.log() << agent.log() << second.log();
+  EXPECT_NE(task.log().find("FINISHED"), std::string::npos) << task.log();
+  EXPECT_EQ(task.log().find("LOST"), std::string::npos) << task.log();
+  EXPECT_NE(agent.log().find("handed to master"), std::string::npos) << agent.log();
+  EXPECT_EQ(agent.log().find("link to master closed"), std::string::npos) << agent.log();
+  EXPECT_EQ(count(agent.log(), "registered with master"), 2u) << agent.log();
 }
 
 // Shards announce themselves in ZooKeeper and the agent finds them there
