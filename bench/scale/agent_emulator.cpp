@@ -23,10 +23,12 @@
 // it moves to its next choice when a registered link is lost, or when no
 // registration came through its shard for kShardRegistrationTimeout. An
 // AgentRegistered it did not ask for, from another master, means its shard
-// handed it to a new leader: it answers with its full registration on the
-// same link. The report lines count both (moves=, handovers=); a line
-// says when every agent's full registration was answered after handovers,
-// and one when every agent is registered again after lost links.
+// handed it to a new leader with the report it kept: the agent takes it as
+// a registration (sending again every FINISHED not acknowledged) and does
+// not send its own report again. The report lines count both (moves=,
+// handovers=); a line says when every agent was handed over (the new
+// leader's answer to the report its shard handed over reached it), and
+// one when every agent is registered again after lost links.
 #include <netinet/in.h>
 #include <sys/resource.h>
 
@@ -104,7 +106,6 @@ struct Agent {
   uint64_t generation = 0;  // callbacks of an older attempt see a newer value and stop
   bool registered = false;
   bool everRegistered = false;
-  bool resending = false;  // handed over: its full registration is on its way
 };
 
 class Emulator {
@@ -263,13 +264,16 @@ class Emulator {
   void onMessage(size_t index, wire::Envelope& e) {
     Agent& agent = agents_[index];
     if (e.has_agent_registered() && agent.registered && e.agent_registered().master_id() != agent.masterId) {
-      // Handed to a new leader by the shard with what the shard kept: it
-      // gets the agent's full state now, on the same link.
+      // Handed to a new leader by the shard with the report it kept: the
+      // new leader holds the agent's state; only what it may have missed
+      // (an update sent while the shard had no leader) goes again.
       agent.masterId = e.agent_registered().master_id();
+      agent.id = e.agent_registered().agent_id();
+      agent.secret = e.agent_registered().agent_secret();
+      agent.interval = e.agent_registered().heartbeat_interval_s();
       ++handovers_;
       handedOver();
-      agent.resending = true;
-      sendRegistration(index);
+      sendFinishedUnacknowledged(index);
       return;
     }
     if (e.has_agent_registered()) {
@@ -279,7 +283,6 @@ class Emulator {
       agent.secret = e.agent_registered().agent_secret();
       agent.interval = e.agent_registered().heartbeat_interval_s();
       if (!agent.registered) ++registeredNow_;
-      if (agent.resending) resent(agent);
       agent.registered = true;
       if (!allBack_ && registeredNow_ == agents_.size()) reportAllBack();
       agent.shardSince = std::chrono::steady_clock::now();
@@ -339,15 +342,6 @@ class Emulator {
     std::printf("emulator: all %zu agents %s at %ld.%09ld\n", agents_.size(), what,
                 static_cast<long>(now.tv_sec), static_cast<long>(now.tv_nsec));
     std::fflush(stdout);
-  }
-
-  // The new leader answered an agent's full registration after its
-  // handover; once every agent's was, when (wall clock).
-  void resent(Agent& agent) {
-    agent.resending = false;
-    if (++resent_ < agents_.size()) return;
-    resent_ = 0;
-    printWallClock("re-registered after a handover");
   }
 
   // What the agent runs, as a re-registration carries it (one executor per
@@ -475,7 +469,6 @@ class Emulator {
   size_t next_ = 0, registered_ = 0, failed_ = 0, retries_ = 0, disconnects_ = 0,
          reregistered_ = 0, launched_ = 0, finished_ = 0, killed_ = 0, moves_ = 0, handovers_ = 0;
   size_t registeredNow_ = 0;  // agents registered at this moment
-  size_t resent_ = 0;         // agents whose full registration the new leader answered
   size_t handedNow_ = 0;      // agents the new leader registered from their shard's report
   bool allBack_ = true;       // false from a lost link until every agent is registered again
 };
