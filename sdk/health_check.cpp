@@ -13,6 +13,13 @@ HealthCheckSettings HealthCheckSettings::of(const wire::HealthCheck& check) {
   return s;
 }
 
+TimePoint onHealthTimerGrid(TimePoint due, Duration step) {
+  Duration sinceEpoch = due.time_since_epoch();
+  Duration past = sinceEpoch % step;
+  if (past < Duration::zero()) past += step;
+  return past == Duration::zero() ? due : due - past + step;
+}
+
 HealthPolicy::Action HealthPolicy::record(bool healthy, TimePoint at) {
   if (healthy) {
     succeededOnce_ = true;
@@ -75,7 +82,7 @@ void HealthChecker::stop() {
 }
 
 void HealthChecker::arm(Duration after) {
-  next_.expires_after(after);
+  next_.expires_at(onHealthTimerGrid(SteadyClock::now() + after, kHealthTimerSlack));
   next_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
     if (!ec && *alive && running_) attempt();
   });

@@ -46,6 +46,14 @@ inline constexpr double kHealthGraceDefaultS = 10;
 inline constexpr uint32_t kHealthFailuresDefault = 3;
 // What a status message keeps of a check's output (the rest is dropped).
 inline constexpr size_t kHealthOutputBytesMax = 1024;
+// A check's next attempt starts on a grid of this step in the steady clock
+// (the same grid for every check), never before its time and less than a
+// step after it: the checks an executor runs that fall due within one step
+// start in one wakeup of its loop, not one wakeup each.
+inline constexpr Duration kHealthTimerSlack = std::chrono::milliseconds(10);
+
+// The first point of the grid of `step` at or after `due` (step > 0).
+TimePoint onHealthTimerGrid(TimePoint due, Duration step);
 
 struct HealthCheckSettings {
   Duration delay;

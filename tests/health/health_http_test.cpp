@@ -304,6 +304,32 @@ TEST_F(HttpCheck, GarbageFailsAtOnce) {
   EXPECT_NE(v.output.find("beyond"), std::string::npos) << v.output;
 }
 
+// The timer grid delays an attempt, never advances it: each starts at
+// least the interval after the previous one ended, and not much later
+// than that plus the grid's step (the loop's own delay on a busy machine
+// is the rest of the margin).
+TEST_F(HttpCheck, AttemptsComeAnIntervalApartWithinTheTimerSlack) {
+  HealthCheckSettings s;
+  s.delay = 0s;
+  s.interval = 100ms;
+  s.timeout = 1s;
+  s.grace = 0s;
+  std::vector<TimePoint> starts;
+  server_.reply = [&] {
+    starts.push_back(SteadyClock::now());
+    return Server::Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}};
+  };
+  HealthChecker checker(io_, s, makeHttpProbe(io_, server_.port(), "/"), [](const HealthVerdict&) {},
+                        [](const std::string&) {});
+  checker.start();
+  ASSERT_TRUE(testing::runUntil(io_, [&] { return starts.size() == 6; }, 5s));
+  for (size_t i = 1; i < starts.size(); ++i) {
+    Duration gap = starts[i] - starts[i - 1];
+    EXPECT_GE(gap, s.interval) << i;
+    EXPECT_LT(gap, s.interval + kHealthTimerSlack + 150ms) << i;
+  }
+}
+
 // An answer that never ends fails at the check's timeout, and the next
 // attempt does not reuse its connection.
 TEST_F(HttpCheck, AnAnswerThatNeverEndsTimesOut) {

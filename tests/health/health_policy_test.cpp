@@ -76,6 +76,22 @@ TEST(HealthPolicy, TheFirstSuccessEndsTheGracePeriod) {
   EXPECT_EQ(p.record(false, clock.now()), Action::kKill);
 }
 
+// Every check's timers share one grid, so that checks due within a step
+// start together; none starts early, none a step late.
+TEST(HealthTimerGrid, NeverEarlyAndLessThanAStepLate) {
+  const Duration step = kHealthTimerSlack;
+  TimePoint onGrid(std::chrono::hours(1));
+  EXPECT_EQ(onHealthTimerGrid(onGrid, step), onGrid);
+  for (Duration past : {Duration(1), Duration(step / 3), Duration(step - Duration(1))}) {
+    TimePoint t = onHealthTimerGrid(onGrid + past, step);
+    EXPECT_EQ(t, onGrid + step) << past.count();
+  }
+  TimePoint early = onHealthTimerGrid(onGrid + 1ns, step);
+  TimePoint late = onHealthTimerGrid(onGrid + step - 1ns, step);
+  EXPECT_EQ(early, late) << "due within one step: one wakeup";
+  EXPECT_EQ(onHealthTimerGrid(onGrid + step + 1ns, step), onGrid + 2 * step);
+}
+
 std::string refusal(const wire::HealthCheck& check) {
   wire::TaskInfo t;
   t.set_task_id("t");
