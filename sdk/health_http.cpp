@@ -3,12 +3,14 @@
 // does by default, because a fresh loopback connection per attempt costs
 // several times the request itself (docs/health-checks.md).
 //
-// A new connection is opened when there is none, when the server closed the
-// idle one or wrote to it unasked, after any attempt that failed, timed out
-// or read an answer that ends the connection, and once the connection has
-// reached its age or its count of attempts (HttpCheckReuse). An attempt
-// that finds its kept connection closed before any byte of the answer (the
-// server's idle close racing the request) is tried once on a new one.
+// A new connection is opened when there is none, after any attempt that
+// failed, timed out or read an answer that ends the connection, and once
+// the connection has reached its age or its count of attempts
+// (HttpCheckReuse). The kept connection is not probed before a request (a
+// syscall per attempt): an attempt on it that finds it closed before any
+// answer (the server's idle close racing the request), or reads a 408 or a
+// malformed answer (what a server may write on a connection it times out),
+// is tried once on a new one.
 #include <sys/socket.h>
 
 #include <array>
@@ -43,12 +45,6 @@ struct HttpConnection {
     socket.set_option(asio::socket_base::linger(true, 0), ignored);
     socket.close(ignored);
   }
-  // Open, and the server neither closed it nor wrote to it while idle.
-  bool idle() {
-    char byte;
-    ssize_t n = recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-  }
 };
 
 // What the attempt's handlers share: a cancelled attempt (done empty)
@@ -61,7 +57,7 @@ struct HttpAttempt {
   const Clock* clock = nullptr;
   Done done;
   HttpAnswer answer;
-  bool mayRetry = false;  // on a kept connection, before any answer
+  bool mayRetry = false;  // on a kept connection, once
   bool answered = false;  // a byte of the answer came
 };
 
@@ -77,19 +73,31 @@ void finish(const Attempt& a, bool healthy, const std::string& output, bool keep
   d({healthy, *a->url + ": " + output});
 }
 
+// Again on a new connection, when the attempt ran on a kept one.
+bool retried(const Attempt& a) {
+  if (!a->mayRetry) return false;
+  a->mayRetry = false;
+  a->answered = false;
+  a->answer = HttpAnswer();
+  connect(a);
+  return true;
+}
+
 void retryOrFail(const Attempt& a, const std::string& why) {
-  if (a->mayRetry && !a->answered) {
-    a->mayRetry = false;
-    a->answer = HttpAnswer();
-    connect(a);
-    return;
-  }
+  if (!a->answered && retried(a)) return;
   finish(a, false, why, false);
 }
 
+// A 408 on a kept connection is the server timing it out, not an answer.
 void judge(const Attempt& a, bool allTaken) {
   int code = a->answer.status();
+  if (code == 408 && retried(a)) return;
   finish(a, code >= 200 && code < 400, a->answer.statusLine(), a->answer.keepAlive() && allTaken);
+}
+
+void refuse(const Attempt& a) {
+  if (retried(a)) return;
+  finish(a, false, a->answer.error(), false);
 }
 
 void read(const Attempt& a) {
@@ -100,21 +108,35 @@ void read(const Attempt& a) {
       size_t used = 0;
       HttpAnswer::State state = a->answer.feed(std::string_view(a->conn->buffer.data(), n), &used);
       if (state == HttpAnswer::State::kDone) return judge(a, used == n);
-      if (state == HttpAnswer::State::kBad) return finish(a, false, a->answer.error(), false);
+      if (state == HttpAnswer::State::kBad) return refuse(a);
     }
     if (ec == asio::error::eof) {
       if (!a->answered) return retryOrFail(a, "closed without an answer");
       if (a->answer.closed() == HttpAnswer::State::kDone) return judge(a, true);
-      return finish(a, false, a->answer.error(), false);
+      return refuse(a);
     }
     if (ec) return retryOrFail(a, ec.message());
     read(a);
   });
 }
 
+// The request fits the socket's empty send buffer: it is sent at once,
+// without a completion through the loop; the rest of a short send waits.
+// A failed send is judged from the loop, never inside the probe's start().
 void send(const Attempt& a) {
   ++a->conn->uses;
-  asio::async_write(a->conn->socket, asio::buffer(*a->request),
+  ssize_t sent = ::send(a->conn->socket.native_handle(), a->request->data(), a->request->size(),
+                        MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (sent == static_cast<ssize_t>(a->request->size())) return read(a);
+  if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    std::string why = boost::system::error_code(errno, boost::system::system_category()).message();
+    asio::post(a->conn->socket.get_executor(), [a, why] {
+      if (a->done) retryOrFail(a, why);
+    });
+    return;
+  }
+  size_t done = sent > 0 ? static_cast<size_t>(sent) : 0;
+  asio::async_write(a->conn->socket, asio::buffer(*a->request) + done,
                     [a](const boost::system::error_code& ec, size_t) {
                       if (!a->done) return;
                       if (ec) return retryOrFail(a, ec.message());
@@ -177,7 +199,7 @@ class HttpProbe final : public HealthProbe {
 
  private:
   bool reusable() const {
-    return conn_->uses < reuse_.usesMax && reuse_.clock->now() - conn_->openedAt < reuse_.maxAge && conn_->idle();
+    return conn_->uses < reuse_.usesMax && reuse_.clock->now() - conn_->openedAt < reuse_.maxAge;
   }
 
   std::shared_ptr<HttpConnection> conn_;

@@ -137,6 +137,16 @@ class Server {
     conns_.clear();
   }
 
+  // Writes `text` unasked on every connection it has (a server timing out
+  // its idle connections), then closes them if `close`.
+  void sayToAll(const std::string& text, bool close) {
+    for (auto& c : conns_) {
+      boost::system::error_code ignored;
+      asio::write(c->socket, asio::buffer(text), ignored);
+    }
+    if (close) closeAll();
+  }
+
   std::function<Reply()> reply = [] { return Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}}; };
   int accepted = 0;
   int requests = 0;
@@ -229,6 +239,37 @@ TEST_F(HttpCheck, AServerThatClosesTheIdleConnectionGetsANewOne) {
   auto probe = makeHttpProbe(io_, server_.port(), "/");
   EXPECT_TRUE(attempt(*probe).healthy);
   server_.closeAll();
+  testing::runFor(io_, 10ms);
+  HealthVerdict v = attempt(*probe);
+  EXPECT_TRUE(v.healthy) << v.output;
+  EXPECT_EQ(server_.accepted, 2);
+}
+
+// A server may write a 408 on a connection it times out, before it closes
+// it or as it does: not the answer to the next request, which is sent
+// once more on a new connection. A 408 that is the answer fails.
+TEST_F(HttpCheck, A408OnTheKeptConnectionIsTheServerTimingItOut) {
+  const std::string timedOut = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+  auto probe = makeHttpProbe(io_, server_.port(), "/");
+  EXPECT_TRUE(attempt(*probe).healthy);
+  for (bool close : {true, false}) {
+    server_.sayToAll(timedOut, close);
+    testing::runFor(io_, 10ms);
+    HealthVerdict v = attempt(*probe);
+    EXPECT_TRUE(v.healthy) << close << ": " << v.output;
+  }
+  EXPECT_EQ(server_.accepted, 3);
+  server_.reply = [&] { return Server::Reply{{timedOut}, true}; };
+  HealthVerdict v = attempt(*probe);
+  EXPECT_FALSE(v.healthy);
+  EXPECT_NE(v.output.find("408 Request Timeout"), std::string::npos) << v.output;
+}
+
+// Bytes a server wrote unasked on the idle connection are no answer either.
+TEST_F(HttpCheck, BytesWrittenUnaskedOnTheKeptConnectionAreNoAnswer) {
+  auto probe = makeHttpProbe(io_, server_.port(), "/");
+  EXPECT_TRUE(attempt(*probe).healthy);
+  server_.sayToAll("\x15\x03\x03\x00\x02\x02\x32", false);
   testing::runFor(io_, 10ms);
   HealthVerdict v = attempt(*probe);
   EXPECT_TRUE(v.healthy) << v.output;
