@@ -254,8 +254,12 @@ void AgentFold::registered(Slot slot, const wire::AgentRegistered& m) {
   it->second.registeredBy = m;
 }
 
+// The next leader has seen no usage: each agent's next report goes on.
 void AgentFold::leaderLost() {
-  for (auto& [slot, agent] : agents_) agent.registeredBy.reset();
+  for (auto& [slot, agent] : agents_) {
+    agent.registeredBy.reset();
+    agent.lastUsage.clear();
+  }
 }
 
 // Linear in the report's size, like indexing it would be.

@@ -75,7 +75,8 @@ class AgentFold {
   // kept report takes its id and secret, so a new leader knows the agent.
   // It is also kept as the answer to an equal report (kAnswer above).
   void registered(Slot slot, const wire::AgentRegistered& m);
-  // The leader link is gone: no AgentRegistered kept answers any more.
+  // The leader link is gone: no AgentRegistered kept answers any more,
+  // and every agent's next usage report goes on (the next leader has none).
   // O(agents held).
   void leaderLost();
   // The leader's RunTask on its way to the agent in `slot`.

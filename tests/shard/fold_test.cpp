@@ -79,6 +79,10 @@ TEST(AgentFold, UsageGoesOnOnlyWhenItChanged) {
   // A new registration (a new leader's) gets the next report whatever it is.
   EXPECT_EQ(fold.fold(1, registration(), &answer), FoldAction::kForward);
   EXPECT_EQ(fold.fold(1, usage(2.0), &answer), FoldAction::kForward);
+  // So does a new leader the shard hands the agent to, unasked.
+  EXPECT_EQ(fold.fold(1, usage(2.0), &answer), FoldAction::kDrop);
+  fold.leaderLost();
+  EXPECT_EQ(fold.fold(1, usage(2.0), &answer), FoldAction::kForward);
   // Any message counts as hearing from the agent.
   EXPECT_EQ(fold.takeLiveness(), std::vector<Slot>{1});
 }
