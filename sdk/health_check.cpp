@@ -59,8 +59,11 @@ std::unique_ptr<HealthProbe> makeProbe(asio::io_context& io, const wire::HealthC
 HealthChecker::HealthChecker(asio::io_context& io, HealthCheckSettings settings,
                              std::unique_ptr<HealthProbe> probe, Changed changed, Failed failed)
     : settings_(settings), probe_(std::move(probe)), changed_(std::move(changed)),
-      failed_(std::move(failed)), policy_(settings, SteadyClock::now()), next_(io), deadline_(io),
-      alive_(std::make_shared<bool>(true)) {}
+      failed_(std::move(failed)), policy_(settings, SteadyClock::now()),
+      next_(io, [this] {
+        if (running_) attempt();
+      }),
+      deadline_(io, [this] { timedOut(); }), alive_(std::make_shared<bool>(true)) {}
 
 HealthChecker::~HealthChecker() {
   *alive_ = false;
@@ -81,34 +84,29 @@ void HealthChecker::stop() {
   if (probe_) probe_->cancel();
 }
 
-void HealthChecker::arm(Duration after) {
-  next_.expires_at(onHealthTimerGrid(SteadyClock::now() + after, kHealthTimerSlack));
-  next_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
-    if (!ec && *alive && running_) attempt();
-  });
-}
+void HealthChecker::arm(Duration after) { next_.at(SteadyClock::now() + after); }
 
 // Each attempt ends once: by the probe's answer or by the deadline,
-// whichever comes first (the generation tells a late one from the next).
+// whichever comes first (the generation tells a late answer from the
+// next attempt's).
 void HealthChecker::attempt() {
   uint64_t generation = ++generation_;
   inFlight_ = true;
-  if (settings_.timeout > Duration::zero()) {
-    deadline_.expires_after(settings_.timeout);
-    deadline_.async_wait([this, alive = alive_, generation](const boost::system::error_code& ec) {
-      if (ec || !*alive || !running_ || !inFlight_ || generation != generation_) return;
-      inFlight_ = false;
-      probe_->cancel();
-      double s = std::chrono::duration<double>(settings_.timeout).count();
-      onResult({false, "health check timed out after " + std::to_string(s).substr(0, 6) + " s"});
-    });
-  }
+  if (settings_.timeout > Duration::zero()) deadline_.at(SteadyClock::now() + settings_.timeout);
   probe_->start([this, alive = alive_, generation](HealthVerdict verdict) {
     if (!*alive || !running_ || !inFlight_ || generation != generation_) return;
     inFlight_ = false;
     deadline_.cancel();
     onResult(std::move(verdict));
   });
+}
+
+void HealthChecker::timedOut() {
+  if (!running_ || !inFlight_) return;
+  inFlight_ = false;
+  probe_->cancel();
+  double s = std::chrono::duration<double>(settings_.timeout).count();
+  onResult({false, "health check timed out after " + std::to_string(s).substr(0, 6) + " s"});
 }
 
 void HealthChecker::onResult(HealthVerdict verdict) {

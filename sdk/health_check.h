@@ -35,6 +35,7 @@
 #include "base/result.h"
 #include "base/unique_fd.h"
 #include "proto/allot.pb.h"
+#include "sdk/health_timers.h"
 
 namespace allot {
 
@@ -46,10 +47,11 @@ inline constexpr double kHealthGraceDefaultS = 10;
 inline constexpr uint32_t kHealthFailuresDefault = 3;
 // What a status message keeps of a check's output (the rest is dropped).
 inline constexpr size_t kHealthOutputBytesMax = 1024;
-// A check's next attempt starts on a grid of this step in the steady clock
-// (the same grid for every check), never before its time and less than a
-// step after it: the checks an executor runs that fall due within one step
-// start in one wakeup of its loop, not one wakeup each.
+// A check's timers (its next attempt, its attempt's timeout) fire on a grid
+// of this step in the steady clock (the same grid for every check), never
+// before their time and less than a step after it: the checks an executor
+// runs that fall due within one step start in one wakeup of its loop, not
+// one wakeup each (sdk/health_timers.h).
 inline constexpr Duration kHealthTimerSlack = std::chrono::milliseconds(10);
 
 // The first point of the grid of `step` at or after `due` (step > 0).
@@ -178,6 +180,7 @@ class HealthChecker {
  private:
   void arm(Duration after);
   void attempt();
+  void timedOut();
   void onResult(HealthVerdict verdict);
 
   HealthCheckSettings settings_;
@@ -185,8 +188,8 @@ class HealthChecker {
   Changed changed_;
   Failed failed_;
   HealthPolicy policy_;
-  asio::steady_timer next_;
-  asio::steady_timer deadline_;
+  HealthTimer next_;
+  HealthTimer deadline_;
   std::shared_ptr<bool> alive_;
   bool running_ = false;
   bool inFlight_ = false;
