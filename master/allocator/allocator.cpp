@@ -347,19 +347,37 @@ void Allocator::candidates(bool fullCycle, Bits* out) {
     }
   }
   std::fill(dirty_.begin(), dirty_.end(), 0);
-  availBegin_ = 0;
-  while (availBegin_ < avail.size() && avail[availBegin_] == 0) ++availBegin_;
-  availEnd_ = avail.size();
-  while (availEnd_ > availBegin_ && avail[availEnd_ - 1] == 0) --availEnd_;
+  availWords_.clear();
+  availCount_ = 0;
+  for (size_t w = 0; w < avail.size(); ++w) {
+    if (avail[w] == 0) continue;
+    availWords_.push_back(w);
+    availCount_ += static_cast<size_t>(std::popcount(avail[w]));
+  }
+}
+
+bool Allocator::minimumWaiting() const {
+  for (const FrameworkSlot& fw : frameworks_) {
+    if (fw.live && fw.active && !fw.minFree.empty()) return true;
+  }
+  return false;
+}
+
+// O(agents / 64 + frameworks): far less than queueing every framework.
+bool Allocator::roundHasWork(bool fullCycle) const {
+  if (fullCycle || fullPending_) return true;
+  for (uint64_t word : dirty_) {
+    if (word != 0) return true;
+  }
+  return minimumWaiting();
 }
 
 std::optional<AgentHandle> Allocator::findAgent(const FrameworkSlot& fw, const Bits& avail,
                                                      Cursor* cursor) {
   // Event-driven rounds often have a handful of dirty agents: scan only the
-  // words between the first and last candidate.
-  if (cursor->word < availBegin_) cursor->word = availBegin_;
-  for (; cursor->word < availEnd_; ++cursor->word, cursor->rejected = 0) {
-    size_t w = cursor->word;
+  // words holding candidates.
+  for (; cursor->next < availWords_.size(); ++cursor->next, cursor->rejected = 0) {
+    size_t w = availWords_[cursor->next];
     uint64_t bits = avail[w] & ~wordAt(fw.refusedBits, w) & ~cursor->rejected;
     bits &= ~(wordAt(reservedBits_, w) & ~wordAt(fw.reservedBits, w));  // held for others
     if (fw.agentListSet) bits &= wordAt(fw.allowedBits, w);
@@ -424,13 +442,19 @@ void Allocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* gran
   expireRefusals(now);
   expireReservations(now);
   unplacedScratch_.clear();
+  if (!roundHasWork(fullCycle)) return;
   if (!queueRoles()) return;  // keep the dirty marks for when someone asks
   Bits& avail = availScratch_;
   candidates(fullCycle || fullPending_, &avail);
   fullPending_ = false;
+  // Once every candidate is granted, the frameworks still queued can only
+  // come up empty: that matters only to one waiting for a minimum.
+  bool waiting = minimumWaiting();
   std::vector<Cursor>& cursors = cursorsScratch_;
   cursors.assign(frameworks_.size(), Cursor{});
-  while (auto roleTurn = roleQueue_->pop()) {
+  while (availCount_ > 0 || waiting) {
+    auto roleTurn = roleQueue_->pop();
+    if (!roleTurn) break;
     uint32_t r = roleTurn->framework;
     RoleSlot& role = roles_[r];
     auto entry = role.ordering->pop();
@@ -456,7 +480,10 @@ void Allocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* gran
       a.free -= granted;
     }
     freeChanged(a);
-    if (!a.offerable) clearBit(&avail, *agent);
+    if (!a.offerable) {
+      clearBit(&avail, *agent);
+      --availCount_;
+    }
     charge(fw, granted, 1);
     grants->push_back(Grant{f, *agent, std::move(granted)});
     FrameworkOrdering::Entry next = entryFor(f);

@@ -274,8 +274,8 @@ class Allocator {
   };
 
   struct Cursor {
-    size_t word = 0;
-    uint64_t rejected = 0;  // agents of `word` this framework cannot take
+    size_t next = 0;        // index into availWords_
+    uint64_t rejected = 0;  // agents of that word this framework cannot take
   };
 
   bool offerable(const Resources& free) const;
@@ -290,6 +290,11 @@ class Allocator {
   void dropRefusalsOutgrownBy(AgentHandle agent);
   void expireRefusals(TimePoint now);
   void candidates(bool fullCycle, Bits* out);
+  // Whether a round can grant or reserve anything: some agent is a
+  // candidate (a full round, or a changed agent) or a framework waits for a
+  // minimum (it may get an agent reserved).
+  bool roundHasWork(bool fullCycle) const;
+  bool minimumWaiting() const;
   std::optional<AgentHandle> findAgent(const FrameworkSlot& fw, const Bits& avail, Cursor* cursor);
   FrameworkOrdering::Entry entryFor(FrameworkHandle framework) const;
   // roles
@@ -337,7 +342,11 @@ class Allocator {
   bool fullPending_ = false;  // the next round considers every agent
   // Reused by every round (allocation rounds run many times a second).
   Bits availScratch_;
-  size_t availBegin_ = 0, availEnd_ = 0;  // words of availScratch_ with candidates
+  // This round: the words of availScratch_ with candidates, ascending (a
+  // handful when few agents changed: frameworks skip the empty ones), and
+  // how many candidates remain.
+  std::vector<size_t> availWords_;
+  size_t availCount_ = 0;
   std::vector<Cursor> cursorsScratch_;
   std::priority_queue<Expiry, std::vector<Expiry>, std::greater<Expiry>> expiries_;
   std::vector<AgentHandle> reserved_;  // every held agent
