@@ -114,6 +114,13 @@ void FramedLink::startTls() {
 
 void FramedLink::transportReady() {
   transportReady_ = true;
+  // Once, not per read: every plaintext read is a non-blocking read_some
+  // after readiness, and FIONBIO is a syscall.
+  if (!tls_) {
+    boost::system::error_code ec;
+    socket_.non_blocking(true, ec);
+    if (ec) return close("cannot make the socket non-blocking: " + ec.message());
+  }
   flush();
   readMore();
 }
@@ -211,8 +218,7 @@ void FramedLink::onReadable(const boost::system::error_code& waitError) {
   boost::system::error_code ec = waitError;
   size_t bytes = 0;
   if (!ec) {
-    socket_.non_blocking(true, ec);
-    if (!ec) bytes = socket_.read_some(asio::buffer(sharedReadBuffer(), kReadChunkBytes), ec);
+    bytes = socket_.read_some(asio::buffer(sharedReadBuffer(), kReadChunkBytes), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) return readMore();
   }
   consume(sharedReadBuffer(), bytes, ec);
