@@ -552,6 +552,7 @@ bool Master::checkTimeouts(TimePoint now) {
   std::vector<std::string> silent;
   bool all = true;
   for (const auto& [id, agent] : agents_.all()) {
+    if (now - agent.lastSeen <= options_.agentTimeout) continue;  // heardUpTo() <= now
     TimePoint upTo = agent.peer ? outbox_.heardUpTo(*agent.peer, now) : now;
     upTo = std::max(upTo, now - options_.agentTimeout);
     if (upTo - agent.lastSeen <= options_.agentTimeout) continue;
