@@ -11,10 +11,12 @@
 // next one when the link to a shard is lost after registering or no
 // registration comes within kShardRegistrationTimeout. When the leader
 // changes the shard keeps the link and hands the agent to the new one with
-// the report it keeps (shard/fold.h): an AgentRegistered from another
-// master arrives unasked and counts as a registration (onRegistered, so the
-// agent sends its unacknowledged updates again); the full registration is
-// not sent again, the new leader holds it already. Over TLS a shard
+// the report it keeps (shard/fold.h); the agent hears of it only when it
+// must (it has unacknowledged updates, or the new leader's answer differs
+// from what it knows): an AgentRegistered from another master arrives
+// unasked and counts as a registration (onRegistered, so the agent sends
+// its unacknowledged updates again). The full registration is not sent
+// again: the new leader holds it already. Over TLS a shard
 // must present a `shard` certificate (it says ROLE_MASTER in its Hello).
 // Every message from the master passes validateFromMaster (proto/validate.h)
 // before anything acts on it; a refused one goes to Callbacks::onRefused

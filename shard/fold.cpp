@@ -1,5 +1,7 @@
 #include "shard/fold.h"
 
+#include <algorithm>
+
 #include <google/protobuf/util/message_differencer.h>
 
 #include "proto/input_limits.h"
@@ -161,11 +163,13 @@ FoldAction AgentFold::fold(Slot slot, const wire::Envelope& message, wire::Envel
       if (confirm(agent, message.register_agent(), answer)) return FoldAction::kAnswer;
       agent.report = message.register_agent();
       agent.registeredBy.reset();
+      agent.asked = true;
       indexReport(agent);
       keepEndings(agent);
       agent.lastUsage.clear();
       break;
     case wire::Envelope::kStatusUpdate:
+      trackUpdate(agent, message.status_update().status());
       if (agent.report) applyStatus(agent, message.status_update().status());
       break;
     default:
@@ -236,9 +240,21 @@ void AgentFold::launched(Slot slot, const wire::RunTask& m) {
   }
 }
 
+// An update without an id is never acknowledged, nor sent again.
+void AgentFold::trackUpdate(Agent& agent, const wire::TaskStatus& status) {
+  if (status.update_id().empty()) return;
+  if (agent.unacknowledged.size() >= kUnacknowledgedPerAgentMax) {
+    agent.unsure = true;
+    return;
+  }
+  agent.unacknowledged.insert(taskKey(status.framework_id(), status.update_id()));
+}
+
 void AgentFold::acknowledged(Slot slot, const wire::StatusAcknowledgement& m) {
   auto it = agents_.find(slot);
-  if (it == agents_.end() || !it->second.report) return;
+  if (it == agents_.end()) return;
+  it->second.unacknowledged.erase(taskKey(m.framework_id(), m.update_id()));
+  if (!it->second.report) return;
   Agent& agent = it->second;
   auto ending = agent.endings.find(taskKey(m.framework_id(), m.task_id()));
   if (ending == agent.endings.end() || ending->second != m.update_id()) return;
@@ -246,12 +262,33 @@ void AgentFold::acknowledged(Slot slot, const wire::StatusAcknowledgement& m) {
   if (auto at = findTask(agent, m.framework_id(), m.task_id())) eraseTask(agent, *at);
 }
 
-void AgentFold::registered(Slot slot, const wire::AgentRegistered& m) {
+bool AgentFold::registered(Slot slot, const wire::AgentRegistered& m) {
   auto it = agents_.find(slot);
-  if (it == agents_.end() || !it->second.report) return;
-  it->second.report->mutable_info()->set_id(m.agent_id());
-  it->second.report->set_agent_secret(m.agent_secret());
-  it->second.registeredBy = m;
+  if (it == agents_.end()) return true;
+  Agent& agent = it->second;
+  if (agent.report) {
+    agent.report->mutable_info()->set_id(m.agent_id());
+    agent.report->set_agent_secret(m.agent_secret());
+    agent.registeredBy = m;
+  }
+  if (!needsTelling(agent, m)) {
+    ++counts_.unchanged;
+    return false;
+  }
+  agent.told = m;
+  agent.asked = false;
+  agent.unsure = false;  // it sends every unacknowledged update again
+  return true;
+}
+
+// Which master answered, and in which epoch, is all that may differ.
+bool AgentFold::needsTelling(const Agent& agent, const wire::AgentRegistered& m) {
+  if (agent.asked || !agent.told || agent.unsure || !agent.unacknowledged.empty()) return true;
+  const wire::AgentRegistered& told = *agent.told;
+  return told.agent_id() != m.agent_id() || told.agent_secret() != m.agent_secret() ||
+         told.heartbeat_interval_s() != m.heartbeat_interval_s() || told.acls_from_file() != m.acls_from_file() ||
+         !std::equal(told.operate_principals().begin(), told.operate_principals().end(),
+                     m.operate_principals().begin(), m.operate_principals().end());
 }
 
 // The next leader has seen no usage: each agent's next report goes on.
@@ -267,6 +304,7 @@ bool AgentFold::confirm(Agent& agent, const wire::RegisterAgent& report, wire::E
   if (!agent.report || !agent.registeredBy) return false;
   if (!google::protobuf::util::MessageDifferencer::Equals(report, *agent.report)) return false;
   *answer->mutable_agent_registered() = *agent.registeredBy;
+  agent.told = *agent.registeredBy;
   ++counts_.confirmed;
   return true;
 }

@@ -23,9 +23,14 @@
 // to its task's latest status, and a task that ended reported as running
 // with no resources until the leader acknowledges its terminal update
 // (acknowledged()), then gone. A new leader gets these reports in bulk and
-// so knows every task at once; its AgentRegistered for each, passed on,
-// tells the agent, which does not send its report again
-// (agent/master_link.h). An agent that does send it anyway gets the new
+// so knows every task at once. Its AgentRegistered for each goes on to the
+// agent only when the agent needs it (passOn()): when it waits for an
+// answer, when it would learn something new (another id, secret, heartbeat
+// interval or ACL), or when it has status updates no leader acknowledged
+// (hearing of a registration, it sends them again: the new leader may have
+// missed them). Otherwise nothing the agent knows changed, and it hears
+// nothing: its link never broke. An agent does not send its report again
+// after a handover (agent/master_link.h); one that does gets the new
 // leader's AgentRegistered as the answer when the report equals the kept
 // one (kAnswer); only a report that differs goes on. leaderLost() forgets
 // every leader's answer: a report is confirmed only by the leader now
@@ -57,6 +62,10 @@ namespace allot {
 
 using Slot = uint64_t;
 
+// Status updates of one agent the shard tracks until a leader acknowledges
+// them; past it the agent is told of every registration.
+constexpr size_t kUnacknowledgedPerAgentMax = 4096;
+
 enum class FoldAction { kForward, kAnswer, kDrop };
 
 class AgentFold {
@@ -71,10 +80,12 @@ class AgentFold {
   // `answer` holds what goes back to the agent.
   FoldAction fold(Slot slot, const wire::Envelope& message, wire::Envelope* answer);
 
-  // The leader's AgentRegistered on its way to the agent in `slot`: the
-  // kept report takes its id and secret, so a new leader knows the agent.
-  // It is also kept as the answer to an equal report (kAnswer above).
-  void registered(Slot slot, const wire::AgentRegistered& m);
+  // The leader's AgentRegistered for the agent in `slot`: the kept report
+  // takes its id and secret, so a new leader knows the agent. It is also
+  // kept as the answer to an equal report (kAnswer above). Returns whether
+  // it goes on to the agent (see above); what goes on is what the agent
+  // knows from then on.
+  [[nodiscard]] bool registered(Slot slot, const wire::AgentRegistered& m);
   // The leader link is gone: no AgentRegistered kept answers any more,
   // and every agent's next usage report goes on (the next leader has none).
   // O(agents held).
@@ -98,6 +109,7 @@ class AgentFold {
     uint64_t answered = 0;
     uint64_t dropped = 0;
     uint64_t confirmed = 0;  // registrations answered with the leader's AgentRegistered
+    uint64_t unchanged = 0;  // AgentRegistered not passed on: nothing the agent knows changed
   };
   const Counts& counts() const { return counts_; }
 
@@ -122,11 +134,21 @@ class AgentFold {
     std::string lastUsage;  // the last forwarded UsageReport, serialized
     // The linked leader's AgentRegistered for the kept report, if any.
     std::optional<wire::AgentRegistered> registeredBy;
+    // The last AgentRegistered passed on to the agent, and whether the
+    // agent sent a registration since (it waits for the answer).
+    std::optional<wire::AgentRegistered> told;
+    bool asked = false;
+    // Its status updates no leader acknowledged, by framework id and
+    // update id; `unsure` once more were than kUnacknowledgedPerAgentMax.
+    std::unordered_set<std::string> unacknowledged;
+    bool unsure = false;
     bool heard = false;
   };
   void heard(Slot slot, Agent& agent);
   bool confirm(Agent& agent, const wire::RegisterAgent& report, wire::Envelope* answer);
   static void applyStatus(Agent& agent, const wire::TaskStatus& status);
+  static void trackUpdate(Agent& agent, const wire::TaskStatus& status);
+  static bool needsTelling(const Agent& agent, const wire::AgentRegistered& m);
   static void keepEndings(Agent& agent);
   static void indexReport(Agent& agent);
   static std::optional<TaskAt> findTask(const Agent& agent, const std::string& frameworkId,

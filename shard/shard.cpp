@@ -142,6 +142,8 @@ void LinkShard::onLeaderHello(const shard::ShardHello& hello) {
 // the same slots serve.
 void LinkShard::handOver() {
   size_t handed = 0;
+  handing_.clear();
+  handoverStart_ = std::chrono::steady_clock::now();
   for (const auto& [slot, conn] : agents_) {
     if (!conn->handshaken()) continue;
     sendLeader(attachedEnvelope(slot, *conn));
@@ -150,14 +152,26 @@ void LinkShard::handOver() {
       e.mutable_agent_message()->set_slot(slot);
       *e.mutable_agent_message()->mutable_envelope()->mutable_register_agent() = *report;
       sendLeader(e);
+      handing_.insert(slot);
     }
     ++handed;
   }
+  handingTotal_ = handing_.size();
   if (handed > 0) LOG_INFO("handed " << handed << " agents to the leader");
+}
+
+// The leader answered the report handed over for `slot` (or the agent
+// left): once every one is, the leader holds every agent's state.
+void LinkShard::handoverAnswered(Slot slot) {
+  if (handing_.erase(slot) == 0 || !handing_.empty()) return;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - handoverStart_);
+  LOG_INFO("the leader registered every agent handed over (" << handingTotal_ << ") " << ms.count()
+                                                               << " ms after the handover");
 }
 
 void LinkShard::onLeaderClosed(const std::string& reason) {
   leader_.reset();
+  handing_.clear();
   fold_.leaderLost();
   if (stopped_) return;
   LOG_WARNING("lost the leader link: " << reason << "; holding " << agents_.size() << " agents");
@@ -188,7 +202,11 @@ void LinkShard::onLeaderMessage(shard::ShardEnvelope& e) {
     auto it = agents_.find(e.agent_message().slot());
     if (it == agents_.end()) return;
     const wire::Envelope& m = e.agent_message().envelope();
-    if (m.has_agent_registered()) fold_.registered(it->first, m.agent_registered());
+    if (m.has_agent_registered()) {
+      bool passOn = fold_.registered(it->first, m.agent_registered());
+      handoverAnswered(it->first);
+      if (!passOn) return;
+    }
     if (m.has_run_task()) fold_.launched(it->first, m.run_task());
     if (m.has_status_acknowledgement()) fold_.acknowledged(it->first, m.status_acknowledgement());
     if (it->second->send(m)) metrics_.toAgent(m.GetCachedSize());
@@ -307,6 +325,7 @@ void LinkShard::agentClosed(Slot slot, const std::string& reason) {
   bool attached = it->second->handshaken();
   agents_.erase(it);
   fold_.detach(slot);
+  handoverAnswered(slot);
   if (!attached) return;
   shard::ShardEnvelope e;
   e.mutable_detached()->set_slot(slot);

@@ -13,7 +13,9 @@
 // goes the shard keeps its agents' links, answers their heartbeats, and
 // follows the detector to the next leader; once linked it hands that leader
 // every agent in bulk (AgentAttached and the report it kept, shard/fold.h).
-// The agents do not reconnect. Only when no leader is linked within
+// The agents do not reconnect, and hear of the new leader only when they
+// need to (AgentFold::registered). Once the leader has answered every
+// report handed over, the shard logs it. Only when no leader is linked within
 // leaderGrace are the agents' links closed, so that they move on.
 //
 // New agents are accepted only while the leader link is up: without a
@@ -22,9 +24,11 @@
 // Thread: everything on the given io_context, which one thread runs.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/asio.h"
 #include "base/flags.h"
@@ -91,6 +95,7 @@ class LinkShard {
   void onLeaderReported(const std::optional<Leader>& leader);
   void connectLeader();
   void handOver();
+  void handoverAnswered(Slot slot);
   shard::ShardEnvelope attachedEnvelope(Slot slot, const Connection& conn) const;
   void startGrace();
   void announce();
@@ -124,6 +129,11 @@ class LinkShard {
   // Every agent link, handshaken or not, by slot.
   std::unordered_map<Slot, std::shared_ptr<Connection>> agents_;
   AgentFold fold_;
+  // The slots whose reports went to the leader in the last handover and
+  // are not answered yet; at most every agent held.
+  std::unordered_set<Slot> handing_;
+  size_t handingTotal_ = 0;
+  std::chrono::steady_clock::time_point handoverStart_;
   ShardMetrics metrics_;
   Slot nextSlot_ = 1;
   uint16_t port_ = 0;
