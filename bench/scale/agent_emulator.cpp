@@ -21,14 +21,13 @@
 // (agent/master_link.h): each agent ranks the shards by rendezvous hashing
 // of its own key (proto/shard_placement.h) and connects to its first choice;
 // it moves to its next choice when a registered link is lost, or when no
-// registration came through its shard for kShardRegistrationTimeout. An
-// AgentRegistered it did not ask for, from another master, means its shard
-// handed it to a new leader with the report it kept: the agent takes it as
-// a registration (sending again every FINISHED not acknowledged) and does
-// not send its own report again. The report lines count both (moves=,
-// handovers=); a line says when every agent was handed over (the new
-// leader's answer to the report its shard handed over reached it), and
-// one when every agent is registered again after lost links.
+// registration came through its shard for kShardRegistrationTimeout. When
+// its shard hands it to a new leader the agent hears nothing unless it has
+// updates to send again: then an AgentRegistered it did not ask for, from
+// another master, arrives, which it takes as a registration (sending again
+// every FINISHED not acknowledged); it never sends its own report again.
+// The report lines count both (moves=, handovers=); a line says when every
+// agent is registered again after lost links.
 #include <netinet/in.h>
 #include <sys/resource.h>
 
@@ -264,15 +263,14 @@ class Emulator {
   void onMessage(size_t index, wire::Envelope& e) {
     Agent& agent = agents_[index];
     if (e.has_agent_registered() && agent.registered && e.agent_registered().master_id() != agent.masterId) {
-      // Handed to a new leader by the shard with the report it kept: the
-      // new leader holds the agent's state; only what it may have missed
-      // (an update sent while the shard had no leader) goes again.
+      // Handed to a new leader by the shard with the report it kept, and
+      // told so for its unacknowledged updates: the new leader holds the
+      // agent's state; only what it may have missed goes again.
       agent.masterId = e.agent_registered().master_id();
       agent.id = e.agent_registered().agent_id();
       agent.secret = e.agent_registered().agent_secret();
       agent.interval = e.agent_registered().heartbeat_interval_s();
       ++handovers_;
-      handedOver();
       sendFinishedUnacknowledged(index);
       return;
     }
@@ -323,23 +321,6 @@ class Emulator {
     timespec now{};
     clock_gettime(CLOCK_REALTIME, &now);
     std::printf("emulator: all %zu agents registered again at %ld.%09ld\n", agents_.size(),
-                static_cast<long>(now.tv_sec), static_cast<long>(now.tv_nsec));
-    std::fflush(stdout);
-  }
-
-  // The new leader registered an agent its shard handed over (its state,
-  // as the shard kept it, is on the leader); once every agent was, when
-  // (wall clock).
-  void handedOver() {
-    if (++handedNow_ < agents_.size()) return;
-    handedNow_ = 0;
-    printWallClock("handed to a new leader");
-  }
-
-  void printWallClock(const char* what) {
-    timespec now{};
-    clock_gettime(CLOCK_REALTIME, &now);
-    std::printf("emulator: all %zu agents %s at %ld.%09ld\n", agents_.size(), what,
                 static_cast<long>(now.tv_sec), static_cast<long>(now.tv_nsec));
     std::fflush(stdout);
   }
@@ -469,7 +450,6 @@ class Emulator {
   size_t next_ = 0, registered_ = 0, failed_ = 0, retries_ = 0, disconnects_ = 0,
          reregistered_ = 0, launched_ = 0, finished_ = 0, killed_ = 0, moves_ = 0, handovers_ = 0;
   size_t registeredNow_ = 0;  // agents registered at this moment
-  size_t handedNow_ = 0;      // agents the new leader registered from their shard's report
   bool allBack_ = true;       // false from a lost link until every agent is registered again
 };
 
