@@ -5,8 +5,10 @@
 //
 // An Asio timer per check costs each attempt a heap insertion, a
 // cancellation that is itself a completion through the loop, and a wakeup
-// of its own; here setting and cancelling a timer is a map insertion and
-// erasure, and a cancelled timer never runs.
+// of its own; here a grid point holds a list of the timers due then:
+// setting a timer is a lookup of its point among the points in use and a
+// link, cancelling it an unlink (the point goes when its list is empty),
+// and a cancelled timer never runs. Nothing is allocated per timer.
 //
 //   HealthTimer next(io, [this] { attempt(); });
 //   next.at(SteadyClock::now() + interval);   // replaces any earlier setting
@@ -19,6 +21,8 @@
 #include <functional>
 #include <map>
 
+#include <boost/intrusive/list.hpp>
+
 #include "base/asio.h"
 #include "base/clock.h"
 
@@ -26,7 +30,8 @@ namespace allot {
 
 class HealthTimerService;
 
-class HealthTimer {
+class HealthTimer
+    : public boost::intrusive::list_base_hook<boost::intrusive::link_mode<boost::intrusive::auto_unlink>> {
  public:
   HealthTimer(asio::io_context& io, std::function<void()> fired);
   ~HealthTimer() { cancel(); }
@@ -40,9 +45,13 @@ class HealthTimer {
 
  private:
   friend class HealthTimerService;
+  using List = boost::intrusive::list<HealthTimer, boost::intrusive::constant_time_size<false>>;
   HealthTimerService& service_;
   std::function<void()> fired_;
-  std::multimap<TimePoint, HealthTimer*>::iterator slot_;
+  // Its grid point's entry; none once the point is firing (it is then in
+  // the firing list, which a cancel unlinks it from all the same).
+  std::map<TimePoint, List>::iterator slot_;
+  bool inSlot_ = false;
   bool armed_ = false;
 };
 
@@ -51,8 +60,8 @@ class HealthTimerService final : public asio::execution_context::service {
   static inline asio::execution_context::id id;
   explicit HealthTimerService(asio::execution_context& context);
 
-  // How many timers are set (each check has at most two).
-  size_t armedCount() const { return slots_.size(); }
+  // How many grid points have timers set (at most one per timer).
+  size_t pointsInUse() const { return slots_.size(); }
 
  private:
   friend class HealthTimer;
@@ -63,7 +72,7 @@ class HealthTimerService final : public asio::execution_context::service {
   void fire();
 
   asio::steady_timer wakeup_;
-  std::multimap<TimePoint, HealthTimer*> slots_;
+  std::map<TimePoint, HealthTimer::List> slots_;
   bool waiting_ = false;
   TimePoint waitingFor_;
 };

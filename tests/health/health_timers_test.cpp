@@ -33,7 +33,7 @@ TEST(HealthTimers, TimersDueWithinAStepFireInOneWakeupNeverEarly) {
     EXPECT_GE(fired[i].second, due[i]) << i;
     EXPECT_FALSE(timers[i]->armed());
   }
-  EXPECT_EQ(asio::use_service<HealthTimerService>(io).armedCount(), 0u);
+  EXPECT_EQ(asio::use_service<HealthTimerService>(io).pointsInUse(), 0u);
 }
 
 TEST(HealthTimers, CancelledOrResetTimersDoNotFireThen) {
@@ -46,6 +46,7 @@ TEST(HealthTimers, CancelledOrResetTimersDoNotFireThen) {
   tb.at(now + 10ms);
   ta.cancel();
   tb.at(now + 60ms);  // replaces the earlier setting
+  EXPECT_EQ(asio::use_service<HealthTimerService>(io).pointsInUse(), 1u) << "an emptied point goes";
   io.run_for(40ms);
   EXPECT_EQ(a, 0);
   EXPECT_EQ(b, 0);
@@ -55,24 +56,29 @@ TEST(HealthTimers, CancelledOrResetTimersDoNotFireThen) {
   EXPECT_EQ(b, 1) << "once";
 }
 
-// A callback may cancel a timer due at the same point, or destroy its own.
+// A callback may cancel or destroy timers due at the same point, or
+// destroy its own.
 TEST(HealthTimers, ACallbackMayCancelOthersOrDestroyItsOwn) {
   asio::io_context io;
-  int second = 0;
+  int others = 0;
   std::optional<HealthTimer> other;
+  std::unique_ptr<HealthTimer> third;
   std::unique_ptr<HealthTimer> self;
   self = std::make_unique<HealthTimer>(io, [&] {
     other->cancel();
+    third.reset();
     self.reset();
   });
-  other.emplace(io, [&second] { ++second; });
+  other.emplace(io, [&others] { ++others; });
+  third = std::make_unique<HealthTimer>(io, [&others] { ++others; });
   TimePoint due = SteadyClock::now() + 10ms;
   self->at(due);
   other->at(due);
+  third->at(due);
   io.run_for(100ms);
   EXPECT_EQ(self, nullptr);
-  EXPECT_EQ(second, 0);
-  EXPECT_EQ(asio::use_service<HealthTimerService>(io).armedCount(), 0u);
+  EXPECT_EQ(others, 0);
+  EXPECT_EQ(asio::use_service<HealthTimerService>(io).pointsInUse(), 0u);
 }
 
 }  // namespace
