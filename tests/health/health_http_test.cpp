@@ -371,6 +371,34 @@ TEST_F(HttpCheck, AttemptsComeAnIntervalApartWithinTheTimerSlack) {
   }
 }
 
+// A server that takes the request and never answers: the attempt fails at
+// the check's timeout (its answer is waited for past the grid point where
+// it is first looked for), and the connection is not used again.
+TEST_F(HttpCheck, AServerThatNeverAnswersTimesOut) {
+  bool hang = true;
+  server_.reply = [&hang] {
+    if (hang) return Server::Reply{{}, false};
+    return Server::Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}};
+  };
+  HealthCheckSettings s;
+  s.delay = 0s;
+  s.interval = 50ms;
+  s.timeout = 200ms;
+  s.grace = 0s;
+  s.failuresMax = 10;
+  std::vector<HealthVerdict> verdicts;
+  HealthChecker checker(io_, s, makeHttpProbe(io_, server_.port(), "/"),
+                        [&](const HealthVerdict& v) { verdicts.push_back(v); }, [](const std::string&) {});
+  checker.start();
+  ASSERT_TRUE(testing::runUntil(io_, [&] { return verdicts.size() == 1; }, 5s));
+  EXPECT_FALSE(verdicts[0].healthy);
+  EXPECT_NE(verdicts[0].output.find("timed out after 0.2"), std::string::npos) << verdicts[0].output;
+  hang = false;
+  ASSERT_TRUE(testing::runUntil(io_, [&] { return verdicts.size() == 2; }, 5s));
+  EXPECT_TRUE(verdicts[1].healthy) << verdicts[1].output;
+  EXPECT_GE(server_.accepted, 2);
+}
+
 // An answer that never ends fails at the check's timeout, and the next
 // attempt does not reuse its connection.
 TEST_F(HttpCheck, AnAnswerThatNeverEndsTimesOut) {
