@@ -63,8 +63,9 @@ namespace allot {
 using Slot = uint64_t;
 
 // Status updates of one agent the shard tracks until a leader acknowledges
-// them; past it the agent is told of every registration.
-constexpr size_t kUnacknowledgedPerAgentMax = 4096;
+// them (a few are in flight at a time); past it the agent is told of every
+// registration. Bounds a full shard's tracking to some tens of MiB.
+constexpr size_t kUnacknowledgedPerAgentMax = 32;
 
 enum class FoldAction { kForward, kAnswer, kDrop };
 

@@ -415,6 +415,19 @@ TEST(AgentFold, ANewLeadersRegistrationGoesOnOnlyWhenTheAgentNeedsIt) {
   ASSERT_EQ(fold.fold(1, changed, &answer), FoldAction::kForward);
   EXPECT_TRUE(fold.registered(1, leader("M-8")));
   EXPECT_FALSE(fold.registered(1, leader("M-9")));
+
+  // Past the bound the shard stops tracking and tells the agent: even
+  // with every tracked update acknowledged, one untracked may be pending.
+  for (size_t i = 0; i <= kUnacknowledgedPerAgentMax; ++i) {
+    update.mutable_status_update()->mutable_status()->set_update_id("V-" + std::to_string(i));
+    ASSERT_EQ(fold.fold(1, update, &answer), FoldAction::kForward);
+  }
+  for (size_t i = 0; i <= kUnacknowledgedPerAgentMax; ++i) {
+    ack.set_update_id("V-" + std::to_string(i));
+    fold.acknowledged(1, ack);
+  }
+  EXPECT_TRUE(fold.registered(1, leader("M-10")));
+  EXPECT_FALSE(fold.registered(1, leader("M-11")));
 }
 
 TEST(AgentFold, BoundedAndDetachedSlotsAreForgotten) {
