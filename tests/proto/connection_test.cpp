@@ -169,6 +169,38 @@ TEST_F(ConnectionTest, ABurstIsHandledInBatchesWithOtherWorkBetween) {
   EXPECT_LE(*handledWhenOtherWorkRan, kMaxFramesPerPass);
 }
 
+// Frames of sizes around the read chunk, written at once so that frames
+// straddle reads: each arrives whole, once, in order, the link open.
+TEST_F(ConnectionTest, FramesAroundTheReadChunkSizeArriveWholeAndInOrder) {
+  const std::vector<size_t> sizes = {1, 500, kReadChunkBytes - 40, kReadChunkBytes, kReadChunkBytes + 1, 3000,
+                                     7, 2 * kReadChunkBytes, 1, 1500};
+  std::vector<std::pair<std::string, size_t>> got;
+  acceptOne({wire::ROLE_MASTER, "master", {wire::ROLE_AGENT}},
+            {nullptr, [&](wire::Envelope& e) {
+               const auto& status = e.status_update().status();
+               got.emplace_back(status.task_id(), status.message().size());
+             },
+             nullptr});
+  tcp::socket raw = rawClient();
+  std::string bytes;
+  ASSERT_TRUE(appendFrame(helloEnvelope(wire::ROLE_AGENT, "sizes"), &bytes).ok());
+  std::vector<std::pair<std::string, size_t>> sent;
+  for (size_t round = 0; round < 3; ++round) {
+    for (size_t size : sizes) {
+      wire::Envelope e;
+      auto* status = e.mutable_status_update()->mutable_status();
+      status->set_task_id("t" + std::to_string(sent.size()));
+      status->set_message(std::string(size, 'x'));
+      ASSERT_TRUE(appendFrame(e, &bytes).ok());
+      sent.emplace_back(status->task_id(), size);
+    }
+  }
+  asio::write(raw, asio::buffer(bytes));
+  for (int i = 0; i < 50 && got.size() < sent.size(); ++i) runFor(std::chrono::milliseconds(20));
+  EXPECT_EQ(got, sent);
+  EXPECT_TRUE(server_->open());
+}
+
 TEST(ListenTcp, ListensOnAnEphemeralPort) {
   asio::io_context io;
   tcp::acceptor acceptor(io);
