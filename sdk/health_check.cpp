@@ -103,6 +103,9 @@ void HealthChecker::attempt() {
 
 void HealthChecker::timedOut() {
   if (!running_ || !inFlight_) return;
+  std::shared_ptr<bool> alive = alive_;
+  probe_->settle();  // an answer that came in time counts
+  if (!*alive || !running_ || !inFlight_) return;
   inFlight_ = false;
   probe_->cancel();
   double s = std::chrono::duration<double>(settings_.timeout).count();

@@ -103,6 +103,10 @@ class HealthProbe {
   virtual ~HealthProbe() = default;
   virtual void start(std::function<void(HealthVerdict)> done) = 0;
   virtual void cancel() = 0;
+  // At the attempt's timeout, before it is given up: a probe that looks
+  // for its answer only at set times (the HTTP probe, on the timer grid)
+  // takes what has come; done may run within, and may destroy the caller.
+  virtual void settle() {}
 };
 
 class ListenerSource;  // sdk/health_listeners.h

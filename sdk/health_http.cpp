@@ -265,6 +265,12 @@ class HttpProbe final : public HealthProbe {
     if (conn_->open) return send(a);
     connect(a);
   }
+  // The answer may be there before the grid point it is looked for at.
+  void settle() override {
+    if (!attempt_ || !attempt_->done || !reader_.armed()) return;
+    reader_.cancel();
+    readAnswer(attempt_);
+  }
   // An attempt cut short leaves its connection mid-answer: never reused.
   void cancel() override {
     reader_.cancel();

@@ -371,6 +371,24 @@ TEST_F(HttpCheck, AttemptsComeAnIntervalApartWithinTheTimerSlack) {
   }
 }
 
+// An answer is looked for at the timer grid's next point, which may be past
+// a short timeout: one that came before the timeout still counts.
+TEST_F(HttpCheck, AnAnswerWithinATimeoutShorterThanTheGridStepCounts) {
+  HealthCheckSettings s;
+  s.delay = 0s;
+  s.interval = 50ms;
+  s.timeout = 3ms;
+  s.grace = 0s;
+  s.failuresMax = 10;
+  std::vector<HealthVerdict> verdicts;
+  HealthChecker checker(io_, s, makeHttpProbe(io_, server_.port(), "/"),
+                        [&](const HealthVerdict& v) { verdicts.push_back(v); }, [](const std::string&) {});
+  checker.start();
+  ASSERT_TRUE(testing::runUntil(io_, [&] { return server_.requests >= 5; }, 5s));
+  ASSERT_FALSE(verdicts.empty());
+  for (const HealthVerdict& v : verdicts) EXPECT_TRUE(v.healthy) << v.output;
+}
+
 // A server that takes the request and never answers: the attempt fails at
 // the check's timeout (its answer is waited for past the grid point where
 // it is first looked for), and the connection is not used again.
