@@ -9,14 +9,16 @@
 //   checker.start();   // at the task's launch
 //
 // - HealthPolicy is the pure rule (grace period, consecutive failures,
-//   which verdicts are news); HealthChecker times the attempts with Asio
-//   timers around a HealthProbe; the probes are the seam: TCP and HTTP run
+//   which verdicts are news); HealthChecker times the attempts on the
+//   timer grid every check shares (sdk/health_timers.h) around a
+//   HealthProbe; the probes are the seam: TCP and HTTP run
 //   in-process on 127.0.0.1 (the executor lives in its tasks' network
 //   namespace), COMMAND through a CheckProcesses the executor supplies, so
 //   the command is started exactly as its tasks are.
 // - Cost: a TCP attempt reads the kernel's socket table, an HTTP attempt is
-//   a request on a kept loopback connection; neither starts a process. A
-//   COMMAND attempt is a fork and exec.
+//   a request on a kept loopback connection whose answer is read at the
+//   grid's next point; neither starts a process nor wakes the loop of its
+//   own. A COMMAND attempt is a fork and exec.
 // - Thread: everything on the io_context's thread. Destroying a checker
 //   abandons its attempt (a command's process group is killed and reaped);
 //   no callback runs after that.
