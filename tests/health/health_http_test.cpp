@@ -211,6 +211,37 @@ class Server {
 
 class HttpCheck : public ProbeTest {
  protected:
+  // A check of the server every 50 ms that gives up only after 10
+  // failures, started; each verdict goes to `verdicts`.
+  std::unique_ptr<HealthChecker> startChecker(Duration timeout, std::vector<HealthVerdict>& verdicts) {
+    HealthCheckSettings s;
+    s.delay = 0s;
+    s.interval = 50ms;
+    s.timeout = timeout;
+    s.grace = 0s;
+    s.failuresMax = 10;
+    auto checker = std::make_unique<HealthChecker>(
+        io_, s, makeHttpProbe(io_, server_.port(), "/"),
+        [&verdicts](const HealthVerdict& v) { verdicts.push_back(v); }, [](const std::string&) {});
+    checker->start();
+    return checker;
+  }
+
+  // While `stuck` is true the server's answer never completes: the first
+  // verdict fails with `why` in its output at the 200 ms timeout; once it is
+  // false the next verdict is healthy, on a new connection.
+  void expectTimeoutThenRecovery(bool& stuck, const std::string& why) {
+    std::vector<HealthVerdict> verdicts;
+    auto checker = startChecker(200ms, verdicts);
+    ASSERT_TRUE(testing::runUntil(io_, [&] { return verdicts.size() == 1; }, 5s));
+    EXPECT_FALSE(verdicts[0].healthy);
+    EXPECT_NE(verdicts[0].output.find(why), std::string::npos) << verdicts[0].output;
+    stuck = false;
+    ASSERT_TRUE(testing::runUntil(io_, [&] { return verdicts.size() == 2; }, 5s));
+    EXPECT_TRUE(verdicts[1].healthy) << verdicts[1].output;
+    EXPECT_GE(server_.accepted, 2) << "a timed-out connection is not used again";
+  }
+
   Server server_{io_};
 };
 
@@ -374,16 +405,8 @@ TEST_F(HttpCheck, AttemptsComeAnIntervalApartWithinTheTimerSlack) {
 // An answer is looked for at the timer grid's next point, which may be past
 // a short timeout: one that came before the timeout still counts.
 TEST_F(HttpCheck, AnAnswerWithinATimeoutShorterThanTheGridStepCounts) {
-  HealthCheckSettings s;
-  s.delay = 0s;
-  s.interval = 50ms;
-  s.timeout = 3ms;
-  s.grace = 0s;
-  s.failuresMax = 10;
   std::vector<HealthVerdict> verdicts;
-  HealthChecker checker(io_, s, makeHttpProbe(io_, server_.port(), "/"),
-                        [&](const HealthVerdict& v) { verdicts.push_back(v); }, [](const std::string&) {});
-  checker.start();
+  auto checker = startChecker(3ms, verdicts);
   ASSERT_TRUE(testing::runUntil(io_, [&] { return server_.requests >= 5; }, 5s));
   ASSERT_FALSE(verdicts.empty());
   for (const HealthVerdict& v : verdicts) EXPECT_TRUE(v.healthy) << v.output;
@@ -398,23 +421,7 @@ TEST_F(HttpCheck, AServerThatNeverAnswersTimesOut) {
     if (hang) return Server::Reply{{}, false};
     return Server::Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}};
   };
-  HealthCheckSettings s;
-  s.delay = 0s;
-  s.interval = 50ms;
-  s.timeout = 200ms;
-  s.grace = 0s;
-  s.failuresMax = 10;
-  std::vector<HealthVerdict> verdicts;
-  HealthChecker checker(io_, s, makeHttpProbe(io_, server_.port(), "/"),
-                        [&](const HealthVerdict& v) { verdicts.push_back(v); }, [](const std::string&) {});
-  checker.start();
-  ASSERT_TRUE(testing::runUntil(io_, [&] { return verdicts.size() == 1; }, 5s));
-  EXPECT_FALSE(verdicts[0].healthy);
-  EXPECT_NE(verdicts[0].output.find("timed out after 0.2"), std::string::npos) << verdicts[0].output;
-  hang = false;
-  ASSERT_TRUE(testing::runUntil(io_, [&] { return verdicts.size() == 2; }, 5s));
-  EXPECT_TRUE(verdicts[1].healthy) << verdicts[1].output;
-  EXPECT_GE(server_.accepted, 2);
+  expectTimeoutThenRecovery(hang, "timed out after 0.2");
 }
 
 // An answer that never ends fails at the check's timeout, and the next
@@ -425,23 +432,7 @@ TEST_F(HttpCheck, AnAnswerThatNeverEndsTimesOut) {
     if (stall) return Server::Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc"}};
     return Server::Reply{{"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}};
   };
-  HealthCheckSettings s;
-  s.delay = 0s;
-  s.interval = 50ms;
-  s.timeout = 200ms;
-  s.grace = 0s;
-  s.failuresMax = 10;
-  std::vector<HealthVerdict> verdicts;
-  HealthChecker checker(io_, s, makeHttpProbe(io_, server_.port(), "/"),
-                        [&](const HealthVerdict& v) { verdicts.push_back(v); }, [](const std::string&) {});
-  checker.start();
-  ASSERT_TRUE(testing::runUntil(io_, [&] { return verdicts.size() == 1; }, 5s));
-  EXPECT_FALSE(verdicts[0].healthy);
-  EXPECT_NE(verdicts[0].output.find("timed out"), std::string::npos) << verdicts[0].output;
-  stall = false;
-  ASSERT_TRUE(testing::runUntil(io_, [&] { return verdicts.size() == 2; }, 5s));
-  EXPECT_TRUE(verdicts[1].healthy) << verdicts[1].output;
-  EXPECT_GE(server_.accepted, 2) << "a timed-out connection is not used again";
+  expectTimeoutThenRecovery(stall, "timed out");
 }
 
 }  // namespace
