@@ -1,5 +1,7 @@
 #include "sdk/scheduler.h"
 
+#include <algorithm>
+
 #include "base/flags.h"
 #include "base/log.h"
 #include "ha/detector_factory.h"
@@ -47,7 +49,7 @@ void SchedulerDriver::stop(bool failover) {
   stopped_ = true;
   if (!registered_ && !unfinished_.empty()) {
     std::string names;
-    for (const auto& id : unfinished_) names += (names.empty() ? "" : ", ") + id;
+    for (const auto& id : unfinishedTasks()) names += (names.empty() ? "" : ", ") + id;
     LOG_WARNING("scheduler: stopped while no master is reachable; these tasks may still run: "
                 << names << (unfinished_.size() >= kMaxTrackedTasks ? " (and maybe more)" : "")
                 << " (the master ends them when this framework's failover timeout passes)");
@@ -155,7 +157,9 @@ void SchedulerDriver::track(const std::string& taskId, bool running) {
 }
 
 std::vector<std::string> SchedulerDriver::unfinishedTasks() const {
-  return {unfinished_.begin(), unfinished_.end()};
+  std::vector<std::string> ids(unfinished_.begin(), unfinished_.end());
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 Status SchedulerDriver::declineOffer(const std::string& offerId, const wire::Filters& filters) {

@@ -42,8 +42,8 @@
 #pragma once
 
 #include <memory>
-#include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "base/asio.h"
@@ -169,7 +169,8 @@ class SchedulerDriver {
   bool registered_ = false;
   bool everRegistered_ = false;
   bool stopped_ = true;
-  std::set<std::string> unfinished_;
+  // Hashed: every launch and every end touches it (sorted only when read).
+  std::unordered_set<std::string> unfinished_;
 };
 
 }  // namespace allot
