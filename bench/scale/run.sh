@@ -10,18 +10,9 @@
 # --shards: the agents reach the master through link shards (allot-shard),
 # one per emulator process, so no process holds more than 15,000 agent
 # links; the frameworks and probes still talk to the master.
-#
-# --bench-nice N (default 19): the emulators and the load frameworks run at
-# that nice value. In the paper they ran on other machines, so they never
-# took CPU from the master; here they share its cores, and without this
-# about 40 % of the CPU per task would be theirs, delaying the master and
-# the shards. The probe framework runs at the default priority; the
-# emulated agent running its task is niced too, so its updates wait behind
-# the master and the shards (later than on a machine of its own, never
-# sooner). The load must stay the same: the result's launch rate says so. 0: everything at one priority.
 set -euo pipefail
 
-build=build agents=2000 frameworks=20 mean=30 stddev=10 probes=5 warmup=30 out="" shards=0 bench_nice=19
+build=build agents=2000 frameworks=20 mean=30 stddev=10 probes=5 warmup=30 out="" shards=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=$2; shift 2 ;;
@@ -33,7 +24,6 @@ while [ $# -gt 0 ]; do
     --warmup) warmup=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --shards) shards=1; shift ;;
-    --bench-nice) bench_nice=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -68,14 +58,14 @@ for e in $(seq 0 $(( emulators - 1 ))); do
     wait_for 10 grep -qs "linked to the leader" "$dir/shard$e.log" || die "shard $e did not link"
     target="127.0.0.1:$(cat "$dir/shard$e.port")"
   fi
-  nice -n "$bench_nice" "$build/bench/scale/agent_emulator" --master "$target" --agents "$n" \
+  "$build/bench/scale/agent_emulator" --master "$target" --agents "$n" \
     --resources "cpus:2;mem:2048" --source-addresses "$(( n / 20000 + 1 ))" \
     --first-source "$(( 2 + e * 2 ))" >"$dir/emulator$e.log" 2>&1 &
   pids+=($!)
 done
 wait_for $(( agents / 200 + 60 )) registered || die "agents did not all register"
 
-nice -n "$bench_nice" "$build/bench/scale/load_frameworks" --master "$master" --frameworks "$frameworks" \
+"$build/bench/scale/load_frameworks" --master "$master" --frameworks "$frameworks" \
   --task-mean "$mean" --task-stddev "$stddev" >"$dir/load.log" 2>&1 &
 pids+=($!)
 sleep "$warmup"
@@ -110,7 +100,7 @@ msgs_out=$(echo "$stats" | grep -o 'msgs_out_per_s=[0-9]*' | cut -d= -f2)
 o2r() { echo "$load" | grep -o "offer_to_running_ms p50=[0-9.]* p99=[0-9.]*" | grep -o "$1=[0-9.]*" | cut -d= -f2; }
 
 [ -z "$out" ] || export BENCH_OUT=$out
-result scale agents="$agents" shards="$(( shards * emulators ))" frameworks="$frameworks" bench_nice="$bench_nice" probes_ms="${overheads[*]}" median_ms="$mid" \
+result scale agents="$agents" shards="$(( shards * emulators ))" frameworks="$frameworks" probes_ms="${overheads[*]}" median_ms="$mid" \
   worst_ms="$worst" paper_overhead_ms_max=1000 master_cpu_pct="$(printf '%.0f' "$cpu")" \
   master_peak_rss_mib=$(( rss / 1024 )) msgs_in_per_s="$msgs_in" msgs_out_per_s="$msgs_out" \
   offer_to_running_ms_p50="$(o2r p50)" offer_to_running_ms_p99="$(o2r p99)" \
