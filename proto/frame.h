@@ -20,7 +20,9 @@ inline constexpr size_t kFrameHeaderBytes = 4;
 // Hard cap on one frame's payload. Large offer batches are split by the
 // sender well below it.
 inline constexpr size_t kMaxFrameBytes = 16u << 20;
-// What a link reads from its socket at a time (proto/framed_link.h).
+// What a link reads from its socket at a time (proto/framed_link.h): first
+// into a buffer of its own, then, when that fills, a chunk at a time.
+inline constexpr size_t kLinkReadBytes = 512;
 inline constexpr size_t kReadChunkBytes = 64 * 1024;
 
 // Appends one frame holding `envelope` to `out`. Fails (appending nothing)

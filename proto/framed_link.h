@@ -31,6 +31,7 @@
 // run there and may call send or close re-entrantly.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -144,7 +145,7 @@ class FramedLink : public std::enable_shared_from_this<FramedLink> {
   Status queued();
   void flush();
   void readMore();
-  void onReadable(const boost::system::error_code& ec);
+  void onRead(const boost::system::error_code& ec, size_t bytes);
   void onTlsRead(const boost::system::error_code& ec, size_t bytes);
   void consume(const char* data, size_t bytes, const boost::system::error_code& ec);
   void handleSome();
@@ -153,6 +154,9 @@ class FramedLink : public std::enable_shared_from_this<FramedLink> {
   Transport transport_;
   std::unique_ptr<ssl::stream<StreamSocket&>> tls_;
   std::vector<char> tlsReadBuffer_;
+  // A plaintext link's own read buffer: one small read per wake-up, queued
+  // on the socket without an epoll re-arm (framed_link.cpp).
+  std::array<char, kLinkReadBytes> readBuffer_;
   asio::steady_timer handshakeTimer_;
   PeerIdentity peer_;
   FrameDecoder decoder_;
