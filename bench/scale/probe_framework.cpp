@@ -1,6 +1,7 @@
 // probe_framework: the paper's probe (section 6.5). Registers, waits for an
 // offer, runs one task of --task-seconds on it and prints the overhead:
-// time from start to the task's FINISHED minus the task's own duration.
+// time from start to the task's FINISHED minus the task's own duration,
+// with when it was registered and first offered something.
 // With --tls-* the link is mutual TLS, and the overhead includes the
 // handshake (the probe starts its clock before connecting).
 #include <cstdio>
@@ -24,7 +25,12 @@ class Probe final : public Scheduler {
   Probe(asio::io_context& io, Resources task, double seconds)
       : io_(io), task_(std::move(task)), seconds_(seconds), start_(Steady::now()) {}
 
+  void registered(SchedulerDriver&, const std::string&, const std::string&) override {
+    registeredAt_ = Steady::now();
+  }
+
   void resourceOffers(SchedulerDriver& d, const std::vector<wire::Offer>& offers) override {
+    if (firstOfferAt_ == Steady::time_point{}) firstOfferAt_ = Steady::now();
     for (const auto& o : offers) {
       auto have = Resources::fromWire(o.resources());
       if (launched_ || !have || !have->contains(task_)) {
@@ -49,9 +55,9 @@ class Probe final : public Scheduler {
     if (isTerminal(s.state())) {
       auto ms = [](Steady::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
       double total = ms(Steady::now() - start_);
-      std::printf("probe: state=%s overhead_ms=%.1f wait_for_offer_ms=%.1f offer_to_running_ms=%.1f\n",
+      std::printf("probe: state=%s overhead_ms=%.1f wait_for_offer_ms=%.1f offer_to_running_ms=%.1f registered_ms=%.1f first_offer_ms=%.1f\n",
                   wire::TaskState_Name(s.state()).c_str(), total - seconds_ * 1000,
-                  ms(offerAt_ - start_), ms(runningAt_ - offerAt_));
+                  ms(offerAt_ - start_), ms(runningAt_ - offerAt_), ms(registeredAt_ - start_), ms(firstOfferAt_ - start_));
       std::fflush(stdout);
       ok_ = s.state() == wire::TASK_FINISHED;
       d.stop(false);
@@ -65,7 +71,7 @@ class Probe final : public Scheduler {
   asio::io_context& io_;
   Resources task_;
   double seconds_;
-  Steady::time_point start_, offerAt_, runningAt_;
+  Steady::time_point start_, offerAt_, runningAt_, registeredAt_, firstOfferAt_;
   bool launched_ = false;
   bool ok_ = false;
 };
