@@ -35,7 +35,11 @@ hz=$(getconf CLK_TCK)
 pids+=($!)
 wait_for 10 test -s "$dir/port" || die "master did not start"
 master="127.0.0.1:$(cat "$dir/port")"
-"$build/agent/allot-agent" --master "$master" --work-dir "$dir/agent" \
+# Its own cgroup root, removed on exit: an agent stopped by a signal keeps
+# its executors' cgroups for its next start, which this run never makes.
+cgroups_root="allot-health-bench.$(basename "$dir")"
+on_exit remove_cgroups
+"$build/agent/allot-agent" --master "$master" --work-dir "$dir/agent" --cgroups-root "$cgroups_root" \
   --resources "cpus:64;mem:65536;disk:1024" >"$dir/agent.log" 2>&1 &
 agent=$!
 pids+=($agent)
@@ -71,13 +75,31 @@ port=$(cat "$dir/listener.port")
 # sandbox in their environment), with their reaped children.
 ticks() {
   local total=0 p f
-  for p in $agent $(pgrep -x allot-executor || true); do
-    if [ "$p" != "$agent" ]; then grep -qs "$dir" "/proc/$p/environ" || continue; fi
+  for p in $agent $(executors); do
     f=$(cut -d')' -f2 "/proc/$p/stat" 2>/dev/null) || continue
     set -- $f
     total=$(( total + ${12} + ${13} + ${14} + ${15} ))
   done
   echo "$total"
+}
+
+# This run's executors (found by the sandbox in their environment).
+executors() {
+  local environs
+  environs=$(pgrep -x allot-executor | sed 's|.*|/proc/&/environ|') || return 0
+  # shellcheck disable=SC2086  # one path per executor
+  grep -ls "$dir" $environs | cut -d/ -f3 || true
+}
+no_executors() { [ -z "$(executors)" ]; }
+
+# Every cgroup of the agent's root, deepest first, in every hierarchy;
+# only empty ones can go, and a live process is never touched.
+remove_cgroups() {
+  local d
+  for d in /sys/fs/cgroup/*/"$cgroups_root" /sys/fs/cgroup/"$cgroups_root"; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
 }
 
 # True once FILE has at least N lines holding PATTERN.
@@ -108,6 +130,8 @@ phase() {
   printf "%s cpu_pct_of_one_core=%.3f unhealthy=%s\n" "$name" "${pct[$name]}" "$unhealthy"
   kill -INT "$execute"
   wait "$execute" || true
+  # The tasks end with their framework: the next phase starts clean.
+  wait_for 120 no_executors || echo "warning: $name: executors still running after 120 s" >&2
 }
 
 echo "tasks=$tasks window_s=$window loadavg=[$(cut -d' ' -f1-3 /proc/loadavg)]"
