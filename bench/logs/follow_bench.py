@@ -23,6 +23,7 @@ Prints one line per target with PASS/FAIL. A noisy shared machine moves
 these numbers: say so when recording them.
 """
 import argparse
+import glob
 import os
 import re
 import shutil
@@ -77,6 +78,18 @@ def kill_under(directory):
             pass
 
 
+def remove_cgroups(root):
+    """Removes the agent's cgroup root `root` from every hierarchy, deepest
+    first: an agent stopped by a signal keeps its executors' cgroups for its
+    next start, which this run never makes. Only empty cgroups can go."""
+    for top in glob.glob("/sys/fs/cgroup/*/" + root) + glob.glob("/sys/fs/cgroup/" + root):
+        for d, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+
+
 def running_task(mport, name, seconds=30):
     end = time.time() + seconds
     while time.time() < end:
@@ -99,6 +112,7 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix="allot-follow-bench-")
     os.chmod(work, 0o711)
     procs = []
+    cgroups_root = "allot-follow-bench." + os.path.basename(work)
 
     def spawn(args, out=subprocess.DEVNULL, err=None):
         p = subprocess.Popen(args, stdout=out, stderr=err or open(os.path.join(work, "err.log"), "a"))
@@ -111,7 +125,8 @@ def main():
         port, mhttp = wait_file(f"{work}/m.port"), wait_file(f"{work}/m.http")
         agent = spawn([f"{b}/agent/allot-agent", "--master", f"127.0.0.1:{port}", "--work-dir", f"{work}/work",
                        "--resources", "cpus:8;mem:8192;disk:4096", "--http-listen", "127.0.0.1:0",
-                       "--http-port-file", f"{work}/a.http", "--isolation", ""])
+                       "--http-port-file", f"{work}/a.http", "--isolation", "",
+                       "--cgroups-root", cgroups_root])
         ahttp = wait_file(f"{work}/a.http")
         ctl = [f"{b}/cli/allotctl", "--master", f"127.0.0.1:{mhttp}", "logs"]
         execute = [f"{b}/cli/allot-execute", "--master", f"127.0.0.1:{port}", "--resources", "cpus:0.1;mem:64"]
@@ -172,6 +187,8 @@ def main():
                 p.send_signal(signal.SIGKILL)
                 p.wait()
         kill_under(f"{work}/work")
+        time.sleep(0.5)  # the killed processes leave their cgroups
+        remove_cgroups(cgroups_root)
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)
 
