@@ -73,7 +73,9 @@ void MasterLink::stop() {
 
 Status MasterLink::send(const wire::Envelope& envelope) {
   if (!registered_ || !link_) return Error{"not registered with the master"};
-  return link_->send(envelope);
+  Status sent = link_->send(envelope);
+  if (sent) lastSentAt_ = SteadyClock::now();
+  return sent;
 }
 
 void MasterLink::onConnected() {
@@ -83,6 +85,7 @@ void MasterLink::onConnected() {
 }
 
 void MasterLink::onMessage(wire::Envelope& e) {
+  heard();
   if (Status valid = validateFromMaster(e); !valid) {
     LOG_WARNING("refused a message from the master: " << valid.error().describe());
     if (callbacks_.onRefused) callbacks_.onRefused(e, valid.error());
@@ -102,16 +105,14 @@ void MasterLink::onMessage(wire::Envelope& e) {
     link_->registered();
     double interval = e.agent_registered().heartbeat_interval_s();
     heartbeatInterval_ = secondsToDuration(interval > 0 ? interval : 1);
-    ackedSequence_ = sequence_;
-    beat();
+    // The registration was the last frame sent, its answer the last heard.
+    lastSentAt_ = lastBeatAt_ = lastHeardAt_;
+    scheduleBeat();
     if (handedOver) LOG_INFO("handed to master " << masterId_ << " by the shard, with the state it kept");
     callbacks_.onRegistered(e.agent_registered());
     return;
   }
-  if (e.has_heartbeat_ack()) {
-    ackedSequence_ = std::max(ackedSequence_, e.heartbeat_ack().sequence());
-    return;
-  }
+  if (e.has_heartbeat_ack()) return;  // heard() counted it
   if (e.has_error()) {
     LOG_ERROR("master says: " << e.error().message());
     return;
@@ -131,21 +132,42 @@ void MasterLink::onDisconnected(const std::string& reason) {
   if (was && callbacks_.onDisconnected) callbacks_.onDisconnected(reason);
 }
 
-void MasterLink::beat() {
-  heartbeatTimer_.expires_after(heartbeatInterval_);
+// Even a frame that fails validation shows the peer alive.
+void MasterLink::heard() {
+  lastHeardAt_ = SteadyClock::now();
+  unanswered_ = 0;
+}
+
+// The earliest moment the link could have been quiet for an interval: in
+// what the agent sent, or in what it heard since its last heartbeat.
+TimePoint MasterLink::beatDue() const {
+  return std::min(lastSentAt_, std::max(lastHeardAt_, lastBeatAt_)) + heartbeatInterval_;
+}
+
+// One wakeup per interval at most: traffic since the timer was set only
+// moves the next due time on.
+void MasterLink::scheduleBeat() {
+  heartbeatTimer_.expires_at(beatDue());
   std::weak_ptr<Alive> alive = alive_;
   heartbeatTimer_.async_wait([this, alive](const boost::system::error_code& ec) {
     if (ec || alive.expired() || !registered_) return;
-    if (sequence_ - ackedSequence_ >= static_cast<uint64_t>(kMissedHeartbeatsMax)) {
-      link_->drop("master did not answer " + std::to_string(kMissedHeartbeatsMax) +
-                  " heartbeats");
-      return;
+    if (SteadyClock::now() >= beatDue()) {
+      if (unanswered_ >= kMissedHeartbeatsMax) {
+        link_->drop("master did not answer " + std::to_string(kMissedHeartbeatsMax) + " heartbeats");
+        return;
+      }
+      beat();
     }
-    wire::Envelope e;
-    e.mutable_heartbeat()->set_sequence(++sequence_);
-    (void)link_->send(e);
-    beat();
+    scheduleBeat();
   });
+}
+
+void MasterLink::beat() {
+  wire::Envelope e;
+  e.mutable_heartbeat()->set_sequence(++sequence_);
+  (void)link_->send(e);
+  ++unanswered_;
+  lastSentAt_ = lastBeatAt_ = SteadyClock::now();
 }
 
 }  // namespace allot

@@ -2,10 +2,21 @@
 // ReconnectingLink (proto/reconnecting_link.h) fed by the detector for
 // Options::master ("host:port" or "zk://.../path"): it sends Hello{ROLE_AGENT}
 // and a RegisterAgent built by the caller on every (re)connection (with every
-// executor and task, so a new master rebuilds its state), heartbeats at the
-// interval the master gives in AgentRegistered, and drops the link (the
-// ReconnectingLink then reconnects with jittered backoff) when the master
-// stops answering heartbeats (kMissedHeartbeatsMax intervals without an ack).
+// executor and task, so a new master rebuilds its state), and keeps the
+// link alive at the interval the master gives in AgentRegistered.
+//
+// Liveness: any frame proves its sender alive, so a heartbeat goes only on
+// a link quiet for a whole interval in either direction (as TCP keepalive
+// and HTTP/2 PING): when the agent sent nothing for an interval (the master
+// would not hear it), or heard nothing for an interval since its last
+// heartbeat (the master is asked to speak). A busy link carries none. Any
+// frame heard answers every heartbeat sent before it; when
+// kMissedHeartbeatsMax heartbeats in a row went unanswered and the next is
+// due, the link is dropped (the ReconnectingLink then reconnects with
+// jittered backoff). So the master hears a live agent at least once per
+// interval, and the agent gives up on a silent master within
+// kMissedHeartbeatsMax + 1 intervals of the last frame heard, whatever the
+// agent itself sends meanwhile.
 // With Options::shards the link goes through link shards instead
 // (proto/shard_placement.h): the first choice for Options::shardKey, and the
 // next one when the link to a shard is lost after registering or no
@@ -85,6 +96,9 @@ class MasterLink {
   void onConnected();
   void onMessage(wire::Envelope& e);
   void onDisconnected(const std::string& reason);
+  void heard();
+  TimePoint beatDue() const;
+  void scheduleBeat();
   void beat();
   Result<std::unique_ptr<LeaderDetector>> makeDetector();
   void watchShard();
@@ -98,7 +112,11 @@ class MasterLink {
   ShardDetector* shardDetector_ = nullptr;  // owned by link_; null without shards
   Duration heartbeatInterval_ = std::chrono::seconds(1);
   uint64_t sequence_ = 0;
-  uint64_t ackedSequence_ = 0;
+  // Heartbeats sent since the last frame heard.
+  int unanswered_ = 0;
+  TimePoint lastSentAt_;
+  TimePoint lastHeardAt_;
+  TimePoint lastBeatAt_;
   uint64_t registrations_ = 0;
   std::string masterId_;  // of the last AgentRegistered
   bool registered_ = false;
