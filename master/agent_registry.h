@@ -35,7 +35,7 @@ class AgentRecord {
   std::string id;
   wire::AgentInfo info;
   std::optional<PeerId> peer;
-  TimePoint lastSeen;
+  TimePoint lastSeen;  // its last message of any kind: each one shows it lives
   // framework id -> executor ids here
   std::unordered_map<std::string, std::unordered_set<std::string>> executors;
   // The latest UsageReport: "framework/executor" -> usage.

@@ -563,7 +563,7 @@ bool Master::checkTimeouts(TimePoint now) {
     silent.push_back(id);
   }
   for (const auto& id : silent) {
-    removeAgent(id, "no heartbeat for " + std::to_string(toSeconds(options_.agentTimeout)) + " s");
+    removeAgent(id, "nothing heard from it for " + std::to_string(toSeconds(options_.agentTimeout)) + " s");
   }
   std::vector<std::string> expired;
   for (const auto& [id, fw] : frameworks_) {

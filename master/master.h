@@ -94,6 +94,9 @@ struct MasterOptions {
   Resources minOffer;                   // see AllocatorOptions
   Duration offerTimeout = std::chrono::seconds(30);
   Duration allocationInterval = std::chrono::seconds(1);
+  // An agent heard from by no message for agentTimeout is removed. A live
+  // agent sends one at least every heartbeatInterval: a heartbeat when its
+  // link was quiet for that long (agent/master_link.h).
   Duration agentTimeout = std::chrono::seconds(15);
   Duration heartbeatInterval = std::chrono::seconds(5);
   Duration refuseDefault = std::chrono::seconds(5);

@@ -115,6 +115,22 @@ TEST_F(MasterTest, AnAgentIsNotChargedForSilenceTheMasterHasNotReadYet) {
   EXPECT_EQ(master_->agentCount(), 0u);
 }
 
+// Agents heartbeat only on a quiet link: any message shows the agent lives.
+TEST_F(MasterTest, ABusyAgentThatSendsNoHeartbeatIsKeptPastSeveralTimeouts) {
+  registerAgent();
+  wire::Envelope usage;
+  usage.mutable_usage_report();
+  for (int i = 0; i < 20; ++i) {  // 100 s: over six agent timeouts (15 s)
+    clock_.advance(5s);
+    master_->peerMessage(kAgentPeer, usage);
+    master_->tick();
+  }
+  EXPECT_EQ(master_->agentCount(), 1u);
+  clock_.advance(16s);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 0u);
+}
+
 TEST_F(MasterTest, ATickRemovesABoundedNumberOfSilentAgentsAndTheRestNext) {
   constexpr size_t kAgents = kAgentRemovalsPerTickMax * 2 + 7;
   for (size_t i = 0; i < kAgents; ++i) registerAgent(100 + i);

@@ -154,7 +154,34 @@ TEST_F(ShardHubLateTest, AnAgentWhoseShardsSummariesWaitUnreadIsKeptForOneMoreTi
   EXPECT_FALSE(detached(5)) << cluster_->masterLog();
   runUntil([&] { return detached(5); });
   EXPECT_TRUE(detached(5)) << cluster_->masterLog();
-  EXPECT_NE(cluster_->masterLog().find("no heartbeat for 3"), std::string::npos) << cluster_->masterLog();
+  EXPECT_NE(cluster_->masterLog().find("nothing heard from it for 3"), std::string::npos) << cluster_->masterLog();
+}
+
+// A busy agent sends no heartbeat, so its shard's summaries do not name it:
+// the messages forwarded for it keep it.
+TEST_F(ShardHubLateTest, ABusyAgentNamedInNoSummaryIsKeptPastSeveralTimeouts) {
+  link();
+  ASSERT_TRUE(linked_);
+  shard::ShardEnvelope attached;
+  attached.mutable_attached()->set_slot(6);
+  attached.mutable_attached()->set_name("allot-agent h6");
+  ASSERT_TRUE(link_->send(attached).ok());
+  ASSERT_TRUE(link_->send(forAgent(6, registration("h6"))).ok());
+  runUntil([&] { return registeredIn(6); });
+  ASSERT_TRUE(registeredIn(6));
+  wire::Envelope usage;
+  usage.mutable_usage_report();
+  shard::ShardEnvelope summary;
+  summary.mutable_liveness();
+  auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < 10s && !detached(6)) {  // over three agent timeouts
+    ASSERT_TRUE(link_->send(forAgent(6, usage)).ok());
+    ASSERT_TRUE(link_->send(summary).ok());
+    auto next = std::chrono::steady_clock::now() + 1s;
+    runUntil([&] { return std::chrono::steady_clock::now() >= next; });
+  }
+  EXPECT_FALSE(detached(6)) << cluster_->masterLog();
+  EXPECT_EQ(cluster_->masterLog().find("removing agent"), std::string::npos) << cluster_->masterLog();
 }
 
 }  // namespace
