@@ -12,12 +12,14 @@
 // only for the slots it attached: a message for any other slot is refused
 // (logged, counted, dropped) and reaches no agent's state.
 //
-// Heartbeats: the shard answers its agents' heartbeats itself and sends one
-// Liveness summary per interval (empty when it heard none); each slot named
-// in it is a heartbeat to the Master, whose HeartbeatAck is not sent on. The
-// Master counts an agent's silence only up to its shard's latest summary
-// handled (heardUpTo): when the leader is late reading a shard's link, the
-// heartbeats waiting in it are not charged to the agents.
+// Liveness: every message from an agent, forwarded or not, shows the Master
+// it lives. The shard answers its agents' heartbeats itself and sends one
+// Liveness summary per interval (empty when it heard none) naming the agents
+// whose frames ended at the shard (heartbeats, unchanged usage); each slot
+// named in it is a heartbeat to the Master, whose HeartbeatAck is not sent
+// on. The Master counts an agent's silence only up to its shard's latest
+// summary handled (heardUpTo): when the leader is late reading a shard's
+// link, the frames waiting in it are not charged to the agents.
 //
 // Bounds: at most maxShards links, at most maxAgentsPerShard slots each.
 //

@@ -140,11 +140,22 @@ void AgentFold::heard(Slot slot, Agent& agent) {
   heardOrder_.push_back(slot);
 }
 
+// A forwarded message shows the leader itself that the agent lives; the
+// liveness summary names only the agents whose frames end at the shard
+// (heartbeats, unchanged usage, confirmed registrations).
 FoldAction AgentFold::fold(Slot slot, const wire::Envelope& message, wire::Envelope* answer) {
   auto it = agents_.find(slot);
   if (it == agents_.end()) return FoldAction::kDrop;
-  Agent& agent = it->second;
-  heard(slot, agent);
+  FoldAction action = decide(it->second, message, answer);
+  if (action == FoldAction::kForward) {
+    ++counts_.forwarded;
+  } else {
+    heard(slot, it->second);
+  }
+  return action;
+}
+
+FoldAction AgentFold::decide(Agent& agent, const wire::Envelope& message, wire::Envelope* answer) {
   switch (message.body_case()) {
     case wire::Envelope::kHeartbeat:
       answer->mutable_heartbeat_ack()->set_sequence(message.heartbeat().sequence());
@@ -175,7 +186,6 @@ FoldAction AgentFold::fold(Slot slot, const wire::Envelope& message, wire::Envel
     default:
       break;
   }
-  ++counts_.forwarded;
   return FoldAction::kForward;
 }
 

@@ -97,8 +97,10 @@ class AgentFold {
   // an ended task whose terminal update it acknowledges leaves the report.
   void acknowledged(Slot slot, const wire::StatusAcknowledgement& m);
 
-  // The slots heard from since the previous call, each once, in the order
-  // first heard; empty when none was.
+  // The slots heard from since the previous call through a message the
+  // shard answered or dropped (kAnswer, kDrop), each once, in the order
+  // first heard; empty when none was. A forwarded message is not counted:
+  // the leader hears it, and an agent's every frame is liveness to it.
   std::vector<Slot> takeLiveness();
 
   // The agent's last full report, or null before its registration.
@@ -146,6 +148,7 @@ class AgentFold {
     bool heard = false;
   };
   void heard(Slot slot, Agent& agent);
+  FoldAction decide(Agent& agent, const wire::Envelope& message, wire::Envelope* answer);
   bool confirm(Agent& agent, const wire::RegisterAgent& report, wire::Envelope* answer);
   static void applyStatus(Agent& agent, const wire::TaskStatus& status);
   static void trackUpdate(Agent& agent, const wire::TaskStatus& status);

@@ -68,6 +68,24 @@ TEST(AgentFold, HeartbeatsAreAnsweredAtTheShardAndSummarizedOncePerInterval) {
   EXPECT_EQ(fold.counts().forwarded, 0u);
 }
 
+// The leader hears a forwarded message itself: only frames that end at the
+// shard are summarized.
+TEST(AgentFold, TheSummaryNamesOnlyAgentsWhoseFramesEndedAtTheShard) {
+  AgentFold fold(10);
+  ASSERT_TRUE(fold.attach(1).ok());
+  ASSERT_TRUE(fold.attach(2).ok());
+  ASSERT_TRUE(fold.attach(3).ok());
+  wire::Envelope answer;
+  EXPECT_EQ(fold.fold(1, registration(), &answer), FoldAction::kForward);
+  EXPECT_EQ(fold.fold(1, status("t1", wire::TASK_RUNNING), &answer), FoldAction::kForward);
+  EXPECT_EQ(fold.fold(2, usage(1.0), &answer), FoldAction::kForward);
+  EXPECT_TRUE(fold.takeLiveness().empty());
+  EXPECT_EQ(fold.fold(2, usage(1.0), &answer), FoldAction::kDrop);
+  EXPECT_EQ(fold.fold(3, heartbeat(1), &answer), FoldAction::kAnswer);
+  EXPECT_EQ(fold.takeLiveness(), (std::vector<Slot>{2, 3}));
+  EXPECT_EQ(fold.counts().forwarded, 3u);
+}
+
 TEST(AgentFold, UsageGoesOnOnlyWhenItChanged) {
   AgentFold fold(10);
   ASSERT_TRUE(fold.attach(1).ok());
