@@ -2,7 +2,7 @@
 // 6.5). Each agent is a real protocol peer with its own TCP connection to
 // the master, spread over loopback source addresses 127.0.0.2 and up (one
 // address has only ~28k ephemeral ports). Agents register their resources,
-// heartbeat, and "run" each task by answering RUNNING and, after the
+// heartbeat a quiet link, and "run" each task by answering RUNNING and, after the
 // task's duration (TaskInfo.data holds the seconds as text), FINISHED.
 //
 // Reconnection, as the real agent's link does it (proto/reconnecting_link.h):
@@ -102,6 +102,12 @@ struct Agent {
   size_t shardChoice = 0;  // into the agent's ranking of the shards
   std::chrono::steady_clock::time_point shardSince;  // when it moved to that shard
   uint64_t sequence = 0;
+  // The link's quiet times, for heartbeats as the real agent sends them
+  // (agent/master_link.h): only on a link quiet for an interval.
+  TimePoint lastSent;
+  TimePoint lastHeard;
+  TimePoint lastBeat;
+  int unanswered = 0;  // heartbeats sent since the last frame heard
   uint64_t generation = 0;  // callbacks of an older attempt see a newer value and stop
   bool registered = false;
   bool everRegistered = false;
@@ -262,6 +268,8 @@ class Emulator {
 
   void onMessage(size_t index, wire::Envelope& e) {
     Agent& agent = agents_[index];
+    agent.lastHeard = SteadyClock::now();
+    agent.unanswered = 0;
     if (e.has_agent_registered() && agent.registered && e.agent_registered().master_id() != agent.masterId) {
       // Handed to a new leader by the shard with the report it kept, and
       // told so for its unacknowledged updates: the new leader holds the
@@ -285,7 +293,7 @@ class Emulator {
       if (!allBack_ && registeredNow_ == agents_.size()) reportAllBack();
       agent.shardSince = std::chrono::steady_clock::now();
       if (agent.backoff) agent.backoff->reset();
-      heartbeat(index, true);
+      startHeartbeats(index);
       sendFinishedUnacknowledged(index);
       if (agent.everRegistered) {
         ++reregistered_;
@@ -357,18 +365,45 @@ class Emulator {
     }
   }
 
-  void heartbeat(size_t index, bool first) {
+  // As if the link went quiet at a random moment of the last interval, so
+  // 50k agents do not beat in lockstep.
+  void startHeartbeats(size_t index) {
     Agent& agent = agents_[index];
-    // Spread the first beats so 50k agents do not beat in lockstep.
-    double delay = first ? std::uniform_real_distribution<double>(0, agent.interval)(random_)
-                         : agent.interval;
-    agent.heartbeat->expires_after(secondsToDuration(delay));
-    agent.heartbeat->async_wait([this, index](const boost::system::error_code& ec) {
-      if (ec || !agents_[index].registered) return;
-      wire::Envelope e;
-      e.mutable_heartbeat()->set_sequence(++agents_[index].sequence);
-      (void)agents_[index].conn->send(e);
-      heartbeat(index, false);
+    Duration interval = intervalOf(agent);
+    double at = std::uniform_real_distribution<double>(0, 1)(random_);
+    TimePoint quiet = SteadyClock::now() - interval + std::chrono::duration_cast<Duration>(interval * at);
+    agent.lastSent = agent.lastHeard = agent.lastBeat = quiet;
+    agent.unanswered = 0;
+    heartbeat(index);
+  }
+
+  static Duration intervalOf(const Agent& agent) {
+    return secondsToDuration(agent.interval > 0 ? agent.interval : 1);
+  }
+  static TimePoint beatDue(const Agent& agent) {
+    return std::min(agent.lastSent, std::max(agent.lastHeard, agent.lastBeat)) + intervalOf(agent);
+  }
+
+  // The real agent's rule (agent/master_link.h): a heartbeat when nothing
+  // was sent for an interval, or nothing heard for one since the last
+  // heartbeat; the link is dropped when the next is due and
+  // kMissedHeartbeatsMax (3) in a row went unanswered.
+  void heartbeat(size_t index) {
+    Agent& agent = agents_[index];
+    agent.heartbeat->expires_at(beatDue(agent));
+    agent.heartbeat->async_wait([this, index, generation = agent.generation](const boost::system::error_code& ec) {
+      Agent& agent = agents_[index];
+      if (ec || !agent.registered || generation != agent.generation) return;
+      TimePoint now = SteadyClock::now();
+      if (now >= beatDue(agent)) {
+        if (agent.unanswered >= 3) return fail(index, generation, "master did not answer 3 heartbeats");
+        wire::Envelope e;
+        e.mutable_heartbeat()->set_sequence(++agent.sequence);
+        (void)agent.conn->send(e);
+        ++agent.unanswered;
+        agent.lastSent = agent.lastBeat = now;
+      }
+      heartbeat(index);
     });
   }
 
@@ -386,7 +421,9 @@ class Emulator {
     if (state == wire::TASK_FINISHED) s->set_exit_code(0);
     s->mutable_update_id()->assign(taskId).append(state == wire::TASK_RUNNING ? "/r" : "/f");
     // Not registered: lost with the link (the emulator keeps no update log).
-    if (agents_[index].registered) (void)agents_[index].conn->send(e);
+    if (!agents_[index].registered) return;
+    (void)agents_[index].conn->send(e);
+    agents_[index].lastSent = SteadyClock::now();
   }
 
   // The task is moved out of its envelope, not copied: the emulator's CPU
