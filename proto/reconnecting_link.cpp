@@ -190,6 +190,8 @@ void ReconnectingLink::onSocket(uint64_t attempt, StreamSocket socket) {
   h.onClose = [this, alive, conn](const std::string& reason) {
     if (!alive.expired()) onLinkClosed(conn, reason);
   };
+  // Queued before start(): it leaves in the Hello's write.
+  if (callbacks_.firstMessage) (void)connection_->send(callbacks_.firstMessage());
   connection_->start(std::move(h));
 }
 

@@ -77,12 +77,19 @@ class ReconnectingLink {
     uint64_t seed = 0;  // jitter's random seed; 0: from the kernel
   };
   struct Callbacks {
-    // Handshaken with the leader; send the registration here.
+    // Handshaken with the leader; send the registration here (unless
+    // firstMessage sent it already).
     std::function<void(const wire::Hello&)> onConnected;
     // Every message after the Hello.
     std::function<void(wire::Envelope&)> onMessage;
     // Once per link that reached onConnected, when it is lost (not after stop()).
     std::function<void(const std::string& reason)> onDisconnected;
+    // Optional: the message each new link sends right behind its Hello,
+    // before the peer's Hello arrives (its registration), which saves a
+    // round trip per connect. The peer reads it only after accepting our
+    // Hello; a link whose peer turns out fenced by its Hello's epoch is
+    // closed as soon as that Hello arrives, as without it.
+    std::function<wire::Envelope()> firstMessage;
   };
 
   ReconnectingLink(asio::io_context& io, std::unique_ptr<LeaderDetector> detector,

@@ -35,7 +35,8 @@ Status SchedulerDriver::start() {
   lo.backoffMin = options_.reconnectMin;
   lo.backoffMax = options_.reconnectMax;
   ReconnectingLink::Callbacks lc;
-  lc.onConnected = [this](const wire::Hello&) { onConnected(); };
+  // The registration leaves with the Hello: one round trip to registered.
+  lc.firstMessage = [this] { return registration(); };
   lc.onMessage = [this](wire::Envelope& e) { onMessage(e); };
   lc.onDisconnected = [this](const std::string& reason) { onClosed(reason); };
   link_ = std::make_unique<ReconnectingLink>(io_, std::move(*detector), lo, lc);
@@ -63,14 +64,14 @@ void SchedulerDriver::stop(bool failover) {
   registered_ = false;
 }
 
-void SchedulerDriver::onConnected() {
+wire::Envelope SchedulerDriver::registration() const {
   wire::Envelope e;
   auto* reg = e.mutable_register_framework();
   *reg->mutable_info() = info_;
   reg->set_needs_offers(needsOffers_);
   reg->set_framework_secret(secret_);
   *reg->mutable_filters() = filters_;
-  (void)link_->send(e);
+  return e;
 }
 
 void SchedulerDriver::onMessage(const wire::Envelope& e) {

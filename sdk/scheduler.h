@@ -151,7 +151,7 @@ class SchedulerDriver {
   bool stopped() const { return stopped_; }
 
  private:
-  void onConnected();
+  wire::Envelope registration() const;
   void onMessage(const wire::Envelope& e);
   void onClosed(const std::string& reason);
   Status sendIfRegistered(const wire::Envelope& e);

@@ -5,6 +5,7 @@
 
 #include <numeric>
 
+#include "proto/frame.h"
 #include "tests/common/test_util.h"
 
 namespace allot {
@@ -123,6 +124,44 @@ TEST_F(ReconnectingLinkTest, ConnectsToTheLeaderAndSends) {
   hb.mutable_heartbeat()->set_sequence(1);
   ASSERT_TRUE(link_->send(hb).ok());
   ASSERT_TRUE(run([&] { return master.messages == 1; }));
+}
+
+// The first message leaves with our Hello, before the peer says anything:
+// a peer that reads and never answers still receives both frames.
+TEST_F(ReconnectingLinkTest, TheFirstMessageLeavesWithTheHelloBeforeThePeerAnswers) {
+  tcp::acceptor acceptor(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  tcp::socket peer(io_);
+  std::array<char, 512> buffer{};
+  FrameDecoder decoder;
+  std::vector<wire::Envelope> received;
+  std::function<void()> readMore = [&] {
+    peer.async_read_some(asio::buffer(buffer), [&](const boost::system::error_code& ec, size_t n) {
+      if (ec) return;
+      decoder.append(buffer.data(), n);
+      std::string_view payload;
+      for (Result<bool> got = decoder.nextPayload(&payload); got && *got; got = decoder.nextPayload(&payload)) {
+        received.emplace_back().ParseFromArray(payload.data(), static_cast<int>(payload.size()));
+      }
+      readMore();
+    });
+  };
+  acceptor.async_accept(peer, [&](const boost::system::error_code& ec) {
+    if (!ec) readMore();
+  });
+  wire::Envelope first;
+  first.mutable_heartbeat()->set_sequence(7);
+  ReconnectingLink::Callbacks callbacks;
+  callbacks.firstMessage = [&] { return first; };
+  ReconnectingLink::Options o;
+  o.localRole = wire::ROLE_AGENT;
+  o.localName = "agent";
+  ReconnectingLink link(io_, std::make_unique<FakeDetector>(&detector_), o, callbacks);
+  link.start();
+  detector_->report(Leader{Endpoint{Endpoint::Kind::kTcp, "127.0.0.1", acceptor.local_endpoint().port(), ""}, 0, ""});
+  ASSERT_TRUE(run([&] { return received.size() == 2; }));
+  EXPECT_TRUE(received[0].has_hello());
+  EXPECT_EQ(received[1].heartbeat().sequence(), 7u);
+  EXPECT_FALSE(link.connected());  // no Hello from the peer yet
 }
 
 TEST_F(ReconnectingLinkTest, BackoffGrowsToItsBoundWhileTheMasterIsDown) {
