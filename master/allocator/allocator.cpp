@@ -71,6 +71,7 @@ AgentHandle Allocator::addAgent(const Resources& total) {
   total_ += total;
   ++liveAgents_;
   addDense(&totalMillis_, total, 1);
+  ++sharesEpoch_;
   freeChanged(slot);
   markDirty(handle);
   return handle;
@@ -87,6 +88,7 @@ void Allocator::removeAgent(AgentHandle handle) {
   for (FrameworkHandle fw : slot.allowedBy) clearBit(&frameworks_[fw].allowedBits, handle);
   total_ -= slot.total;
   addDense(&totalMillis_, slot.total, -1);
+  ++sharesEpoch_;
   clearBit(&dirty_, handle);
   slot = AgentSlot{};
   freeAgentHandles_.push_back(handle);
@@ -146,6 +148,7 @@ void Allocator::updateFramework(FrameworkHandle handle, const FrameworkParams& p
   }
   fw.params = params;
   fw.guaranteedMillis = sparse(params.guaranteed);
+  fw.entryEpoch = 0;
 }
 
 void Allocator::setActive(FrameworkHandle handle, bool active) {
@@ -314,7 +317,17 @@ bool Allocator::offerable(const Resources& free) const {
 
 void Allocator::freeChanged(AgentSlot& agent) { agent.offerable = offerable(agent.free); }
 
-void Allocator::markDirty(AgentHandle agent) { setBit(&dirty_, agent); }
+void Allocator::markDirty(AgentHandle agent) {
+  size_t w = agent / kBitsPerWord;
+  if (wordAt(dirty_, w) == 0) dirtyWords_.push_back(w);
+  setBit(&dirty_, agent);
+  // Repeats (a word cleared by removeAgent, then marked again) while no
+  // round runs (offers held): at most twice the words, amortised O(1).
+  if (dirtyWords_.size() > 2 * dirty_.size()) {
+    std::sort(dirtyWords_.begin(), dirtyWords_.end());
+    dirtyWords_.erase(std::unique(dirtyWords_.begin(), dirtyWords_.end()), dirtyWords_.end());
+  }
+}
 
 size_t Allocator::nameIndex(const std::string& name) {
   for (size_t i = 0; i < names_.size(); ++i) {
@@ -333,11 +346,26 @@ void Allocator::addDense(std::vector<int64_t>* dense, const Resources& r, int si
   }
 }
 
+// A full round scans every agent; an event-driven one only the words of
+// the agents marked dirty since the last round, so its cost follows what
+// changed, not the cluster's size. `out` keeps its size and is zero
+// outside the previous round's candidate words, which are cleared first.
 void Allocator::candidates(bool fullCycle, Bits* out) {
   Bits& avail = *out;
-  avail.assign((agents_.size() + kBitsPerWord - 1) / kBitsPerWord, 0);
-  for (size_t w = 0; w < avail.size(); ++w) {
-    uint64_t bits = fullCycle ? ~uint64_t{0} : wordAt(dirty_, w);
+  for (size_t w : availWords_) avail[w] = 0;
+  avail.resize((agents_.size() + kBitsPerWord - 1) / kBitsPerWord, 0);
+  if (fullCycle) {
+    dirtyWords_.resize(avail.size());
+    for (size_t w = 0; w < avail.size(); ++w) dirtyWords_[w] = w;
+  } else {  // a word cleared and marked again is listed twice
+    std::sort(dirtyWords_.begin(), dirtyWords_.end());
+    dirtyWords_.erase(std::unique(dirtyWords_.begin(), dirtyWords_.end()), dirtyWords_.end());
+  }
+  availWords_.clear();
+  availCount_ = 0;
+  for (size_t w : dirtyWords_) {
+    if (w >= avail.size()) break;
+    uint64_t bits = fullCycle ? ~uint64_t{0} : dirty_[w];
     while (bits) {
       size_t i = w * kBitsPerWord + std::countr_zero(bits);
       bits &= bits - 1;
@@ -345,15 +373,16 @@ void Allocator::candidates(bool fullCycle, Bits* out) {
       const AgentSlot& a = agents_[i];
       if (a.live && a.active && a.offerable) avail[w] |= uint64_t{1} << (i % kBitsPerWord);
     }
-  }
-  std::fill(dirty_.begin(), dirty_.end(), 0);
-  availWords_.clear();
-  availCount_ = 0;
-  for (size_t w = 0; w < avail.size(); ++w) {
     if (avail[w] == 0) continue;
     availWords_.push_back(w);
     availCount_ += static_cast<size_t>(std::popcount(avail[w]));
   }
+  if (fullCycle) {
+    std::fill(dirty_.begin(), dirty_.end(), 0);
+  } else {
+    for (size_t w : dirtyWords_) dirty_[w] = 0;
+  }
+  dirtyWords_.clear();
 }
 
 bool Allocator::minimumWaiting() const {
@@ -363,11 +392,11 @@ bool Allocator::minimumWaiting() const {
   return false;
 }
 
-// O(agents / 64 + frameworks): far less than queueing every framework.
+// O(dirty words + frameworks): far less than queueing every framework.
 bool Allocator::roundHasWork(bool fullCycle) const {
   if (fullCycle || fullPending_) return true;
-  for (uint64_t word : dirty_) {
-    if (word != 0) return true;
+  for (size_t w : dirtyWords_) {
+    if (dirty_[w] != 0) return true;
   }
   return minimumWaiting();
 }
@@ -396,14 +425,17 @@ std::optional<AgentHandle> Allocator::findAgent(const FrameworkSlot& fw, const B
   return std::nullopt;
 }
 
-FrameworkOrdering::Entry Allocator::entryFor(FrameworkHandle framework) const {
-  const FrameworkSlot& fw = frameworks_[framework];
+FrameworkOrdering::Entry Allocator::entryFor(FrameworkHandle framework) {
+  FrameworkSlot& fw = frameworks_[framework];
+  if (fw.entryEpoch == sharesEpoch_) return fw.entry;
   bool below = false;
   for (const auto& [i, millis] : fw.guaranteedMillis) {
     if (i >= fw.allocatedMillis.size() || fw.allocatedMillis[i] < millis) below = true;
   }
-  return FrameworkOrdering::Entry{framework, orderingShare(framework), fw.params.weight,
-                                  fw.params.priority, below};
+  fw.entry = FrameworkOrdering::Entry{framework, orderingShare(framework), fw.params.weight,
+                                      fw.params.priority, below};
+  fw.entryEpoch = sharesEpoch_;
+  return fw.entry;
 }
 
 FrameworkOrdering::Entry Allocator::roleEntry(uint32_t role) const {
@@ -419,9 +451,11 @@ bool Allocator::queueRoles() {
     r.entries.clear();
     r.belowGuarantee = 0;
   }
+  minimumWaiting_ = false;
   for (FrameworkHandle f = 0; f < frameworks_.size(); ++f) {
     const FrameworkSlot& fw = frameworks_[f];
     if (!fw.live || !fw.active) continue;
+    minimumWaiting_ = minimumWaiting_ || !fw.minFree.empty();
     RoleSlot& role = roles_[fw.role];
     role.entries.push_back(entryFor(f));
     role.belowGuarantee += role.entries.back().belowGuarantee;
@@ -449,7 +483,7 @@ void Allocator::allocate(TimePoint now, bool fullCycle, std::vector<Grant>* gran
   fullPending_ = false;
   // Once every candidate is granted, the frameworks still queued can only
   // come up empty: that matters only to one waiting for a minimum.
-  bool waiting = minimumWaiting();
+  bool waiting = minimumWaiting_;  // minimumWaiting(), found by queueRoles()
   std::vector<Cursor>& cursors = cursorsScratch_;
   cursors.assign(frameworks_.size(), Cursor{});
   while (availCount_ > 0 || waiting) {
@@ -570,11 +604,13 @@ const Allocator::RoleSlot* Allocator::findRole(std::string_view name) const {
 }
 
 void Allocator::charge(FrameworkSlot& fw, const Resources& r, int sign) {
+  fw.entryEpoch = 0;
   addDense(&fw.allocatedMillis, r, sign);
   addDense(&roles_[fw.role].allocatedMillis, r, sign);
 }
 
 void Allocator::chargeRefused(FrameworkSlot& fw, const Resources& r, int sign) {
+  fw.entryEpoch = 0;
   addDense(&fw.refusedMillis, r, sign);
   addDense(&roles_[fw.role].refusedMillis, r, sign);
 }

@@ -264,6 +264,11 @@ class Allocator {
     std::vector<AgentHandle> reserved;  // at most kReservationsPerFrameworkMax
     Bits reservedBits;                  // the same agents
     TimePoint reserveAgainAt;           // after a reservation expired unused
+    // entryFor()'s last answer, valid while entryEpoch == sharesEpoch_:
+    // every round ranks every active framework, but between two rounds
+    // only the few that were granted, recovered or refused change.
+    FrameworkOrdering::Entry entry;
+    uint64_t entryEpoch = 0;
   };
 
   struct Expiry {
@@ -296,7 +301,7 @@ class Allocator {
   bool roundHasWork(bool fullCycle) const;
   bool minimumWaiting() const;
   std::optional<AgentHandle> findAgent(const FrameworkSlot& fw, const Bits& avail, Cursor* cursor);
-  FrameworkOrdering::Entry entryFor(FrameworkHandle framework) const;
+  FrameworkOrdering::Entry entryFor(FrameworkHandle framework);
   // roles
   uint32_t roleFor(const std::string& name);
   void releaseRole(uint32_t role);
@@ -310,6 +315,7 @@ class Allocator {
   FrameworkOrdering::Entry roleEntry(uint32_t role) const;
   // Each live role's active frameworks into its ordering, and the roles
   // with any that are not capped into roleQueue_; false when none is.
+  // Sets minimumWaiting_ on the way.
   bool queueRoles();
   Resources chopToQuota(const RoleSlot& role, const Resources& free) const;
   // reservations (reservations.cpp)
@@ -332,9 +338,14 @@ class Allocator {
   std::vector<FrameworkSlot> frameworks_;
   std::vector<FrameworkHandle> freeFrameworkHandles_;
   Bits dirty_;
+  // The words of dirty_ that may be non-zero (unsorted; a word may repeat).
+  std::vector<size_t> dirtyWords_;
   Resources total_;
   std::vector<std::string> names_;        // interned scalar names
   std::vector<int64_t> totalMillis_;      // by name index
+  // Changes with totalMillis_ (every share changes with it): a framework's
+  // cached entry is valid only from the same epoch (0: never).
+  uint64_t sharesEpoch_ = 1;
   size_t refusalCount_ = 0;
 
   void refuse(FrameworkHandle framework, AgentHandle agent, const Resources& resources,
@@ -347,6 +358,7 @@ class Allocator {
   // how many candidates remain.
   std::vector<size_t> availWords_;
   size_t availCount_ = 0;
+  bool minimumWaiting_ = false;  // this round: as minimumWaiting()
   std::vector<Cursor> cursorsScratch_;
   std::priority_queue<Expiry, std::vector<Expiry>, std::greater<Expiry>> expiries_;
   std::vector<AgentHandle> reserved_;  // every held agent

@@ -13,9 +13,13 @@ namespace {
 template <typename Less>
 class HeapOrdering final : public FrameworkOrdering {
  public:
+  // The same heap as pushing each entry in turn (sequences in entry order;
+  // (key, sequence) orders all items, so the pops are the same), built in
+  // linear time: rounds run often and rank every active framework.
   void reset(const std::vector<Entry>& entries) override {
-    heap_.clear();  // keeps its capacity: rounds run often
-    for (const Entry& e : entries) push(e);
+    heap_.clear();  // keeps its capacity
+    for (const Entry& e : entries) heap_.push_back(Item{e, sequence_++});
+    std::make_heap(heap_.begin(), heap_.end(), After());
   }
 
   std::optional<Entry> pop() override {
