@@ -72,6 +72,10 @@ class Connection : public FramedLink {
     std::string peerHelloCertRole;
     // TLS handshake + Hello must complete within this; zero: no limit.
     std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
+    // Plaintext: frames queued in one turn of the loop go out in one write
+    // (proto/framed_link.h). A link shard's agent links set it: a RunTask
+    // often follows an acknowledgement to the same agent.
+    bool coalesceWrites = false;
   };
 
   struct Handlers {

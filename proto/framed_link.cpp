@@ -152,8 +152,29 @@ Status FramedLink::queued() {
     close("peer is not reading: " + std::to_string(queuedBytes()) + " bytes queued");
     return Error{"send queue to " + peerAddress_ + " overflowed"};
   }
-  flush();
+  if (transport_.coalesceWrites && !tls_) flushLater();
+  else flush();
   return okStatus();
+}
+
+// Once per turn: a write in flight flushes the rest when it completes.
+void FramedLink::flushLater() {
+  if (flushPosted_ || writeInFlight_ || !transportReady_) return;
+  flushPosted_ = true;
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    self->flushPosted_ = false;
+    self->flush();
+  });
+}
+
+// What a coalescing link still holds back when it closes: one attempt, as
+// the write flush() would have started at once. Plaintext sockets are
+// non-blocking once ready.
+void FramedLink::writeQueuedNow() {
+  if (!flushPosted_ || writeInFlight_ || pending_.empty()) return;
+  boost::system::error_code ignored;
+  bytesOut_ += socket_.send(asio::buffer(pending_), 0, ignored);
+  pending_.clear();
 }
 
 void FramedLink::flush() {
@@ -191,6 +212,7 @@ void FramedLink::close(const std::string& reason) {
   if (closed_) return;
   closed_ = true;
   handshakeTimer_.cancel();
+  writeQueuedNow();
   // No TLS close_notify: SSL_shutdown waits for the peer's, which a silent
   // peer never sends. Frames are self-delimiting, so a truncated stream
   // between frames reads as a clean close on the other side.

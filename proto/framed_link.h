@@ -27,6 +27,15 @@
 // burst back). So a peer that floods frames delays other peers by at most
 // one batch, not by a whole read chunk.
 //
+// Coalescing (Transport::coalesceWrites, plaintext only): a frame queued
+// while nothing is being written goes out at the end of the loop's current
+// turn, with every frame queued for the link in that turn, in one write: a
+// link that carries many peers' messages (a shard's link to the leader), or
+// gets several at once (an agent's RunTask behind an acknowledgement), sends
+// once per turn, not once per frame. close() writes what is still queued
+// once, without waiting, as the immediate write of a link that does not
+// coalesce would have.
+//
 // Thread: all methods on the io_context thread. handleFrame() and closed()
 // run there and may call send or close re-entrantly.
 #pragma once
@@ -64,6 +73,9 @@ class FramedLink : public std::enable_shared_from_this<FramedLink> {
     std::chrono::milliseconds handshakeTimeout{0};
     // What the link is called in errors and logs ("connection").
     std::string_view noun = "link";
+    // Plaintext: frames queued in one turn of the loop go out in one write
+    // (see above). Ignored over TLS.
+    bool coalesceWrites = false;
   };
 
   virtual ~FramedLink() = default;
@@ -144,6 +156,8 @@ class FramedLink : public std::enable_shared_from_this<FramedLink> {
   Status refused(const Status& st) const;
   Status queued();
   void flush();
+  void flushLater();
+  void writeQueuedNow();
   void readMore();
   void onRead(const boost::system::error_code& ec, size_t bytes);
   void onTlsRead(const boost::system::error_code& ec, size_t bytes);
@@ -169,6 +183,7 @@ class FramedLink : public std::enable_shared_from_this<FramedLink> {
   bool handshaken_ = false;
   bool closed_ = false;
   bool writeInFlight_ = false;
+  bool flushPosted_ = false;
   bool closeWhenFlushed_ = false;
   std::string closeReason_;
 };
@@ -185,7 +200,8 @@ FramedLink::Transport transportOf(const Options& options, size_t framesPerPass,
                                .tlsSide = options.tlsSide,
                                .requirePeerCertRole = options.requirePeerCertRole,
                                .handshakeTimeout = options.handshakeTimeout,
-                               .noun = noun};
+                               .noun = noun,
+                               .coalesceWrites = options.coalesceWrites};
 }
 
 // Runs handlers.onClose(reason) once and drops every handler (they may hold

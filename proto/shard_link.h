@@ -54,6 +54,9 @@ class ShardLink : public FramedLink {
     TlsSide tlsSide = TlsSide::kClient;
     std::string requirePeerCertRole;    // TLS: the peer certificate's role
     std::chrono::milliseconds handshakeTimeout = std::chrono::seconds(10);
+    // Plaintext: the messages for many agents queued in one turn of the
+    // loop go out in one write (proto/framed_link.h).
+    bool coalesceWrites = true;
   };
   struct Handlers {
     std::function<void(const shard::ShardHello&)> onHello;

@@ -250,6 +250,7 @@ void LinkShard::onAccepted(asio::ip::tcp::socket socket) {
   o.tlsSide = TlsSide::kServer;
   o.requirePeerCertRole = certRoleFor(wire::ROLE_AGENT);
   o.handshakeTimeout = options_.handshakeTimeout;
+  o.coalesceWrites = true;
   auto conn = Connection::create(std::move(socket), o);
   Slot slot = nextSlot_++;
   agents_[slot] = conn;

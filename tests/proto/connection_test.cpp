@@ -201,6 +201,62 @@ TEST_F(ConnectionTest, FramesAroundTheReadChunkSizeArriveWholeAndInOrder) {
   EXPECT_TRUE(server_->open());
 }
 
+// Frames a coalescing link queues in one turn of the loop stay queued until
+// the turn ends, then go out together, in order.
+TEST_F(ConnectionTest, ACoalescingLinkWritesAtTheEndOfTheTurn) {
+  Connection::Options options{wire::ROLE_MASTER, "master", {wire::ROLE_AGENT}};
+  options.coalesceWrites = true;
+  acceptOne(options, {});
+  tcp::socket raw = rawClient();
+  runFor(std::chrono::milliseconds(100));  // accepted; the Hello is written
+  ASSERT_TRUE(server_);
+  size_t hello = raw.available();
+  ASSERT_GT(hello, 0u);
+  std::string expected;
+  std::optional<size_t> availableInTheTurn;
+  asio::post(io_, [&] {
+    for (uint64_t i = 0; i < 3; ++i) {
+      wire::Envelope ack;
+      ack.mutable_heartbeat_ack()->set_sequence(i);
+      ASSERT_TRUE(server_->send(ack).ok());
+      ASSERT_TRUE(appendFrame(ack, &expected).ok());
+    }
+    availableInTheTurn = raw.available();
+  });
+  runFor(std::chrono::milliseconds(100));
+  ASSERT_TRUE(availableInTheTurn.has_value());
+  EXPECT_EQ(*availableInTheTurn, hello) << "nothing is written during the turn";
+  ASSERT_EQ(raw.available(), hello + expected.size());
+  std::string got(hello + expected.size(), '\0');
+  asio::read(raw, asio::buffer(got));
+  EXPECT_EQ(got.substr(hello), expected);
+}
+
+// close() right after send() on a coalescing link still writes the frame,
+// as the immediate write of a link that does not coalesce does.
+TEST_F(ConnectionTest, ACoalescingLinkWritesWhatIsQueuedWhenItCloses) {
+  Connection::Options options{wire::ROLE_MASTER, "master", {wire::ROLE_AGENT}};
+  options.coalesceWrites = true;
+  acceptOne(options, {});
+  tcp::socket raw = rawClient();
+  runFor(std::chrono::milliseconds(100));
+  ASSERT_TRUE(server_);
+  wire::Envelope error;
+  error.mutable_error()->set_message("going away");
+  std::string expected;
+  ASSERT_TRUE(appendFrame(error, &expected).ok());
+  asio::post(io_, [&] {
+    ASSERT_TRUE(server_->send(error).ok());
+    server_->close("done");
+  });
+  runFor(std::chrono::milliseconds(100));
+  std::string got;
+  boost::system::error_code ec;
+  asio::read(raw, asio::dynamic_buffer(got), ec);  // to end of stream
+  ASSERT_GE(got.size(), expected.size());
+  EXPECT_EQ(got.substr(got.size() - expected.size()), expected);
+}
+
 TEST(ListenTcp, ListensOnAnEphemeralPort) {
   asio::io_context io;
   tcp::acceptor acceptor(io);
