@@ -44,10 +44,27 @@ Status Connection::send(const wire::Envelope& envelope) {
   });
 }
 
+Status Connection::sendSerialized(std::string_view envelope) {
+  return sendFrame([&](std::string* out) -> Status {
+    if (envelope.size() > options_.maxFrameBytes) {
+      return Error{"message of " + std::to_string(envelope.size()) + " bytes exceeds the frame limit of " +
+                   std::to_string(options_.maxFrameBytes)};
+    }
+    char header[kFrameHeaderBytes];
+    for (size_t i = 0; i < kFrameHeaderBytes; ++i) header[i] = static_cast<char>(envelope.size() >> (24 - 8 * i));
+    out->append(header, kFrameHeaderBytes).append(envelope);
+    return okStatus();
+  });
+}
+
 void Connection::closed(const std::string& reason) { fireOnClose(&handlers_, reason); }
 
 bool Connection::handleFrame(std::string_view payload) {
-  return decode(payload, &scratch_, "frame") && handleEnvelope(scratch_);
+  if (!decode(payload, &scratch_, "frame")) return false;
+  frame_ = payload;
+  bool more = handleEnvelope(scratch_);
+  frame_ = {};
+  return more;
 }
 
 bool Connection::handleEnvelope(wire::Envelope& envelope) {

@@ -96,12 +96,18 @@ class Connection : public FramedLink {
   // Queues one message. Returns an error (and sends nothing) if the
   // message is too large to frame; closes the link if the queue is full.
   Status send(const wire::Envelope& envelope);
+  // Queues one serialized envelope with a body (one that arrived from
+  // another link, passed on): what send() of the parsed one would queue.
+  Status sendSerialized(std::string_view envelope);
 
   // Inherited from FramedLink: close(reason) (onClose fires with `reason`
   // unless it already fired), closeAfterFlush(reason), open(), handshaken(),
   // peerAddress(), peer() (its certificate once onHello runs, SO_PEERCRED
   // from create()), queuedBytes().
   const wire::Hello& peerHello() const { return peerHello_; }
+  // The serialized envelope onMessage is handling, as it arrived (to pass
+  // on without serializing it again); empty outside onMessage.
+  std::string_view frame() const { return frame_; }
 
  private:
   Connection(StreamSocket socket, Options options);
@@ -115,6 +121,7 @@ class Connection : public FramedLink {
   Options options_;
   Handlers handlers_;
   wire::Envelope scratch_;
+  std::string_view frame_;
   wire::Hello peerHello_;
 };
 

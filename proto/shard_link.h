@@ -70,9 +70,16 @@ class ShardLink : public FramedLink {
   // Queues one message; an Error (nothing sent) when it cannot be framed
   // or the link is closed; closes the link when the queue overflows.
   Status send(const shard::ShardEnvelope& envelope);
+  // Queues an AgentMessage for `slot` carrying `envelope`, a serialized
+  // wire::Envelope as it arrived from the agent: what send() of the parsed
+  // one would queue, without serializing it again.
+  Status sendAgentMessage(uint64_t slot, std::string_view envelope);
   // Inherited from FramedLink: close(reason) (onClose fires once),
   // handshaken(), peer(), peerAddress(), queuedBytes(), bytesOut(), bytesIn().
   const shard::ShardHello& peerHello() const { return peerHello_; }
+  // The serialized envelope onMessage is handling, as it arrived (see
+  // agentMessageEnvelopeBytes); empty outside onMessage.
+  std::string_view frame() const { return frame_; }
 
  private:
   ShardLink(asio::ip::tcp::socket socket, Options options);
@@ -84,11 +91,28 @@ class ShardLink : public FramedLink {
   Handlers handlers_;
   shard::ShardHello peerHello_;
   shard::ShardEnvelope scratch_;
+  std::string_view frame_;
 };
 
 // Appends one frame holding `envelope` to `out`; fails (appending nothing)
 // when it has no body or exceeds maxFrameBytes.
 Status appendShardFrame(const shard::ShardEnvelope& envelope, std::string* out,
                         size_t maxFrameBytes);
+
+// The payload size of a ShardEnvelope holding an AgentMessage for `slot`
+// with an envelope of `envelopeBytes`.
+size_t agentMessagePayloadBytes(uint64_t slot, size_t envelopeBytes);
+// Appends the frame of that ShardEnvelope, `envelope` being the serialized
+// wire::Envelope: byte for byte what appendShardFrame gives for the parsed
+// one (an embedded message is written as its length and its bytes), without
+// walking it. Fails (appending nothing) beyond maxFrameBytes.
+Status appendAgentMessageFrame(uint64_t slot, std::string_view envelope, std::string* out,
+                               size_t maxFrameBytes);
+// The serialized wire::Envelope inside `payload`, a ShardEnvelope's payload
+// that parsed into an AgentMessage for `slot`, when the payload is laid out
+// as appendAgentMessageFrame lays it out (each field once, nothing else):
+// the very bytes its envelope parsed from, to pass on as they are. Empty
+// for any other layout (then the parsed envelope is serialized again).
+std::string_view agentMessageEnvelopeBytes(std::string_view payload, uint64_t slot);
 
 }  // namespace allot

@@ -209,7 +209,7 @@ void LinkShard::onLeaderMessage(shard::ShardEnvelope& e) {
     }
     if (m.has_run_task()) fold_.launched(it->first, m.run_task());
     if (m.has_status_acknowledgement()) fold_.acknowledged(it->first, m.status_acknowledgement());
-    if (it->second->send(m)) metrics_.toAgent(m.GetCachedSize());
+    sendAgent(*it->second, m, agentMessageEnvelopeBytes(leader_->frame(), it->first));
     return;
   }
   if (e.has_detached()) {
@@ -221,6 +221,16 @@ void LinkShard::onLeaderMessage(shard::ShardEnvelope& e) {
 }
 
 // ------------------------------------------------------------------ agents
+
+// The leader's message for an agent goes on as it arrived when its bytes
+// are at hand (`raw`, what `m` parsed from), else serialized again.
+void LinkShard::sendAgent(Connection& conn, const wire::Envelope& m, std::string_view raw) {
+  if (!raw.empty() && m.body_case() != wire::Envelope::BODY_NOT_SET) {
+    if (conn.sendSerialized(raw)) metrics_.toAgent(raw.size());
+    return;
+  }
+  if (conn.send(m)) metrics_.toAgent(m.GetCachedSize());
+}
 
 void LinkShard::acceptNext() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, asio::ip::tcp::socket socket) {
@@ -314,10 +324,14 @@ void LinkShard::agentMessage(Slot slot, wire::Envelope& e) {
     case FoldAction::kDrop: return;
     case FoldAction::kForward: break;
   }
-  shard::ShardEnvelope forward;
-  forward.mutable_agent_message()->set_slot(slot);
-  forward.mutable_agent_message()->mutable_envelope()->Swap(&e);
-  sendLeader(forward);
+  // Forwarded as it arrived: the bytes parsed into `e`, not `e` serialized
+  // again. The link keeps no copy until its next frame (a registration
+  // may be large).
+  std::string_view raw = it->second->frame();
+  if (leaderConnected() && leader_->sendAgentMessage(slot, raw)) {
+    metrics_.toLeader(agentMessagePayloadBytes(slot, raw.size()));
+  }
+  e.Clear();
 }
 
 void LinkShard::agentClosed(Slot slot, const std::string& reason) {

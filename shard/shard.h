@@ -106,6 +106,7 @@ class LinkShard {
   void sendLeader(const shard::ShardEnvelope& e);
   void acceptNext();
   void onAccepted(asio::ip::tcp::socket socket);
+  void sendAgent(Connection& conn, const wire::Envelope& m, std::string_view raw);
   void agentHello(Slot slot);
   void refuseAgent(Slot slot, const std::string& reason);
   void agentMessage(Slot slot, wire::Envelope& e);
