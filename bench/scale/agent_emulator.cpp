@@ -36,6 +36,8 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <optional>
+#include <queue>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -76,12 +78,27 @@ struct Settings {
   TlsFiles tls;
 };
 
-// A task an emulated agent "runs": RUNNING until its timer fires, then
-// FINISHED, kept until the master acknowledges that update.
+// A task an emulated agent "runs": RUNNING until it is due, then FINISHED,
+// kept until the master acknowledges that update. `serial` tells this
+// launch from an earlier one of the same task (killed meanwhile).
 struct EmulatedTask {
   wire::RunTask run;
-  std::shared_ptr<asio::steady_timer> timer;
+  uint64_t serial = 0;
   wire::TaskState state = wire::TASK_RUNNING;
+
+  bool is(const std::string& frameworkId, const std::string& taskId) const {
+    return run.task().task_id() == taskId && run.framework().id() == frameworkId;
+  }
+};
+
+// When a running task of agent `index` ends: one timer serves every task
+// of the emulator (a timer per task costs an allocation and a timer queue
+// entry per launch).
+struct TaskDue {
+  std::chrono::steady_clock::time_point at;
+  size_t index = 0;
+  uint64_t serial = 0;
+  bool operator>(const TaskDue& other) const { return at > other.at; }
 };
 
 struct Agent {
@@ -93,10 +110,10 @@ struct Agent {
   // Bounds an attempt (connect -> AgentRegistered), then times the retry.
   std::unique_ptr<asio::steady_timer> attempt;
   std::unique_ptr<Backoff> backoff;  // made at the first failure
-  // Emulated tasks by "framework/task", so a KillTask (a revocation, a
-  // drain, a framework's kill) ends them as a real agent would, and a
-  // re-registration lists them.
-  std::unordered_map<std::string, EmulatedTask> tasks;
+  // Emulated tasks (an agent runs a few: found by a scan), so a KillTask
+  // (a revocation, a drain, a framework's kill) ends them as a real agent
+  // would, and a re-registration lists them.
+  std::vector<EmulatedTask> tasks;
   std::string masterId;  // the master that last registered this agent
   double interval = 5;
   size_t shardChoice = 0;  // into the agent's ranking of the shards
@@ -119,7 +136,7 @@ class Emulator {
   Emulator(asio::io_context& io, Settings s, HostPort master, std::vector<Endpoint> shards, Resources resources,
            std::shared_ptr<ssl::context> tls)
       : io_(io), s_(std::move(s)), master_(std::move(master)), shards_(std::move(shards)),
-        resources_(std::move(resources)), tls_(std::move(tls)), agents_(s_.agents), report_(io) {}
+        resources_(std::move(resources)), tls_(std::move(tls)), agents_(s_.agents), taskTimer_(io), report_(io) {}
 
   void start() {
     started_ = std::chrono::steady_clock::now();
@@ -316,9 +333,8 @@ class Emulator {
       killTask(index, e.kill_task());
     } else if (e.has_status_acknowledgement()) {
       const wire::StatusAcknowledgement& ack = e.status_acknowledgement();
-      auto& tasks = agent.tasks;
-      auto it = tasks.find(ack.framework_id() + "/" + ack.task_id());
-      if (it != tasks.end() && it->second.state == wire::TASK_FINISHED) tasks.erase(it);
+      auto it = findTask(agent, ack.framework_id(), ack.task_id());
+      if (it != agent.tasks.end() && it->state == wire::TASK_FINISHED) eraseTask(agent, it);
     }
   }
 
@@ -337,7 +353,7 @@ class Emulator {
   // task), so a new master rebuilds its view.
   void listTasks(const Agent& agent, wire::RegisterAgent* reg) {
     std::unordered_set<std::string> frameworks;
-    for (const auto& [key, task] : agent.tasks) {
+    for (const EmulatedTask& task : agent.tasks) {
       const wire::RunTask& run = task.run;
       if (frameworks.insert(run.framework().id()).second) *reg->add_frameworks() = run.framework();
       auto* ex = reg->add_executors();
@@ -359,7 +375,7 @@ class Emulator {
   // Every FINISHED not acknowledged yet (sent into a link that died, or
   // the task ended while the agent had no link): sent again now.
   void sendFinishedUnacknowledged(size_t index) {
-    for (const auto& [key, task] : agents_[index].tasks) {
+    for (const EmulatedTask& task : agents_[index].tasks) {
       if (task.state != wire::TASK_FINISHED) continue;
       sendStatus(index, task.run.framework().id(), task.run.task().task_id(), wire::TASK_FINISHED);
     }
@@ -426,35 +442,67 @@ class Emulator {
     agents_[index].lastSent = SteadyClock::now();
   }
 
+  static std::vector<EmulatedTask>::iterator findTask(Agent& agent, const std::string& frameworkId,
+                                                      const std::string& taskId) {
+    return std::find_if(agent.tasks.begin(), agent.tasks.end(),
+                        [&](const EmulatedTask& t) { return t.is(frameworkId, taskId); });
+  }
+  static void eraseTask(Agent& agent, std::vector<EmulatedTask>::iterator it) {
+    if (it != agent.tasks.end() - 1) *it = std::move(agent.tasks.back());
+    agent.tasks.pop_back();
+  }
+
   // The task is moved out of its envelope, not copied: the emulator's CPU
-  // per task is a measurement artifact. Its timer finds it by key (a kill
-  // may erase it while an expiry is already queued).
+  // per task is a measurement artifact. A second launch of a task it runs
+  // replaces it.
   void runTask(size_t index, wire::RunTask&& run) {
     ++launched_;
-    std::string key = run.framework().id() + "/" + run.task().task_id();
+    Agent& agent = agents_[index];
     sendStatus(index, run.framework().id(), run.task().task_id(), wire::TASK_RUNNING);
     double seconds = std::atof(run.task().data().c_str());
-    auto timer = std::make_shared<asio::steady_timer>(io_, secondsToDuration(seconds));
-    agents_[index].tasks[key] = EmulatedTask{std::move(run), timer, wire::TASK_RUNNING};
-    timer->async_wait([this, index, key = std::move(key)](const boost::system::error_code& ec) {
-      if (ec) return;  // killed
-      auto& tasks = agents_[index].tasks;
-      auto found = tasks.find(key);
-      if (found == tasks.end()) return;
-      EmulatedTask& task = found->second;
-      task.state = wire::TASK_FINISHED;  // kept until acknowledged
-      ++finished_;
-      sendStatus(index, task.run.framework().id(), task.run.task().task_id(), wire::TASK_FINISHED);
+    TaskDue due{std::chrono::steady_clock::now() + secondsToDuration(seconds), index, ++serial_};
+    auto it = findTask(agent, run.framework().id(), run.task().task_id());
+    EmulatedTask task{std::move(run), due.serial, wire::TASK_RUNNING};
+    if (it != agent.tasks.end()) *it = std::move(task);
+    else agent.tasks.push_back(std::move(task));
+    due_.push(due);
+    if (!armedFor_ || due.at < *armedFor_) armTaskTimer();
+  }
+
+  void armTaskTimer() {
+    armedFor_ = due_.top().at;
+    taskTimer_.expires_at(*armedFor_);
+    taskTimer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;  // armed again for an earlier task
+      armedFor_.reset();
+      finishDueTasks();
     });
+  }
+
+  // Every task due ends FINISHED; one killed (or launched again) since
+  // left its entry behind, which names an older serial.
+  void finishDueTasks() {
+    auto now = std::chrono::steady_clock::now();
+    while (!due_.empty() && due_.top().at <= now) {
+      TaskDue due = due_.top();
+      due_.pop();
+      Agent& agent = agents_[due.index];
+      auto it = std::find_if(agent.tasks.begin(), agent.tasks.end(),
+                             [&](const EmulatedTask& t) { return t.serial == due.serial; });
+      if (it == agent.tasks.end() || it->state != wire::TASK_RUNNING) continue;
+      it->state = wire::TASK_FINISHED;  // kept until acknowledged
+      ++finished_;
+      sendStatus(due.index, it->run.framework().id(), it->run.task().task_id(), wire::TASK_FINISHED);
+    }
+    if (!due_.empty()) armTaskTimer();
   }
 
   // The task ends at once (an emulated task honours SIGTERM immediately).
   void killTask(size_t index, const wire::KillTask& kill) {
-    auto& tasks = agents_[index].tasks;
-    auto it = tasks.find(kill.framework_id() + "/" + kill.task_id());
-    if (it == tasks.end() || it->second.state != wire::TASK_RUNNING) return;
-    it->second.timer->cancel();
-    tasks.erase(it);
+    Agent& agent = agents_[index];
+    auto it = findTask(agent, kill.framework_id(), kill.task_id());
+    if (it == agent.tasks.end() || it->state != wire::TASK_RUNNING) return;
+    eraseTask(agent, it);
     ++killed_;
     sendStatus(index, kill.framework_id(), kill.task_id(), wire::TASK_KILLED,
                kill.reason() != wire::REASON_NONE ? kill.reason() : wire::REASON_KILLED_BY_FRAMEWORK);
@@ -481,6 +529,12 @@ class Emulator {
   std::shared_ptr<ssl::context> tls_;
   std::vector<Agent> agents_;
   wire::Envelope statusScratch_;  // sendStatus's
+  // Running tasks by when they end, earliest first, and the one timer for
+  // the earliest (armedFor_: when it fires; none while nothing runs).
+  std::priority_queue<TaskDue, std::vector<TaskDue>, std::greater<>> due_;
+  asio::steady_timer taskTimer_;
+  std::optional<std::chrono::steady_clock::time_point> armedFor_;
+  uint64_t serial_ = 0;
   asio::steady_timer report_;
   std::mt19937_64 random_{7};
   std::chrono::steady_clock::time_point started_;
