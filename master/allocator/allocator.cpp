@@ -109,6 +109,8 @@ FrameworkHandle Allocator::addFramework(const FrameworkParams& params) {
   slot.guaranteedMillis = sparse(params.guaranteed);
   slot.role = roleFor(params.role);
   ++roles_[slot.role].frameworks;
+  briefs_.resize(frameworks_.size());
+  briefs_[handle] = RoundBrief{.role = slot.role};
   return handle;
 }
 
@@ -125,6 +127,7 @@ void Allocator::removeFramework(FrameworkHandle handle) {
   --role.frameworks;
   releaseRole(slot.role);
   slot = FrameworkSlot{};
+  briefs_[handle] = RoundBrief{};
   freeFrameworkHandles_.push_back(handle);
 }
 
@@ -148,7 +151,8 @@ void Allocator::updateFramework(FrameworkHandle handle, const FrameworkParams& p
   }
   fw.params = params;
   fw.guaranteedMillis = sparse(params.guaranteed);
-  fw.entryEpoch = 0;
+  briefs_[handle].role = fw.role;
+  shareChanged(fw);
 }
 
 void Allocator::setActive(FrameworkHandle handle, bool active) {
@@ -158,6 +162,7 @@ void Allocator::setActive(FrameworkHandle handle, bool active) {
   if (active && !frameworks_[handle].active) fullPending_ = true;
   if (!active) releaseAll(handle);
   frameworks_[handle].active = active;
+  briefs_[handle].active = active;
 }
 
 void Allocator::setStandingFilters(FrameworkHandle handle,
@@ -173,6 +178,7 @@ void Allocator::setStandingFilters(FrameworkHandle handle,
     if (a < agents_.size()) noteAllowedBy(a, handle);
   }
   slot.minFree = minFree;
+  briefs_[handle].wantsMinimum = !minFree.empty();
   fullPending_ = true;
 }
 
@@ -386,8 +392,8 @@ void Allocator::candidates(bool fullCycle, Bits* out) {
 }
 
 bool Allocator::minimumWaiting() const {
-  for (const FrameworkSlot& fw : frameworks_) {
-    if (fw.live && fw.active && !fw.minFree.empty()) return true;
+  for (const RoundBrief& b : briefs_) {
+    if (b.active && b.wantsMinimum) return true;
   }
   return false;
 }
@@ -426,16 +432,17 @@ std::optional<AgentHandle> Allocator::findAgent(const FrameworkSlot& fw, const B
 }
 
 FrameworkOrdering::Entry Allocator::entryFor(FrameworkHandle framework) {
-  FrameworkSlot& fw = frameworks_[framework];
-  if (fw.entryEpoch == sharesEpoch_) return fw.entry;
+  RoundBrief& brief = briefs_[framework];
+  if (brief.entryEpoch == sharesEpoch_) return brief.entry;
+  const FrameworkSlot& fw = frameworks_[framework];
   bool below = false;
   for (const auto& [i, millis] : fw.guaranteedMillis) {
     if (i >= fw.allocatedMillis.size() || fw.allocatedMillis[i] < millis) below = true;
   }
-  fw.entry = FrameworkOrdering::Entry{framework, orderingShare(framework), fw.params.weight,
-                                      fw.params.priority, below};
-  fw.entryEpoch = sharesEpoch_;
-  return fw.entry;
+  brief.entry = FrameworkOrdering::Entry{framework, orderingShare(framework), fw.params.weight,
+                                         fw.params.priority, below};
+  brief.entryEpoch = sharesEpoch_;
+  return brief.entry;
 }
 
 FrameworkOrdering::Entry Allocator::roleEntry(uint32_t role) const {
@@ -452,11 +459,11 @@ bool Allocator::queueRoles() {
     r.belowGuarantee = 0;
   }
   minimumWaiting_ = false;
-  for (FrameworkHandle f = 0; f < frameworks_.size(); ++f) {
-    const FrameworkSlot& fw = frameworks_[f];
-    if (!fw.live || !fw.active) continue;
-    minimumWaiting_ = minimumWaiting_ || !fw.minFree.empty();
-    RoleSlot& role = roles_[fw.role];
+  for (FrameworkHandle f = 0; f < briefs_.size(); ++f) {
+    const RoundBrief& brief = briefs_[f];
+    if (!brief.active) continue;
+    minimumWaiting_ = minimumWaiting_ || brief.wantsMinimum;
+    RoleSlot& role = roles_[brief.role];
     role.entries.push_back(entryFor(f));
     role.belowGuarantee += role.entries.back().belowGuarantee;
   }
@@ -603,14 +610,18 @@ const Allocator::RoleSlot* Allocator::findRole(std::string_view name) const {
   return it == roleIndex_.end() ? nullptr : &roles_[it->second];
 }
 
+void Allocator::shareChanged(const FrameworkSlot& fw) {
+  briefs_[static_cast<size_t>(&fw - frameworks_.data())].entryEpoch = 0;
+}
+
 void Allocator::charge(FrameworkSlot& fw, const Resources& r, int sign) {
-  fw.entryEpoch = 0;
+  shareChanged(fw);
   addDense(&fw.allocatedMillis, r, sign);
   addDense(&roles_[fw.role].allocatedMillis, r, sign);
 }
 
 void Allocator::chargeRefused(FrameworkSlot& fw, const Resources& r, int sign) {
-  fw.entryEpoch = 0;
+  shareChanged(fw);
   addDense(&fw.refusedMillis, r, sign);
   addDense(&roles_[fw.role].refusedMillis, r, sign);
 }

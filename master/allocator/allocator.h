@@ -264,11 +264,20 @@ class Allocator {
     std::vector<AgentHandle> reserved;  // at most kReservationsPerFrameworkMax
     Bits reservedBits;                  // the same agents
     TimePoint reserveAgainAt;           // after a reservation expired unused
-    // entryFor()'s last answer, valid while entryEpoch == sharesEpoch_:
-    // every round ranks every active framework, but between two rounds
-    // only the few that were granted, recovered or refused change.
-    FrameworkOrdering::Entry entry;
+  };
+
+  // What every round reads of each framework, by handle, apart from the
+  // large FrameworkSlot: a round ranks every active framework, so this
+  // keeps it to a few cache lines. Kept by the writers of a slot's live,
+  // active, role and minFree; `entry` is entryFor()'s last answer, valid
+  // while entryEpoch == sharesEpoch_ (between two rounds only the few
+  // frameworks granted, recovered or refused change).
+  struct RoundBrief {
+    bool active = false;        // live and active
+    bool wantsMinimum = false;  // minFree set
+    uint32_t role = 0;
     uint64_t entryEpoch = 0;
+    FrameworkOrdering::Entry entry;
   };
 
   struct Expiry {
@@ -308,6 +317,8 @@ class Allocator {
   const RoleSlot* findRole(std::string_view name) const;
   void charge(FrameworkSlot& fw, const Resources& r, int sign);
   void chargeRefused(FrameworkSlot& fw, const Resources& r, int sign);
+  // The framework's cached entry is stale.
+  void shareChanged(const FrameworkSlot& fw);
   SparseMillis sparse(const Resources& r);
   double shareOf(const Dense& allocated, const Dense* refused) const;
   bool belowQuota(const RoleSlot& role) const;
@@ -336,6 +347,7 @@ class Allocator {
   std::vector<AgentSlot> agents_;
   std::vector<AgentHandle> freeAgentHandles_;
   std::vector<FrameworkSlot> frameworks_;
+  std::vector<RoundBrief> briefs_;  // by framework handle, as frameworks_
   std::vector<FrameworkHandle> freeFrameworkHandles_;
   Bits dirty_;
   // The words of dirty_ that may be non-zero (unsorted; a word may repeat).
