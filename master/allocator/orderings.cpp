@@ -7,40 +7,62 @@
 namespace allot {
 namespace {
 
-// A min-heap on (key, sequence): the sequence makes equal keys FIFO, so
-// frameworks with equal shares take turns instead of the lowest handle
-// winning every tie.
+// The least item on (key, sequence) first: the sequence makes equal keys
+// FIFO, so frameworks with equal shares take turns instead of the lowest
+// handle winning every tie. (key, sequence) orders all items strictly, so
+// how the next one is found does not change which it is.
+//
+// An event round ranks every active framework but usually pops a few (its
+// candidates are the agents that changed): its first pops scan the items,
+// and only a round that pops more builds a heap.
 template <typename Less>
 class HeapOrdering final : public FrameworkOrdering {
  public:
-  // The same heap as pushing each entry in turn (sequences in entry order;
-  // (key, sequence) orders all items, so the pops are the same), built in
-  // linear time: rounds run often and rank every active framework.
   void reset(const std::vector<Entry>& entries) override {
-    heap_.clear();  // keeps its capacity
-    for (const Entry& e : entries) heap_.push_back(Item{e, sequence_++});
-    std::make_heap(heap_.begin(), heap_.end(), After());
+    items_.clear();  // keeps its capacity: rounds run often
+    for (const Entry& e : entries) items_.push_back(Item{e, sequence_++});
+    heap_ = false;
+    scans_ = 0;
   }
 
   std::optional<Entry> pop() override {
-    if (heap_.empty()) return std::nullopt;
-    std::pop_heap(heap_.begin(), heap_.end(), After());
-    Entry e = heap_.back().entry;
-    heap_.pop_back();
+    if (items_.empty()) return std::nullopt;
+    if (!heap_ && scans_ < kScansMax) {
+      ++scans_;
+      size_t next = 0;
+      for (size_t i = 1; i < items_.size(); ++i) {
+        if (After()(items_[next], items_[i])) next = i;
+      }
+      Entry e = items_[next].entry;
+      items_[next] = items_.back();
+      items_.pop_back();
+      return e;
+    }
+    if (!heap_) {
+      std::make_heap(items_.begin(), items_.end(), After());
+      heap_ = true;
+    }
+    std::pop_heap(items_.begin(), items_.end(), After());
+    Entry e = items_.back().entry;
+    items_.pop_back();
     return e;
   }
 
   void push(const Entry& entry) override {
-    heap_.push_back(Item{entry, sequence_++});
-    std::push_heap(heap_.begin(), heap_.end(), After());
+    items_.push_back(Item{entry, sequence_++});
+    if (heap_) std::push_heap(items_.begin(), items_.end(), After());
   }
 
  private:
+  // Scans a round makes before it builds a heap (about two scans' worth).
+  static constexpr int kScansMax = 2;
+
   struct Item {
     Entry entry;
     uint64_t sequence;
   };
-  // Heap order: the "largest" item is the one served next.
+  // Heap order: the "largest" item is the one served next; After(a, b):
+  // a is served after b.
   struct After {
     bool operator()(const Item& a, const Item& b) const {
       Less less;
@@ -50,7 +72,9 @@ class HeapOrdering final : public FrameworkOrdering {
     }
   };
 
-  std::vector<Item> heap_;
+  std::vector<Item> items_;  // a heap once heap_
+  bool heap_ = false;
+  int scans_ = 0;
   uint64_t sequence_ = 0;
 };
 

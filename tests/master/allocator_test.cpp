@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "base/clock.h"
@@ -120,6 +121,57 @@ TEST(Drf, EqualSharesTakeTurns) {
   for (const auto& g : grants) ++count[g.framework];
   EXPECT_EQ(count[f1], 2);
   EXPECT_EQ(count[f2], 2);
+}
+
+// Whatever a round pops and pushes back, the drf and priority orderings
+// serve the least entry next: below guarantee first, then (priority,)
+// share, and among equals the one queued first (a reset queues in entry
+// order; a push queues last).
+TEST(Drf, OrderingServesTheLeastEntryQueuedFirstAmongEquals) {
+  for (bool byPriority : {false, true}) {
+    auto ordering = byPriority ? makePriorityOrdering() : makeDrfOrdering();
+    uint64_t random = 7;
+    auto draw = [&](uint64_t n) {
+      random = random * 6364136223846793005ULL + 1442695040888963407ULL;
+      return (random >> 33) % n;
+    };
+    for (int round = 0; round < 200; ++round) {
+      struct Queued {
+        FrameworkOrdering::Entry entry;
+        uint64_t order;
+      };
+      std::vector<Queued> model;
+      std::vector<FrameworkOrdering::Entry> entries;
+      uint64_t order = 0;
+      for (uint32_t f = 0; f < 1 + draw(40); ++f) {
+        FrameworkOrdering::Entry e{f, static_cast<double>(draw(4)) / 4, 1,
+                                   static_cast<int32_t>(draw(2)), draw(5) == 0};
+        entries.push_back(e);
+        model.push_back(Queued{e, order++});
+      }
+      ordering->reset(entries);
+      auto first = [&](const Queued& a, const Queued& b) {
+        if (a.entry.belowGuarantee != b.entry.belowGuarantee) return a.entry.belowGuarantee;
+        if (byPriority && a.entry.priority != b.entry.priority) return a.entry.priority > b.entry.priority;
+        if (a.entry.share != b.entry.share) return a.entry.share < b.entry.share;
+        return a.order < b.order;
+      };
+      while (!model.empty()) {
+        auto next = std::min_element(model.begin(), model.end(), first);
+        auto popped = ordering->pop();
+        ASSERT_TRUE(popped.has_value());
+        EXPECT_EQ(popped->framework, next->entry.framework) << "round " << round;
+        FrameworkOrdering::Entry e = next->entry;
+        model.erase(next);
+        if (draw(2) == 0) {  // granted: back with a larger share
+          e.share += static_cast<double>(draw(3)) / 4;
+          ordering->push(e);
+          model.push_back(Queued{e, order++});
+        }
+      }
+      EXPECT_FALSE(ordering->pop().has_value());
+    }
+  }
 }
 
 TEST(Priority, HigherPriorityTakesEverythingFirst) {
