@@ -207,11 +207,8 @@ void ShardHub::send(PeerId peer, const wire::Envelope& envelope) {
   if (route == peers_.end()) return;
   auto state = shards_.find(route->second.shard);
   if (state == shards_.end()) return;
-  shard::ShardEnvelope e;
-  e.mutable_agent_message()->set_slot(route->second.slot);
-  *e.mutable_agent_message()->mutable_envelope() = envelope;
   ++counts_.messagesOut;
-  (void)state->second.link->send(e);
+  (void)state->second.link->sendAgentMessage(route->second.slot, envelope);
 }
 
 // Deferred, as MasterServer::close is: the Master never sees peerClosed()

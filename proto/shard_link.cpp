@@ -73,27 +73,48 @@ size_t agentMessagePayloadBytes(uint64_t slot, size_t envelopeBytes) {
   return CodedOutputStream::VarintSize32(kAgentMessageTag) + CodedOutputStream::VarintSize64(inner) + inner;
 }
 
-Status appendAgentMessageFrame(uint64_t slot, std::string_view envelope, std::string* out,
-                               size_t maxFrameBytes) {
-  size_t size = agentMessagePayloadBytes(slot, envelope.size());
+namespace {
+
+// Appends the frame's header and the AgentMessage's fields up to the
+// envelope's bytes; returns where those go, or null past maxFrameBytes.
+uint8_t* appendAgentMessageHeader(uint64_t slot, size_t envelopeBytes, std::string* out, size_t maxFrameBytes,
+                                  Status* st) {
+  size_t size = agentMessagePayloadBytes(slot, envelopeBytes);
   if (size > maxFrameBytes) {
-    return Error{"shard message of " + std::to_string(size) + " bytes exceeds the frame limit of " +
-                 std::to_string(maxFrameBytes)};
+    *st = Error{"shard message of " + std::to_string(size) + " bytes exceeds the frame limit of " +
+                std::to_string(maxFrameBytes)};
+    return nullptr;
   }
   size_t start = out->size();
   out->resize(start + kFrameHeaderBytes + size);
   auto* p = reinterpret_cast<uint8_t*>(out->data() + start);
   for (int shift = 24; shift >= 0; shift -= 8) *p++ = static_cast<uint8_t>(size >> shift);
   p = CodedOutputStream::WriteVarint32ToArray(kAgentMessageTag, p);
-  p = CodedOutputStream::WriteVarint64ToArray(agentMessageBytes(slot, envelope.size()), p);
+  p = CodedOutputStream::WriteVarint64ToArray(agentMessageBytes(slot, envelopeBytes), p);
   if (slot != 0) {
     p = CodedOutputStream::WriteVarint32ToArray(kSlotTag, p);
     p = CodedOutputStream::WriteVarint64ToArray(slot, p);
   }
   p = CodedOutputStream::WriteVarint32ToArray(kEnvelopeTag, p);
-  p = CodedOutputStream::WriteVarint64ToArray(envelope.size(), p);
-  std::memcpy(p, envelope.data(), envelope.size());
-  return okStatus();
+  return CodedOutputStream::WriteVarint64ToArray(envelopeBytes, p);
+}
+
+}  // namespace
+
+Status appendAgentMessageFrame(uint64_t slot, std::string_view envelope, std::string* out,
+                               size_t maxFrameBytes) {
+  Status st = okStatus();
+  uint8_t* p = appendAgentMessageHeader(slot, envelope.size(), out, maxFrameBytes, &st);
+  if (p != nullptr) std::memcpy(p, envelope.data(), envelope.size());
+  return st;
+}
+
+Status appendAgentMessageFrame(uint64_t slot, const wire::Envelope& envelope, std::string* out,
+                               size_t maxFrameBytes) {
+  Status st = okStatus();
+  uint8_t* p = appendAgentMessageHeader(slot, envelope.ByteSizeLong(), out, maxFrameBytes, &st);
+  if (p != nullptr) envelope.SerializeWithCachedSizesToArray(p);
+  return st;
 }
 
 std::shared_ptr<ShardLink> ShardLink::create(asio::ip::tcp::socket socket, Options options) {
@@ -122,6 +143,12 @@ Status ShardLink::send(const shard::ShardEnvelope& envelope) {
 }
 
 Status ShardLink::sendAgentMessage(uint64_t slot, std::string_view envelope) {
+  return sendFrame([&](std::string* out) {
+    return appendAgentMessageFrame(slot, envelope, out, options_.maxFrameBytes);
+  });
+}
+
+Status ShardLink::sendAgentMessage(uint64_t slot, const wire::Envelope& envelope) {
   return sendFrame([&](std::string* out) {
     return appendAgentMessageFrame(slot, envelope, out, options_.maxFrameBytes);
   });

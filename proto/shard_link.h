@@ -74,6 +74,9 @@ class ShardLink : public FramedLink {
   // wire::Envelope as it arrived from the agent: what send() of the parsed
   // one would queue, without serializing it again.
   Status sendAgentMessage(uint64_t slot, std::string_view envelope);
+  // The same for a parsed envelope (the leader's, for an agent), serialized
+  // straight into the frame rather than copied into a ShardEnvelope first.
+  Status sendAgentMessage(uint64_t slot, const wire::Envelope& envelope);
   // Inherited from FramedLink: close(reason) (onClose fires once),
   // handshaken(), peer(), peerAddress(), queuedBytes(), bytesOut(), bytesIn().
   const shard::ShardHello& peerHello() const { return peerHello_; }
@@ -107,6 +110,9 @@ size_t agentMessagePayloadBytes(uint64_t slot, size_t envelopeBytes);
 // one (an embedded message is written as its length and its bytes), without
 // walking it. Fails (appending nothing) beyond maxFrameBytes.
 Status appendAgentMessageFrame(uint64_t slot, std::string_view envelope, std::string* out,
+                               size_t maxFrameBytes);
+// The same for a parsed envelope, serialized into the frame.
+Status appendAgentMessageFrame(uint64_t slot, const wire::Envelope& envelope, std::string* out,
                                size_t maxFrameBytes);
 // The serialized wire::Envelope inside `payload`, a ShardEnvelope's payload
 // that parsed into an AgentMessage for `slot`, when the payload is laid out

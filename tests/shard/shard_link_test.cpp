@@ -28,6 +28,9 @@ TEST(AgentMessageFrame, IsByteForByteTheSerializedAgentMessage) {
       std::string got = "kept";
       ASSERT_TRUE(appendAgentMessageFrame(slot, e.SerializeAsString(), &got, kMaxFrameBytes).ok());
       EXPECT_EQ(got, "kept" + expected) << "slot " << slot << ", " << size << " bytes";
+      std::string serialized = "kept";
+      ASSERT_TRUE(appendAgentMessageFrame(slot, e, &serialized, kMaxFrameBytes).ok());
+      EXPECT_EQ(serialized, "kept" + expected) << "parsed, slot " << slot << ", " << size << " bytes";
       EXPECT_EQ(agentMessagePayloadBytes(slot, e.ByteSizeLong()), expected.size() - kFrameHeaderBytes);
     }
   }
@@ -39,6 +42,8 @@ TEST(AgentMessageFrame, AboveTheFrameLimitAppendsNothing) {
   Status st = appendAgentMessageFrame(7, envelope, &out, envelope.size());
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.error().describe().find("exceeds the frame limit"), std::string::npos);
+  EXPECT_EQ(out, "kept");
+  EXPECT_FALSE(appendAgentMessageFrame(7, statusOfSize(1000), &out, envelope.size()).ok());
   EXPECT_EQ(out, "kept");
 }
 
