@@ -418,6 +418,9 @@ class Master {
   TaskBook tasks_;
   uint64_t revocations_ = 0;
   std::vector<double> fairScratch_;
+  // A round's grants (rounds run after every event batch: no allocation
+  // each time).
+  std::vector<Grant> grantsScratch_;
 };
 
 }  // namespace allot

@@ -23,7 +23,8 @@ Duration refuseFor(const wire::Filters& filters, Duration byDefault) {
 void Master::allocateRound(bool fullCycle) {
   if (offersHeld_) return;  // allocationPending_ stays for releaseOffers()
   allocationPending_ = false;
-  std::vector<Grant> grants;
+  std::vector<Grant>& grants = grantsScratch_;
+  grants.clear();
   auto started = std::chrono::steady_clock::now();
   allocator_->allocate(clock_.now(), fullCycle, &grants);
   metrics_.allocationSeconds().Observe(
