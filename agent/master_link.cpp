@@ -74,7 +74,7 @@ void MasterLink::stop() {
 Status MasterLink::send(const wire::Envelope& envelope) {
   if (!registered_ || !link_) return Error{"not registered with the master"};
   Status sent = link_->send(envelope);
-  if (sent) lastSentAt_ = SteadyClock::now();
+  if (sent) sent_ = true;
   return sent;
 }
 
@@ -105,8 +105,6 @@ void MasterLink::onMessage(wire::Envelope& e) {
     link_->registered();
     double interval = e.agent_registered().heartbeat_interval_s();
     heartbeatInterval_ = secondsToDuration(interval > 0 ? interval : 1);
-    // The registration was the last frame sent, its answer the last heard.
-    lastSentAt_ = lastBeatAt_ = lastHeardAt_;
     scheduleBeat();
     if (handedOver) LOG_INFO("handed to master " << masterId_ << " by the shard, with the state it kept");
     callbacks_.onRegistered(e.agent_registered());
@@ -134,24 +132,19 @@ void MasterLink::onDisconnected(const std::string& reason) {
 
 // Even a frame that fails validation shows the peer alive.
 void MasterLink::heard() {
-  lastHeardAt_ = SteadyClock::now();
+  heard_ = true;
   unanswered_ = 0;
 }
 
-// The earliest moment the link could have been quiet for an interval: in
-// what the agent sent, or in what it heard since its last heartbeat.
-TimePoint MasterLink::beatDue() const {
-  return std::min(lastSentAt_, std::max(lastHeardAt_, lastBeatAt_)) + heartbeatInterval_;
-}
-
-// One wakeup per interval at most: traffic since the timer was set only
-// moves the next due time on.
+// One wakeup per interval, whatever the traffic: its flags say whether the
+// interval needs a heartbeat.
 void MasterLink::scheduleBeat() {
-  heartbeatTimer_.expires_at(beatDue());
+  sent_ = heard_ = false;
+  heartbeatTimer_.expires_after(heartbeatInterval_);
   std::weak_ptr<Alive> alive = alive_;
   heartbeatTimer_.async_wait([this, alive](const boost::system::error_code& ec) {
     if (ec || alive.expired() || !registered_) return;
-    if (SteadyClock::now() >= beatDue()) {
+    if (!sent_ || !heard_) {
       if (unanswered_ >= kMissedHeartbeatsMax) {
         link_->drop("master did not answer " + std::to_string(kMissedHeartbeatsMax) + " heartbeats");
         return;
@@ -167,7 +160,6 @@ void MasterLink::beat() {
   e.mutable_heartbeat()->set_sequence(++sequence_);
   (void)link_->send(e);
   ++unanswered_;
-  lastSentAt_ = lastBeatAt_ = SteadyClock::now();
 }
 
 }  // namespace allot

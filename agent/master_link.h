@@ -5,18 +5,19 @@
 // executor and task, so a new master rebuilds its state), and keeps the
 // link alive at the interval the master gives in AgentRegistered.
 //
-// Liveness: any frame proves its sender alive, so a heartbeat goes only on
-// a link quiet for a whole interval in either direction (as TCP keepalive
-// and HTTP/2 PING): when the agent sent nothing for an interval (the master
-// would not hear it), or heard nothing for an interval since its last
-// heartbeat (the master is asked to speak). A busy link carries none. Any
-// frame heard answers every heartbeat sent before it; when
-// kMissedHeartbeatsMax heartbeats in a row went unanswered and the next is
-// due, the link is dropped (the ReconnectingLink then reconnects with
-// jittered backoff). So the master hears a live agent at least once per
-// interval, and the agent gives up on a silent master within
-// kMissedHeartbeatsMax + 1 intervals of the last frame heard, whatever the
-// agent itself sends meanwhile.
+// Liveness: any frame proves its sender alive, so a heartbeat goes only at
+// the end of an interval in which the link did not carry traffic both ways
+// (as TCP keepalive and HTTP/2 PING): the agent sent nothing in it (the
+// master would not hear it) or heard nothing (the master is asked to
+// speak). A link busy both ways carries none; a heartbeat is not traffic
+// the agent sent, so an idle agent beats every interval. Any frame heard
+// answers every heartbeat sent before it; at the end of an interval that
+// needs a heartbeat after kMissedHeartbeatsMax unanswered ones in a row,
+// the link is dropped instead (the ReconnectingLink then reconnects with
+// jittered backoff). So the master hears a live agent at least once every
+// two intervals (it sent early in one, then nothing), and the agent gives
+// up on a silent master within kMissedHeartbeatsMax + 1 intervals of the
+// last frame heard, whatever the agent itself sends meanwhile.
 // With Options::shards the link goes through link shards instead
 // (proto/shard_placement.h): the first choice for Options::shardKey, and the
 // next one when the link to a shard is lost after registering or no
@@ -97,7 +98,6 @@ class MasterLink {
   void onMessage(wire::Envelope& e);
   void onDisconnected(const std::string& reason);
   void heard();
-  TimePoint beatDue() const;
   void scheduleBeat();
   void beat();
   Result<std::unique_ptr<LeaderDetector>> makeDetector();
@@ -114,9 +114,9 @@ class MasterLink {
   uint64_t sequence_ = 0;
   // Heartbeats sent since the last frame heard.
   int unanswered_ = 0;
-  TimePoint lastSentAt_;
-  TimePoint lastHeardAt_;
-  TimePoint lastBeatAt_;
+  // Traffic in the current interval, each way (heartbeats not counted).
+  bool sent_ = false;
+  bool heard_ = false;
   uint64_t registrations_ = 0;
   std::string masterId_;  // of the last AgentRegistered
   bool registered_ = false;

@@ -1,6 +1,6 @@
 // MasterLink's liveness rule against a master stub on loopback: heartbeats
-// only on a link quiet for an interval in either direction, any frame heard
-// as an answer, and a silent master given up on within the same bound while
+// only after an interval without traffic both ways, any frame heard as an
+// answer, and a silent master given up on within the same bound while
 // the agent keeps sending.
 #include "agent/master_link.h"
 
@@ -140,7 +140,7 @@ TEST_F(MasterLinkTest, AnAgentThatOnlyReceivesStillHeartbeats) {
 // asked to speak, and its heartbeat answers keep the link.
 TEST_F(MasterLinkTest, AnAgentWhoseUpdatesGoUnacknowledgedKeepsALiveLink) {
   exchange(2s, true, false);
-  EXPECT_GE(stub_.heartbeats, 10);
+  EXPECT_GE(stub_.heartbeats, 5);  // every other interval: the answer is heard in the next
   EXPECT_TRUE(link_->registered());
   EXPECT_EQ(link_->registrations(), 1u);
   EXPECT_TRUE(lost_.empty());
