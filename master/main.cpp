@@ -110,7 +110,8 @@ void addAllocationFlags(Flags& flags, Settings* s) {
   flags.addDouble("allocation-interval", &s->allocationIntervalS, "seconds between full allocation cycles");
   flags.addDouble("agent-timeout", &s->agentTimeoutS, "seconds of silence before an agent is removed");
   flags.addDouble("heartbeat-interval", &s->heartbeatIntervalS,
-                  "seconds between agent heartbeats (0: a third of --agent-timeout, at most 5)");
+                  "seconds of an agent's heartbeat interval: it heartbeats after one without traffic "
+                  "both ways (below half of --agent-timeout; 0: a third of it, at most 5)");
   flags.addDouble("refuse-seconds", &s->refuseSeconds, "default refusal time of a declined offer");
   flags.addDouble("failover-timeout", &s->failoverTimeoutS,
                   "seconds a disconnected framework keeps its tasks when it set none");
@@ -223,8 +224,10 @@ Status setTimings(const Settings& s, MasterOptions* out) {
   if (!positive(s.agentTimeoutS)) return Error{"--agent-timeout must be positive"};
   if (!(s.refuseSeconds >= 0 && s.refuseSeconds < 1e7)) return Error{"--refuse-seconds must be >= 0"};
   if (!positive(s.failoverTimeoutS)) return Error{"--failover-timeout must be positive"};
-  if (!(s.heartbeatIntervalS >= 0 && s.heartbeatIntervalS < s.agentTimeoutS)) {
-    return Error{"--heartbeat-interval must be below --agent-timeout"};
+  // A busy agent heartbeats only after an interval without traffic both
+  // ways, so its frames may come two intervals apart.
+  if (!(s.heartbeatIntervalS >= 0 && 2 * s.heartbeatIntervalS < s.agentTimeoutS)) {
+    return Error{"--heartbeat-interval must be below half of --agent-timeout"};
   }
   auto minOffer = Resources::parse(s.minOffer);
   if (!minOffer) return Error{"--min-offer: " + minOffer.error().describe()};

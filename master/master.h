@@ -95,8 +95,9 @@ struct MasterOptions {
   Duration offerTimeout = std::chrono::seconds(30);
   Duration allocationInterval = std::chrono::seconds(1);
   // An agent heard from by no message for agentTimeout is removed. A live
-  // agent sends one at least every heartbeatInterval: a heartbeat when its
-  // link was quiet for that long (agent/master_link.h).
+  // agent sends one at least every two heartbeatIntervals (a heartbeat
+  // after an interval without traffic both ways, agent/master_link.h), so
+  // agentTimeout must exceed two of them.
   Duration agentTimeout = std::chrono::seconds(15);
   Duration heartbeatInterval = std::chrono::seconds(5);
   Duration refuseDefault = std::chrono::seconds(5);
