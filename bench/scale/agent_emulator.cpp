@@ -119,11 +119,10 @@ struct Agent {
   size_t shardChoice = 0;  // into the agent's ranking of the shards
   std::chrono::steady_clock::time_point shardSince;  // when it moved to that shard
   uint64_t sequence = 0;
-  // The link's quiet times, for heartbeats as the real agent sends them
-  // (agent/master_link.h): only on a link quiet for an interval.
-  TimePoint lastSent;
-  TimePoint lastHeard;
-  TimePoint lastBeat;
+  // Traffic in the current heartbeat interval, each way (heartbeats not
+  // counted): heartbeats as the real agent sends them (agent/master_link.h).
+  bool sent = false;
+  bool heard = false;
   int unanswered = 0;  // heartbeats sent since the last frame heard
   uint64_t generation = 0;  // callbacks of an older attempt see a newer value and stop
   bool registered = false;
@@ -285,7 +284,7 @@ class Emulator {
 
   void onMessage(size_t index, wire::Envelope& e) {
     Agent& agent = agents_[index];
-    agent.lastHeard = SteadyClock::now();
+    agent.heard = true;
     agent.unanswered = 0;
     if (e.has_agent_registered() && agent.registered && e.agent_registered().master_id() != agent.masterId) {
       // Handed to a new leader by the shard with the report it kept, and
@@ -310,7 +309,7 @@ class Emulator {
       if (!allBack_ && registeredNow_ == agents_.size()) reportAllBack();
       agent.shardSince = std::chrono::steady_clock::now();
       if (agent.backoff) agent.backoff->reset();
-      startHeartbeats(index);
+      heartbeat(index, true);
       sendFinishedUnacknowledged(index);
       if (agent.everRegistered) {
         ++reregistered_;
@@ -381,45 +380,27 @@ class Emulator {
     }
   }
 
-  // As if the link went quiet at a random moment of the last interval, so
-  // 50k agents do not beat in lockstep.
-  void startHeartbeats(size_t index) {
+  // The real agent's rule (agent/master_link.h): at the end of an interval
+  // in which the agent sent nothing or heard nothing, a heartbeat, or the
+  // link dropped when kMissedHeartbeatsMax (3) in a row went unanswered.
+  // The first interval is spread so 50k agents do not beat in lockstep.
+  void heartbeat(size_t index, bool first) {
     Agent& agent = agents_[index];
-    Duration interval = intervalOf(agent);
-    double at = std::uniform_real_distribution<double>(0, 1)(random_);
-    TimePoint quiet = SteadyClock::now() - interval + std::chrono::duration_cast<Duration>(interval * at);
-    agent.lastSent = agent.lastHeard = agent.lastBeat = quiet;
-    agent.unanswered = 0;
-    heartbeat(index);
-  }
-
-  static Duration intervalOf(const Agent& agent) {
-    return secondsToDuration(agent.interval > 0 ? agent.interval : 1);
-  }
-  static TimePoint beatDue(const Agent& agent) {
-    return std::min(agent.lastSent, std::max(agent.lastHeard, agent.lastBeat)) + intervalOf(agent);
-  }
-
-  // The real agent's rule (agent/master_link.h): a heartbeat when nothing
-  // was sent for an interval, or nothing heard for one since the last
-  // heartbeat; the link is dropped when the next is due and
-  // kMissedHeartbeatsMax (3) in a row went unanswered.
-  void heartbeat(size_t index) {
-    Agent& agent = agents_[index];
-    agent.heartbeat->expires_at(beatDue(agent));
+    double interval = agent.interval > 0 ? agent.interval : 1;
+    double delay = first ? std::uniform_real_distribution<double>(0, interval)(random_) : interval;
+    agent.sent = agent.heard = false;
+    agent.heartbeat->expires_after(secondsToDuration(delay));
     agent.heartbeat->async_wait([this, index, generation = agent.generation](const boost::system::error_code& ec) {
       Agent& agent = agents_[index];
       if (ec || !agent.registered || generation != agent.generation) return;
-      TimePoint now = SteadyClock::now();
-      if (now >= beatDue(agent)) {
+      if (!agent.sent || !agent.heard) {
         if (agent.unanswered >= 3) return fail(index, generation, "master did not answer 3 heartbeats");
         wire::Envelope e;
         e.mutable_heartbeat()->set_sequence(++agent.sequence);
         (void)agent.conn->send(e);
         ++agent.unanswered;
-        agent.lastSent = agent.lastBeat = now;
       }
-      heartbeat(index);
+      heartbeat(index, false);
     });
   }
 
@@ -439,7 +420,7 @@ class Emulator {
     // Not registered: lost with the link (the emulator keeps no update log).
     if (!agents_[index].registered) return;
     (void)agents_[index].conn->send(e);
-    agents_[index].lastSent = SteadyClock::now();
+    agents_[index].sent = true;
   }
 
   static std::vector<EmulatedTask>::iterator findTask(Agent& agent, const std::string& frameworkId,
