@@ -286,15 +286,21 @@ void Master::removeFramework(const std::string& frameworkId, const std::string& 
     if (agent == nullptr) continue;
     allocator_->recover(fw.handle, agent->handle(), task.charged, std::nullopt, clock_.now());
   }
-  std::unordered_set<std::string> ranTasks = tasks_.dropFramework(frameworkId);
-  agents_.forEach([&](AgentRecord& agent) {
-    bool present = ranTasks.count(agent.id) + agent.executors.erase(frameworkId) > 0;
-    if (present && agent.peer) {
+  // Only the agents that ran its tasks or hold its executors hear of it:
+  // a walk over every agent made this O(agents), a stall of the whole
+  // loop at 50,000 agents each time a framework leaves.
+  std::unordered_set<std::string> present = tasks_.dropFramework(frameworkId);
+  present.insert(fw.executorAgents.begin(), fw.executorAgents.end());
+  for (const std::string& agentId : present) {
+    AgentRecord* agent = agents_.find(agentId);
+    if (agent == nullptr) continue;
+    agent->executors.erase(frameworkId);
+    if (agent->peer) {
       wire::Envelope e;
       e.mutable_shutdown_framework()->set_framework_id(frameworkId);
-      outbox_.send(*agent.peer, e);
+      outbox_.send(*agent->peer, e);
     }
-  });
+  }
   if (fw.peer) peers_.bind(*fw.peer, "");
   peers_.forget(IdKind::kFramework, frameworkId);
   if (removedFrameworks_.insert(frameworkId).second) {
@@ -427,6 +433,7 @@ void Master::adoptExecutor(AgentRecord& agent, const wire::ExecutorState& ex, Ta
   }
   FrameworkRecord& fw = fwIt->second;
   agent.executors[fid].insert(ex.info().executor_id());
+  fw.executorAgents.insert(agent.id);
   for (int i = 0; i < ex.tasks_size(); ++i) {
     const wire::TaskInfo& t = ex.tasks(i);
     wire::TaskStatus latest = i < ex.latest_size() ? ex.latest(i) : wire::TaskStatus();

@@ -242,6 +242,9 @@ class Master {
     double lastSentShare = -1;
     FrameworkGrant grant;   // what the ACLs allow it (run-as users, roles)
     std::optional<TimePoint> starvedSince;  // wants offers, below its target
+    // Agents given an executor of this framework (some may have left since):
+    // removing the framework visits these, not every agent.
+    std::unordered_set<std::string> executorAgents;
   };
   using Frameworks = std::unordered_map<std::string, FrameworkRecord>;
   const Frameworks& frameworks() const { return frameworks_; }

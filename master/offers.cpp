@@ -201,6 +201,7 @@ void Master::launchTask(FrameworkRecord& fw, AgentRecord& agent, wire::TaskInfo 
     task.mutable_executor()->set_framework_id(fw.id);
     if (task.executor().executor_id().empty()) task.mutable_executor()->set_executor_id(task.task_id());
     agent.executors[fw.id].insert(task.executor().executor_id());
+    fw.executorAgents.insert(agent.id);
   }
   tasks_.launch(fw.id, task, std::move(charged), clock_.now());
   wire::Envelope e;

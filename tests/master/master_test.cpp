@@ -309,6 +309,35 @@ TEST_F(MasterTest, NewMasterRebuildsStateFromReregistrations) {
   EXPECT_EQ(*Resources::fromWire(offers[0].resources()), *Resources::parse("cpus:3;mem:3072"));
 }
 
+// An agent holding only an executor of a framework (its tasks ended) hears
+// of the framework's removal too: that agent ran none of its known tasks.
+TEST_F(MasterTest, AnAgentWithOnlyAnExecutorOfARemovedFrameworkIsTold) {
+  master_ = makeMaster("m2");
+  hello(kAgentPeer, wire::ROLE_AGENT);
+  wire::Envelope e;
+  auto* reg = e.mutable_register_agent();
+  reg->mutable_info()->set_id("m1-A1");
+  reg->mutable_info()->set_hostname("node");
+  Resources::parse("cpus:4;mem:4096")->toWire(reg->mutable_info()->mutable_resources());
+  auto* ex = reg->add_executors();
+  ex->mutable_info()->set_framework_id("m1-F3");
+  ex->mutable_info()->set_executor_id("e1");
+  ex->add_tasks()->set_task_id("t1");
+  auto* latest = ex->add_latest();
+  latest->set_task_id("t1");
+  latest->set_state(wire::TASK_FINISHED);
+  master_->peerMessage(kAgentPeer, e);
+  EXPECT_EQ(master_->taskCount(), 0u);
+  EXPECT_EQ(registerFramework(kFrameworkPeer, "m1-F3"), "m1-F3");
+  wire::Envelope bye;
+  bye.mutable_unregister_framework()->set_framework_id("m1-F3");
+  master_->peerMessage(kFrameworkPeer, bye);
+  EXPECT_EQ(master_->frameworkCount(), 0u);
+  auto shutdowns = outbox_.take(kAgentPeer, wire::Envelope::kShutdownFramework);
+  ASSERT_EQ(shutdowns.size(), 1u);
+  EXPECT_EQ(shutdowns[0].shutdown_framework().framework_id(), "m1-F3");
+}
+
 // After a failover the agent reaches the new leader before the scheduler:
 // its terminal update must wait for the framework, never be acknowledged
 // for it.
