@@ -264,16 +264,24 @@ TEST_F(MasterTest, SecondSchedulerTakesOverTheFramework) {
   EXPECT_EQ(offersTo(kOtherFrameworkPeer).size(), 1u);
 }
 
+// An agent's registration with the id a previous master gave it (on a
+// node of 4 cpus and 4096 MB), for a test to add what it runs.
+wire::Envelope reregistration(const std::string& agentId) {
+  wire::Envelope e;
+  auto* info = e.mutable_register_agent()->mutable_info();
+  info->set_id(agentId);
+  info->set_hostname("node");
+  Resources::parse("cpus:4;mem:4096")->toWire(info->mutable_resources());
+  return e;
+}
+
 // Soft state: a fresh master learns the running task from the agent's
 // re-registration and the framework from its scheduler's.
 TEST_F(MasterTest, NewMasterRebuildsStateFromReregistrations) {
   master_ = makeMaster("m2");
   hello(kAgentPeer, wire::ROLE_AGENT);
-  wire::Envelope e;
+  wire::Envelope e = reregistration("m1-A1");
   auto* reg = e.mutable_register_agent();
-  reg->mutable_info()->set_id("m1-A1");
-  reg->mutable_info()->set_hostname("node");
-  Resources::parse("cpus:4;mem:4096")->toWire(reg->mutable_info()->mutable_resources());
   auto* fw = reg->add_frameworks();
   fw->set_id("m1-F2");
   fw->set_name("test");
@@ -314,11 +322,8 @@ TEST_F(MasterTest, NewMasterRebuildsStateFromReregistrations) {
 TEST_F(MasterTest, AnAgentWithOnlyAnExecutorOfARemovedFrameworkIsTold) {
   master_ = makeMaster("m2");
   hello(kAgentPeer, wire::ROLE_AGENT);
-  wire::Envelope e;
+  wire::Envelope e = reregistration("m1-A1");
   auto* reg = e.mutable_register_agent();
-  reg->mutable_info()->set_id("m1-A1");
-  reg->mutable_info()->set_hostname("node");
-  Resources::parse("cpus:4;mem:4096")->toWire(reg->mutable_info()->mutable_resources());
   auto* ex = reg->add_executors();
   ex->mutable_info()->set_framework_id("m1-F3");
   ex->mutable_info()->set_executor_id("e1");
