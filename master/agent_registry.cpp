@@ -4,7 +4,10 @@ namespace allot {
 
 AgentRecord& AgentRegistry::add(const std::string& id, bool* inserted) {
   auto [it, fresh] = agents_.try_emplace(id);
-  if (fresh) it->second.id = id;
+  if (fresh) {
+    it->second.id = id;
+    it->second.recheck_ = recheck_.emplace(TimePoint::min(), &it->second);
+  }
   if (inserted) *inserted = fresh;
   return it->second;
 }
@@ -14,7 +17,19 @@ void AgentRegistry::remove(const std::string& id) {
   if (it == agents_.end()) return;
   unsetHandle(it->second);
   undrain(it->second);
+  recheck_.erase(it->second.recheck_);
   agents_.erase(it);
+}
+
+void AgentRegistry::recheckAt(AgentRecord& agent, TimePoint at) {
+  auto entry = recheck_.extract(agent.recheck_);
+  entry.key() = at;
+  agent.recheck_ = recheck_.insert(std::move(entry));
+}
+
+AgentRecord* AgentRegistry::dueFirst(TimePoint now) {
+  if (recheck_.empty() || !(recheck_.begin()->first < now)) return nullptr;
+  return recheck_.begin()->second;
 }
 
 void AgentRegistry::setHandle(AgentRecord& agent, AgentHandle handle) {

@@ -368,6 +368,7 @@ void Master::onRegisterAgent(PeerId peer, const wire::RegisterAgent& m) {
   if (agent.draining()) allocator_->setAgentActive(agent.handle(), false);
   agent.peer = peer;
   agent.lastSeen = clock_.now();
+  agents_.recheckAt(agent, agent.lastSeen + options_.agentTimeout);
   peers_.bind(peer, id);
   if (auto st = adoptAgentTasks(agent, m); !st) LOG_WARNING("agent " << id << ": " << st.error().describe());
   if (auto naming = filtersNaming_.find(id); naming != filtersNaming_.end()) {
@@ -552,26 +553,44 @@ void Master::removeAgent(const std::string& agentId, const std::string& why) {
 
 // ------------------------------------------------------------------ time
 
-// An agent's silence ends where the master stopped reading its link
-// (Outbox::heardUpTo), forgiving at most one agent timeout of lateness: a
-// link that stops reporting cannot keep its agents forever.
-bool Master::checkTimeouts(TimePoint now) {
-  std::vector<std::string> silent;
-  bool all = true;
-  for (const auto& [id, agent] : agents_.all()) {
-    if (now - agent.lastSeen <= options_.agentTimeout) continue;  // heardUpTo() <= now
-    TimePoint upTo = agent.peer ? outbox_.heardUpTo(*agent.peer, now) : now;
-    upTo = std::max(upTo, now - options_.agentTimeout);
-    if (upTo - agent.lastSeen <= options_.agentTimeout) continue;
-    if (silent.size() == kAgentRemovalsPerTickMax) {
-      all = false;
-      break;
+// Looks only at the agents whose recheck time passed (the registry's
+// silence watch), so a tick costs what is due, not a pass over every agent.
+// Each agent looked at is either removed or queued again later than `now`,
+// so none is looked at twice in one tick.
+void Master::checkAgentSilence(TimePoint now) {
+  size_t removed = 0;
+  for (size_t looked = 0; looked < kAgentSilenceLooksPerTickMax; ++looked) {
+    AgentRecord* agent = agents_.dueFirst(now);
+    if (agent == nullptr) return;
+    if (std::optional<TimePoint> next = nextSilenceLook(*agent, now)) {
+      agents_.recheckAt(*agent, *next);
+      continue;
     }
-    silent.push_back(id);
-  }
-  for (const auto& id : silent) {
+    if (removed == kAgentRemovalsPerTickMax) return;  // the next tick goes on
+    ++removed;
+    std::string id = agent->id;  // removeAgent() destroys the record
     removeAgent(id, "nothing heard from it for " + std::to_string(toSeconds(options_.agentTimeout)) + " s");
   }
+}
+
+// When to look at a due agent again (never before `now`); nullopt when it
+// is silent. Its silence ends where the master stopped reading its link
+// (Outbox::heardUpTo), forgiving at most one agent timeout of lateness: a
+// link that stops reporting cannot keep its agents forever.
+std::optional<TimePoint> Master::nextSilenceLook(const AgentRecord& agent, TimePoint now) const {
+  const Duration timeout = options_.agentTimeout;
+  if (now - agent.lastSeen <= timeout) return agent.lastSeen + timeout;  // heard since
+  TimePoint upTo = agent.peer ? outbox_.heardUpTo(*agent.peer, now) : now;
+  upTo = std::max(upTo, now - timeout);
+  if (upTo - agent.lastSeen > timeout) return std::nullopt;
+  // Forgiven for now. Its link's reading may catch up at any time, so look
+  // again a tenth of a timeout on, and at the latest when nothing forgives
+  // it any more (now <= lastSeen + 2 timeouts here).
+  return std::min(now + timeout / kForgivenLooksPerTimeout, agent.lastSeen + 2 * timeout);
+}
+
+// O(frameworks), so paced by tick() rather than run every tick.
+void Master::checkFailoverTimeouts(TimePoint now) {
   std::vector<std::string> expired;
   for (const auto& [id, fw] : frameworks_) {
     if (!fw.peer && now - fw.disconnectedAt > failoverTimeoutOf(fw.info)) expired.push_back(id);
@@ -580,7 +599,6 @@ bool Master::checkTimeouts(TimePoint now) {
   if (size_t n = peers_.dropKeptBefore(now, [&](const std::string& id) { return frameworks_.count(id) > 0; })) {
     LOG_INFO(n << " kept framework identities were not claimed within their failover timeout; dropped");
   }
-  return all;
 }
 
 Duration Master::failoverTimeoutOf(const wire::FrameworkInfo& info) const {
@@ -593,12 +611,13 @@ void Master::tick() {
   if (peers_.identitiesPending() && !identitiesReading_ && now >= nextIdentityRead_) readIdentities();
   expireOffers(now);
   closeUnregistered(now);
-  // Scanning every agent for silence is O(agents): ten times per agent
-  // timeout is precise enough (a silent agent goes at most a tenth of the
-  // timeout late), and a long timeout is not paid for with a scan a second.
+  checkAgentSilence(now);
+  // Failover timeouts need a pass over the frameworks: ten times per agent
+  // timeout is precise enough, and a long timeout is not paid for with a
+  // pass a second.
   if (now >= nextTimeoutCheck_) {
     nextTimeoutCheck_ = now + options_.agentTimeout / 10;
-    if (!checkTimeouts(now)) nextTimeoutCheck_ = now;
+    checkFailoverTimeouts(now);
   }
   if (now >= nextFullCycle_) {
     nextFullCycle_ = now + options_.allocationInterval;

@@ -129,6 +129,16 @@ constexpr int kRevokedHoldRounds = 3;
 // so thousands at once (a partition, a stalled master) would block the loop
 // for seconds; the rest wait for the next tick.
 constexpr size_t kAgentRemovalsPerTickMax = 50;
+// Agents looked at for silence per tick (each one due: its recheck time
+// passed). Bounds a tick's cost when many come due at once (registered
+// together, a stalled master); the rest are looked at in the next ticks.
+// A live agent is due at most once per agent timeout minus two heartbeat
+// intervals, so at the server's 10 ticks a second this keeps up with a
+// full registry (limits::kAgentsMax) at the default timeout and interval.
+constexpr size_t kAgentSilenceLooksPerTickMax = 8192;
+// An agent forgiven its silence (its link not read up to now) is looked at
+// again this many times per agent timeout.
+constexpr int kForgivenLooksPerTimeout = 10;
 
 class Master {
  public:
@@ -305,8 +315,12 @@ class Master {
   void disconnectAgent(AgentRecord& agent);
   void recoverAgentHoldings(AgentRecord& agent);
   void removeAgent(const std::string& agentId, const std::string& why);
-  // False when more silent agents wait than one tick removes.
-  bool checkTimeouts(TimePoint now);
+  // Removes the silent agents among those due for a look (at most
+  // kAgentRemovalsPerTickMax; the rest wait for the next tick).
+  void checkAgentSilence(TimePoint now);
+  std::optional<TimePoint> nextSilenceLook(const AgentRecord& agent, TimePoint now) const;
+  // Frameworks past their failover timeout, kept identities unclaimed.
+  void checkFailoverTimeouts(TimePoint now);
   Duration failoverTimeoutOf(const wire::FrameworkInfo& info) const;
   FrameworkParams paramsOf(const wire::FrameworkInfo& info, const FrameworkGrant& grant) const;
   void applyStandingFilters(FrameworkRecord& fw);

@@ -1,4 +1,5 @@
-// AgentRegistry: records, handles and drains (master/agent_registry.h).
+// AgentRegistry: records, handles, drains and the silence watch
+// (master/agent_registry.h).
 #include "master/agent_registry.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +60,29 @@ TEST(AgentRegistry, CountsDrainingAgentsWhateverTheOrder) {
   EXPECT_EQ(agents.drainingCount(), 1u);
   agents.remove("A-1");  // a draining agent removed is no longer counted
   EXPECT_EQ(agents.drainingCount(), 0u);
+}
+
+TEST(AgentRegistry, KeepsOneSilenceWatchEntryPerAgentDueInTimeOrder) {
+  using namespace std::chrono_literals;
+  AgentRegistry agents;
+  const TimePoint t0 = TimePoint{} + 100s;
+  AgentRecord& a = agents.add("A-1", nullptr);
+  EXPECT_EQ(agents.dueFirst(t0), &a) << "a new agent is due at once";
+  AgentRecord& b = agents.add("A-2", nullptr);
+  agents.recheckAt(a, t0 + 20s);
+  agents.recheckAt(b, t0 + 10s);
+  EXPECT_EQ(agents.dueFirst(t0 + 10s), nullptr) << "due only once its time has passed";
+  EXPECT_EQ(agents.dueFirst(t0 + 11s), &b);
+  agents.recheckAt(b, t0 + 30s);
+  EXPECT_EQ(agents.dueFirst(t0 + 21s), &a);
+  for (int i = 0; i < 100; ++i) agents.add("A-1", nullptr);  // registered again
+  EXPECT_EQ(agents.rechecksQueued(), 2u);
+  agents.remove("A-1");
+  EXPECT_EQ(agents.rechecksQueued(), 1u);
+  EXPECT_EQ(agents.dueFirst(t0 + 25s), nullptr) << "a removed agent is never due";
+  AgentRecord& again = agents.add("A-1", nullptr);
+  EXPECT_EQ(agents.dueFirst(t0 + 25s), &again);
+  EXPECT_EQ(agents.rechecksQueued(), agents.size());
 }
 
 }  // namespace

@@ -13,6 +13,23 @@ using testing::kFrameworkPeer;
 using testing::kOtherFrameworkPeer;
 using testing::tlsPeer;
 
+// An agent's registration with the id a previous master gave it (on a
+// node of 4 cpus and 4096 MB), for a test to add what it runs.
+wire::Envelope reregistration(const std::string& agentId) {
+  wire::Envelope e;
+  auto* info = e.mutable_register_agent()->mutable_info();
+  info->set_id(agentId);
+  info->set_hostname("node");
+  Resources::parse("cpus:4;mem:4096")->toWire(info->mutable_resources());
+  return e;
+}
+
+wire::Envelope heartbeat() {
+  wire::Envelope e;
+  e.mutable_heartbeat()->set_sequence(1);
+  return e;
+}
+
 TEST_F(MasterTest, RegisteredFrameworkReceivesTheAgentsResources) {
   std::string agentId = registerAgent();
   registerFramework();
@@ -146,6 +163,100 @@ TEST_F(MasterTest, ATickRemovesABoundedNumberOfSilentAgentsAndTheRestNext) {
   EXPECT_EQ(master_->agentCount(), 0u);
 }
 
+// Each tick looks at the agents whose deadline passed: one heard since is
+// kept, and goes at the first tick more than a timeout after its last
+// message.
+TEST_F(MasterTest, AnAgentHeardJustBeforeItsDeadlineGoesOneTimeoutAfterItsLastMessage) {
+  registerAgent();
+  master_->tick();
+  clock_.advance(14900ms);
+  master_->peerMessage(kAgentPeer, heartbeat());  // its last message
+  clock_.advance(200ms);                           // past its registration's deadline
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 1u);
+  clock_.advance(14800ms);  // exactly one timeout after its last message
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 1u);
+  clock_.advance(100ms);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 0u);
+}
+
+// An agent is judged by its latest registration and messages, never by a
+// deadline an earlier registration set; reconnecting agents leave one
+// silence-watch entry each, however often they come back.
+TEST_F(MasterTest, AReregisteredAgentIsNotRemovedByAnEarlierDeadline) {
+  std::string id = registerAgent();
+  std::string secret = agentSecret_;
+  constexpr PeerId kFirstLink = 40;
+  constexpr int kReconnects = 30;
+  for (int i = 0; i < kReconnects; ++i) {
+    clock_.advance(100ms);
+    hello(kFirstLink + i, wire::ROLE_AGENT);
+    wire::Envelope again = reregistration(id);
+    again.mutable_register_agent()->set_agent_secret(secret);
+    master_->peerMessage(kFirstLink + i, again);
+    ASSERT_EQ(outbox_.take(kFirstLink + i, wire::Envelope::kAgentRegistered).size(), 1u);
+  }
+  EXPECT_EQ(master_->agents().rechecksQueued(), 1u);
+  clock_.advance(12s);  // 15.1 s: past the first registration's deadline
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 1u);
+  clock_.advance(3100ms);  // past the latest one's
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 0u);
+  EXPECT_EQ(master_->agents().rechecksQueued(), 0u);
+  // Registered again after its removal: a new deadline, the old one gone.
+  registerAgent(kFirstLink + kReconnects, "cpus:4;mem:4096", id);
+  clock_.advance(15s);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 1u);
+  clock_.advance(100ms);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 0u);
+}
+
+TEST_F(MasterTest, SilentAgentsAmongLiveOnesAllGoOverSuccessiveTicksAndOnlyThey) {
+  constexpr size_t kSilent = kAgentRemovalsPerTickMax * 2 + 7;
+  constexpr PeerId kLiveFirst = 1000;
+  constexpr size_t kLive = 60;
+  for (size_t i = 0; i < kSilent; ++i) registerAgent(100 + i);
+  for (size_t i = 0; i < kLive; ++i) registerAgent(kLiveFirst + i);
+  clock_.advance(10s);
+  for (size_t i = 0; i < kLive; ++i) master_->peerMessage(kLiveFirst + i, heartbeat());
+  clock_.advance(5100ms);
+  for (size_t tick = 0; tick < 3; ++tick) {
+    master_->tick();
+    size_t removed = std::min(kSilent, (tick + 1) * kAgentRemovalsPerTickMax);
+    size_t left = kSilent - removed;
+    EXPECT_EQ(master_->agentCount(), kLive + left) << "after tick " << tick;
+    clock_.advance(100ms);
+  }
+  EXPECT_EQ(master_->agentCount(), kLive);
+  EXPECT_EQ(master_->agents().rechecksQueued(), kLive);
+}
+
+TEST_F(MasterTest, AmongManyAgentsHeardFromOnlyTheSilentOneGoes) {
+  constexpr PeerId kFirst = 100;
+  constexpr size_t kAgents = 2000;
+  constexpr PeerId kSilentPeer = kFirst + kAgents / 2;
+  std::string silent;
+  for (size_t i = 0; i < kAgents; ++i) {
+    std::string id = registerAgent(kFirst + i);
+    if (kFirst + i == kSilentPeer) silent = id;
+  }
+  for (int second = 1; second <= 60; ++second) {
+    clock_.advance(1s);
+    for (size_t i = 0; second % 5 == 0 && i < kAgents; ++i) {
+      if (kFirst + i != kSilentPeer) master_->peerMessage(kFirst + i, heartbeat());
+    }
+    master_->tick();
+    bool gone = second > 15;
+    ASSERT_EQ(master_->agentCount(), gone ? kAgents - 1 : kAgents) << "at " << second << " s";
+  }
+  EXPECT_EQ(master_->agents().find(silent), nullptr);
+}
+
 TEST_F(MasterTest, SilentAgentIsRemovedItsTasksLostAndFrameworksTold) {
   std::string agentId = registerAgent();
   registerFramework();
@@ -262,17 +373,6 @@ TEST_F(MasterTest, SecondSchedulerTakesOverTheFramework) {
   EXPECT_EQ(outbox_.closed.count(kFrameworkPeer), 1u);
   master_->allocate();
   EXPECT_EQ(offersTo(kOtherFrameworkPeer).size(), 1u);
-}
-
-// An agent's registration with the id a previous master gave it (on a
-// node of 4 cpus and 4096 MB), for a test to add what it runs.
-wire::Envelope reregistration(const std::string& agentId) {
-  wire::Envelope e;
-  auto* info = e.mutable_register_agent()->mutable_info();
-  info->set_id(agentId);
-  info->set_hostname("node");
-  Resources::parse("cpus:4;mem:4096")->toWire(info->mutable_resources());
-  return e;
 }
 
 // Soft state: a fresh master learns the running task from the agent's
