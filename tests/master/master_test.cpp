@@ -257,6 +257,46 @@ TEST_F(MasterTest, AmongManyAgentsHeardFromOnlyTheSilentOneGoes) {
   EXPECT_EQ(master_->agents().find(silent), nullptr);
 }
 
+// Forgiven while its link waits unread, then heard once the link is read:
+// it goes a timeout after that message, not at the end of the forgiveness.
+TEST_F(MasterTest, AForgivenAgentHeardOnceItsLinkIsReadGoesATimeoutAfterThat) {
+  registerAgent();
+  outbox_.heard[kAgentPeer] = clock_.now() + 5s;
+  clock_.advance(20s);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 1u);
+  clock_.advance(1s);
+  outbox_.heard.erase(kAgentPeer);
+  master_->peerMessage(kAgentPeer, heartbeat());  // 21 s
+  clock_.advance(10s);  // past the end of its forgiveness (30 s)
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 1u);
+  clock_.advance(5s);  // 36 s: one timeout after the message
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 1u);
+  clock_.advance(100ms);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), 0u);
+}
+
+// A tick looks at a bounded number of due agents; the rest wait for the
+// next tick, a silent one among them too.
+TEST_F(MasterTest, ATickLooksAtABoundedNumberOfDueAgents) {
+  constexpr PeerId kFirst = 100;
+  constexpr size_t kHeard = kAgentSilenceLooksPerTickMax;
+  for (size_t i = 0; i < kHeard; ++i) registerAgent(kFirst + i);
+  constexpr PeerId kSilentPeer = kFirst + kHeard;  // due last: registered last
+  registerAgent(kSilentPeer);
+  clock_.advance(10s);
+  for (size_t i = 0; i < kHeard; ++i) master_->peerMessage(kFirst + i, heartbeat());
+  clock_.advance(5100ms);  // every one due
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), kHeard + 1) << "the silent one was not looked at yet";
+  clock_.advance(100ms);
+  master_->tick();
+  EXPECT_EQ(master_->agentCount(), kHeard);
+}
+
 TEST_F(MasterTest, SilentAgentIsRemovedItsTasksLostAndFrameworksTold) {
   std::string agentId = registerAgent();
   registerFramework();
